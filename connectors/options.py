@@ -1,0 +1,194 @@
+"""Option parsing shared by the source and every sink.
+
+Spark hands a data source its options as strings in a case-insensitive dict. `OptionReader` parses
+them once, on the driver, when the query starts: each getter names the option, and a bad value raises
+`OptionError` with the option, the value and what is allowed. `OptionReader.finish()` then rejects
+any option nobody asked for, so a typo (`eventsPerSecnod`) fails instead of being ignored.
+
+Durations are strings with a unit (``250ms``, ``1.5s``, ``500us``, ``1m``); they parse to integer
+microseconds. Times are ISO-8601 (``2026-01-01T00:00:00Z``; no zone means UTC) or integer epoch
+milliseconds; they parse to integer epoch microseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Iterable, Mapping
+
+from connectors.errors import OptionError
+
+__all__ = ["OptionReader", "parse_duration_us", "parse_time_us", "format_duration_us"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]+)\s*$", re.IGNORECASE)
+_UNIT_US = {
+    "us": 1, "µs": 1, "micros": 1,
+    "ms": 1_000, "millis": 1_000,
+    "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000, "second": 1_000_000, "seconds": 1_000_000,
+    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000, "minute": 60_000_000, "minutes": 60_000_000,
+    "h": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
+    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
+}
+_DURATION_EXPECTED = "a duration with a unit, e.g. '250ms', '1.5s', '500us', '1m' (units: us, ms, s, m, h, d)"
+
+# Keys Spark itself may put into a data source's options; never reported as unknown.
+_SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+
+
+def parse_duration_us(text: str, option: str = "duration") -> int:
+    """Parse ``'250ms'`` style text into integer microseconds (rounded to the nearest µs)."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise OptionError(option, text, _DURATION_EXPECTED)
+    number, unit = match.groups()
+    factor = _UNIT_US.get(unit.lower())
+    if factor is None:
+        raise OptionError(option, text, f"a known unit, not {unit!r} ({_DURATION_EXPECTED})")
+    return round(float(number) * factor)
+
+
+def format_duration_us(us: int) -> str:
+    """The shortest exact spelling of a duration in microseconds (``1500000`` → ``'1500ms'``)."""
+    for unit, factor in (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 1_000_000), ("ms", 1_000)):
+        if us and us % factor == 0:
+            return f"{us // factor}{unit}"
+    return f"{us}us"
+
+
+def parse_time_us(text: str, option: str = "time") -> int:
+    """Parse ISO-8601 (no zone means UTC) or integer epoch milliseconds into epoch microseconds."""
+    value = str(text).strip()
+    if re.fullmatch(r"-?\d+", value):
+        return int(value) * 1_000
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise OptionError(option, text, "an ISO-8601 time such as '2026-01-01T00:00:00Z' or epoch milliseconds") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    delta = parsed - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+class OptionReader:
+    """Typed, case-insensitive access to a data source's string options.
+
+    Every getter records the name it was asked for; `finish()` raises `OptionError` for any option
+    that was given but never asked for, listing the known names.
+    """
+
+    def __init__(self, options: Mapping[str, object], *, name: str) -> None:
+        self.name = name
+        self._given = {str(k).lower(): (str(k), v) for k, v in options.items()}
+        self._known: dict[str, str] = {}
+
+    def _take(self, option: str) -> str | None:
+        self._known[option.lower()] = option
+        entry = self._given.get(option.lower())
+        return None if entry is None else str(entry[1])
+
+    def has(self, option: str) -> bool:
+        """Whether the option was given (and mark it known)."""
+        return self._take(option) is not None
+
+    def string(self, option: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self._take(option)
+        if value is None or value == "":
+            if required:
+                raise OptionError(option, value, f"a value; set it with .option('{option}', ...) on the {self.name}")
+            return default
+        return value
+
+    def integer(self, option: str, default: int | None = None, *, minimum: int | None = None,
+                maximum: int | None = None) -> int | None:
+        value = self._take(option)
+        if value is None:
+            return default
+        try:
+            number = int(value.strip().replace("_", ""))
+        except ValueError:
+            raise OptionError(option, value, _range("an integer", minimum, maximum)) from None
+        if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+            raise OptionError(option, value, _range("an integer", minimum, maximum))
+        return number
+
+    def number(self, option: str, default: float | None = None, *, above: float | None = None,
+               minimum: float | None = None) -> float | None:
+        """A float; `above` is an exclusive lower bound, `minimum` an inclusive one."""
+        value = self._take(option)
+        if value is None:
+            return default
+        expected = "a number" + (f" > {above:g}" if above is not None else "") + (f" ≥ {minimum:g}" if minimum is not None else "")
+        try:
+            number = float(value.strip().replace("_", ""))
+        except ValueError:
+            raise OptionError(option, value, expected) from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise OptionError(option, value, "a finite " + expected)
+        if (above is not None and number <= above) or (minimum is not None and number < minimum):
+            raise OptionError(option, value, expected)
+        return number
+
+    def boolean(self, option: str, default: bool) -> bool:
+        value = self._take(option)
+        if value is None:
+            return default
+        lowered = value.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise OptionError(option, value, "true or false")
+
+    def choice(self, option: str, choices: Iterable[str], default: str | None = None) -> str | None:
+        """One of `choices`, compared case-insensitively; returns the canonical spelling."""
+        value = self._take(option)
+        if value is None:
+            return default
+        allowed = list(choices)
+        for candidate in allowed:
+            if candidate.lower() == value.strip().lower():
+                return candidate
+        raise OptionError(option, value, "one of " + ", ".join(repr(c) for c in allowed))
+
+    def duration_us(self, option: str, default: int | None = None, *, positive: bool = True) -> int | None:
+        value = self._take(option)
+        if value is None:
+            return default
+        us = parse_duration_us(value, option)
+        if positive and us <= 0:
+            raise OptionError(option, value, "a duration > 0 (at least 1us)")
+        return us
+
+    def time_us(self, option: str) -> int | None:
+        value = self._take(option)
+        return None if value is None else parse_time_us(value, option)
+
+    def prefixed(self, prefix: str) -> dict[str, str]:
+        """Every option starting with `prefix` (case-insensitive), prefix removed, original case kept."""
+        self._known[prefix.lower() + "*"] = prefix + "*"
+        out = {}
+        for lowered, (original, value) in self._given.items():
+            if lowered.startswith(prefix.lower()) and len(lowered) > len(prefix):
+                out[original[len(prefix):]] = str(value)
+        return out
+
+    def finish(self) -> None:
+        """Raise `OptionError` for the first option that no getter asked for."""
+        prefixes = tuple(k[:-1] for k in self._known if k.endswith("*"))
+        for lowered, (original, value) in sorted(self._given.items()):
+            if lowered in self._known or lowered in _SPARK_KEYS or (prefixes and lowered.startswith(prefixes)):
+                continue
+            known = ", ".join(sorted(self._known.values(), key=str.lower))
+            raise OptionError(original, value, f"a known option of the {self.name}; unknown option '{original}' "
+                                               f"(known: {known})")
+
+
+def _range(kind: str, minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{kind} from {minimum} to {maximum}"
+    if minimum is not None:
+        return f"{kind} ≥ {minimum}"
+    if maximum is not None:
+        return f"{kind} ≤ {maximum}"
+    return kind

@@ -1,0 +1,249 @@
+"""The impulse data source: synthetic events at a fixed rate, for Spark Structured Streaming.
+
+Offsets (stored by Spark in ``<checkpoint>/offsets``) are JSON dicts::
+
+    {"startTime": µs, "anchorTime": µs, "delayUs": float, "rampUs": int,
+     "anchorCounters": [per partition], "counters": [per partition]}
+
+``counters[i]`` is the next counter of partition i; a micro-batch covers ``[start.counters[i],
+end.counters[i])`` of every partition, so a restart from the checkpoint resumes with no gap and no
+duplicate, and a replayed batch (same offsets) yields identical rows. The rows are a pure function
+of the offsets and the options (`impulse.events`); the reader keeps no state that `read()` needs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from connectors.errors import OptionError
+from impulse.events import EventLayout, event_batches, spark_schema
+from impulse.options import DOWNTIME_SKIP, ImpulseOptions
+from impulse.schedule import Schedule
+
+__all__ = ["ImpulseDataSource", "ImpulseStreamReader", "ImpulseBatchReader", "ImpulsePartition"]
+
+
+class ImpulseDataSource(DataSource):
+    """Synthetic events at a configured rate, deterministic and resumable.
+
+    Name: ``impulse``
+
+    Schema: ``counter`` BIGINT (per partition, from 0), ``subtask_index`` BIGINT (0..numPartitions-1,
+    constant per partition), ``timestamp`` TIMESTAMP (event time, UTC, µs), and with
+    ``payloadBytes`` > 0 a ``payload`` BINARY of that many bytes. ``(subtask_index, counter)`` is
+    the unique key of an event.
+
+    Parameters (option names are case-insensitive)
+    ----------
+    eventsPerSecond : float > 0
+        Total rate over all partitions, events/s. Each partition runs at eventsPerSecond /
+        numPartitions (a float: no rate is lost to rounding). Exactly one of this and ``delay``.
+    delay : duration, e.g. ``250ms``, ``1s``, ``500us``
+        Time between two events of one partition (total rate numPartitions / delay).
+    numPartitions : int ≥ 1, optional
+        Default: the CPU count of the driver (the default parallelism of ``local[*]``).
+    limit : int ≥ 0, optional
+        Total events over all partitions; partition i gets limit // n, plus one if i < limit % n.
+    limitPerPartition : int ≥ 0, optional
+        Events per partition (Arroyo's ``message_count``). At most one of the two limits. When every
+        partition reached its limit the stream has no more data; ``Trigger.AvailableNow`` then ends.
+    interval : duration, optional
+        Event time = startTime + interval × counter (independent of the wall clock). Without it,
+        event time is the event's scheduled emission time (see *Notes*).
+    startTime : ISO-8601 or epoch milliseconds, optional
+        Default: when the query first starts. Kept in the offsets: a restart keeps the original.
+        A start in the past makes the events between it and now due at once (a backfill).
+    alignment : duration, optional
+        Round the start time down to a multiple of it since the epoch (``1m``: a whole minute).
+    maxEventsPerTrigger : int ≥ 1, optional
+        Admission control: at most this many events per micro-batch, shared fairly by partitions.
+    rampUpTime : duration, optional
+        Grow the rate linearly from 0 to the full rate over this time after each (re)start.
+    payloadBytes : int ≥ 0, default 0
+        Size of a deterministic ``payload`` column (counter and subtask index, then filler).
+    downtime : ``skip`` (default) | ``catchup``
+        What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
+        Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
+        missed time gets no events. ``catchup`` (like Spark's ``rate``): every missed event is due at
+        once, bounded per micro-batch by ``maxEventsPerTrigger`` when set; their timestamps are their
+        original scheduled times.
+
+    Notes
+    -----
+    Event k of a partition is due at ``anchor + k × delay`` (ramp-up bends the start of that line;
+    see `impulse.schedule`). The anchor is the start time, moved to the restart time on a restart
+    with ``downtime=skip`` or with changed rate options (``eventsPerSecond``, ``delay``,
+    ``rampUpTime``). A restart with another ``numPartitions`` than the checkpoint's fails with an
+    `OptionError`: use a new checkpoint to rescale. Options that shape rows (``interval``,
+    ``payloadBytes``) must stay the same across restarts for replays to be identical.
+
+    Examples
+    --------
+    >>> spark.readStream.format("impulse").option("eventsPerSecond", 50_000) \\
+    ...     .option("numPartitions", 4).load()                                  # doctest: +SKIP
+    >>> spark.read.format("impulse").option("delay", "10ms").option("limit", 1000).load()  # doctest: +SKIP
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "impulse"
+
+    def schema(self) -> str:
+        return spark_schema(ImpulseOptions.from_options(self.options).payload_bytes)
+
+    def streamReader(self, schema) -> "ImpulseStreamReader":
+        return ImpulseStreamReader(ImpulseOptions.from_options(self.options))
+
+    def reader(self, schema) -> "ImpulseBatchReader":
+        return ImpulseBatchReader(ImpulseOptions.from_options(self.options))
+
+
+@dataclass
+class ImpulsePartition(InputPartition):
+    """Counters ``[first, end)`` of partition `subtask_index`, with what shapes their rows."""
+
+    subtask_index: int
+    first: int
+    end: int
+    layout: EventLayout
+
+
+def _read(partition: ImpulsePartition) -> Iterator[pa.RecordBatch]:
+    return event_batches(partition.subtask_index, partition.first, partition.end, partition.layout)
+
+
+def now_us() -> int:
+    """Wall clock, epoch microseconds."""
+    return time.time_ns() // 1_000
+
+
+class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side plans offsets from the wall clock; `read()` (executors) depends on the partition only."""
+
+    def __init__(self, options: ImpulseOptions) -> None:
+        self.options = options
+        self._new_query = False      # initialOffset() ran in this process: nothing to resume
+        self._resume_checked = False
+        self._available_now_us: int | None = None
+        self._last_start: dict | None = None
+
+    def initialOffset(self) -> dict:
+        self._new_query = True
+        opts = self.options
+        start = opts.aligned_start(now_us())
+        zeros = [0] * opts.num_partitions
+        return {"startTime": start, "anchorTime": start, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
+                "anchorCounters": zeros, "counters": zeros}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_events_per_trigger:
+            return ReadMaxRows(self.options.max_events_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now_us = now_us()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._check_partitions(start)
+        now = self._available_now_us or now_us()
+        start = self._resume(start, now)
+        self._last_start = start
+        ends = self._available(start, now)
+        if isinstance(limit, ReadMaxRows):
+            ends = _admit(start["counters"], ends, limit.max_rows)
+        return {**start, "counters": ends}
+
+    def reportLatestOffset(self) -> dict | None:
+        """What is due now, ignoring admission control: Spark shows it as the source's latestOffset (lag)."""
+        if self._last_start is None:
+            return None
+        return {**self._last_start, "counters": self._available(self._last_start, now_us())}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[ImpulsePartition]:
+        schedule = Schedule(end["anchorTime"], end["delayUs"], end["rampUs"])
+        opts = self.options
+        return [
+            ImpulsePartition(i, first, last, EventLayout(end["startTime"], schedule, base, opts.interval_us, opts.payload_bytes))
+            for i, (first, last, base) in enumerate(zip(start["counters"], end["counters"], end["anchorCounters"]))
+            if last > first
+        ]
+
+    def read(self, partition: ImpulsePartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: events are generated, not buffered."""
+
+    def _available(self, start: dict, now: int) -> list[int]:
+        due = Schedule(start["anchorTime"], start["delayUs"], start["rampUs"]).due(now)
+        limits = self.options.limits or [None] * len(start["counters"])
+        return [max(counter, base + due if cap is None else min(base + due, cap))
+                for counter, base, cap in zip(start["counters"], start["anchorCounters"], limits)]
+
+    def _check_partitions(self, start: dict) -> None:
+        stored = len(start["counters"])
+        if stored != self.options.num_partitions:
+            raise OptionError("numPartitions", self.options.num_partitions,
+                              f"{stored}, the number of partitions in this query's checkpoint; to change it, "
+                              "start the query with a new checkpointLocation")
+
+    def _resume(self, start: dict, now: int) -> dict:
+        """On the first plan after a restart, re-anchor the schedule if the rate changed or time is skipped."""
+        if self._new_query or self._resume_checked:
+            return start
+        self._resume_checked = True
+        opts = self.options
+        rate_changed = start["delayUs"] != opts.delay_us or start["rampUs"] != opts.ramp_up_us
+        behind = self._available(start, now) != start["counters"]
+        if rate_changed or (opts.downtime == DOWNTIME_SKIP and behind):
+            return {**start, "anchorTime": now, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
+                    "anchorCounters": list(start["counters"])}
+        return start
+
+
+class ImpulseBatchReader(DataSourceReader):
+    """A bounded read of the first `limit` events; needs ``limit`` or ``limitPerPartition``."""
+
+    def __init__(self, options: ImpulseOptions) -> None:
+        if options.limits is None:
+            raise OptionError("limit", None, "a limit ('limit' or 'limitPerPartition') for a batch read "
+                                             "(spark.read): without one the impulse source is unbounded")
+        self.options = options
+        self.start_us = options.aligned_start(now_us())
+
+    def partitions(self) -> Sequence[ImpulsePartition]:
+        opts = self.options
+        layout = EventLayout(self.start_us, Schedule(self.start_us, opts.delay_us, opts.ramp_up_us), 0,
+                             opts.interval_us, opts.payload_bytes)
+        return [ImpulsePartition(i, 0, cap, layout) for i, cap in enumerate(opts.limits) if cap > 0] or \
+            [ImpulsePartition(0, 0, 0, layout)]
+
+    def read(self, partition: ImpulsePartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+
+def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:
+    """Cap the events of a micro-batch at `max_rows`, shared evenly among partitions that have events."""
+    want = [end - counter for counter, end in zip(counters, ends)]
+    if sum(want) <= max_rows:
+        return ends
+    grant = [0] * len(want)
+    remaining = max_rows
+    active = [i for i, w in enumerate(want) if w > 0]
+    while remaining and active:
+        share = max(1, remaining // len(active))
+        for i in list(active):
+            take = min(share, want[i] - grant[i], remaining)
+            grant[i] += take
+            remaining -= take
+            if grant[i] == want[i]:
+                active.remove(i)
+            if not remaining:
+                break
+    return [counter + g for counter, g in zip(counters, grant)]
