@@ -31,14 +31,29 @@ class Schedule:
     ramp_us: int = 0
 
     def due(self, now_us: int) -> int:
-        """How many events since the anchor are due at `now_us` (those with ``anchor + offset(k) ≤ now_us``)."""
+        """How many events since the anchor are due at `now_us` (those with ``anchor + offset(k) ≤ now_us``).
+
+        Exactly consistent with `offsets_us`: the closed form is only an estimate (offsets are floored
+        to whole µs, and float rounding), corrected against `offsets_us` itself.
+        """
         elapsed = now_us - self.anchor_us
         if elapsed < 0:
             return 0
         ramp, delay = self.ramp_us, self.delay_us
+        # event k is due when floor(offset(k)) ≤ elapsed, i.e. offset(k) < elapsed + 1
         if ramp and elapsed < ramp:
-            return math.floor(elapsed * elapsed / (2.0 * ramp * delay)) + 1
-        return math.floor((elapsed - ramp / 2.0) / delay) + 1
+            k = math.ceil((elapsed + 1) ** 2 / (2.0 * ramp * delay))
+        else:
+            k = math.ceil((elapsed + 1 - ramp / 2.0) / delay)
+        k = max(k, 0)
+        while self._offset_us(k) <= elapsed:
+            k += 1
+        while k > 0 and self._offset_us(k - 1) > elapsed:
+            k -= 1
+        return k
+
+    def _offset_us(self, k: int) -> int:
+        return int(self.offsets_us(np.array([k], dtype=np.int64))[0])
 
     def offsets_us(self, k: np.ndarray) -> np.ndarray:
         """Microseconds from the anchor to each event in `k` (int64 array of event numbers since the anchor)."""
