@@ -229,21 +229,23 @@ class ImpulseBatchReader(DataSourceReader):
 
 
 def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:
-    """Cap the events of a micro-batch at `max_rows`, shared evenly among partitions that have events."""
+    """Cap the events of a micro-batch at `max_rows`, shared evenly among partitions that have events.
+
+    Water-filling: each partition gets an equal share (never more than it has due); the few rows
+    left over go one each to the partitions furthest behind (most events due, then lowest index), so
+    over successive micro-batches no partition starves and the counters stay within one of each
+    other, even when `max_rows` is smaller than the number of partitions.
+    """
     want = [end - counter for counter, end in zip(counters, ends)]
     if sum(want) <= max_rows:
-        return ends
+        return list(ends)
     grant = [0] * len(want)
     remaining = max_rows
-    active = [i for i, w in enumerate(want) if w > 0]
-    while remaining and active:
-        share = max(1, remaining // len(active))
-        for i in list(active):
-            take = min(share, want[i] - grant[i], remaining)
-            grant[i] += take
-            remaining -= take
-            if grant[i] == want[i]:
-                active.remove(i)
-            if not remaining:
-                break
+    active = sorted((i for i, w in enumerate(want) if w > 0), key=lambda i: want[i])
+    for position, i in enumerate(active):
+        grant[i] = min(want[i], remaining // (len(active) - position))
+        remaining -= grant[i]
+    behind = sorted((i for i in active if grant[i] < want[i]), key=lambda i: (grant[i] - want[i], i))
+    for i in behind[:remaining]:
+        grant[i] += 1
     return [counter + g for counter, g in zip(counters, grant)]
