@@ -232,9 +232,9 @@ def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:
     """Cap the events of a micro-batch at `max_rows`, shared evenly among partitions that have events.
 
     Water-filling: each partition gets an equal share (never more than it has due); the few rows
-    left over go one each to the partitions furthest behind (most events due, then lowest index), so
-    over successive micro-batches no partition starves and the counters stay within one of each
-    other, even when `max_rows` is smaller than the number of partitions.
+    left over go one each to the partitions furthest behind (most events due, then lowest counter,
+    then lowest index). Over successive micro-batches no partition starves and the counters stay
+    within one of each other, even when `max_rows` is smaller than the number of partitions.
     """
     want = [end - counter for counter, end in zip(counters, ends)]
     if sum(want) <= max_rows:
@@ -242,10 +242,16 @@ def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:
     grant = [0] * len(want)
     remaining = max_rows
     active = sorted((i for i, w in enumerate(want) if w > 0), key=lambda i: want[i])
-    for position, i in enumerate(active):
-        grant[i] = min(want[i], remaining // (len(active) - position))
-        remaining -= grant[i]
-    behind = sorted((i for i in active if grant[i] < want[i]), key=lambda i: (grant[i] - want[i], i))
+    for position, i in enumerate(active):  # fewest wanted first: they may leave part of their share
+        share = remaining // (len(active) - position)
+        if want[i] > share:  # this one and all after it want more than an equal share
+            for j in active[position:]:
+                grant[j] = share
+            remaining -= share * (len(active) - position)
+            break
+        grant[i] = want[i]
+        remaining -= want[i]
+    behind = sorted((i for i in active if grant[i] < want[i]), key=lambda i: (grant[i] - want[i], counters[i], i))
     for i in behind[:remaining]:
         grant[i] += 1
     return [counter + g for counter, g in zip(counters, grant)]
