@@ -34,3 +34,50 @@ def spark():
     for query in session.streams.active:
         query.stop()
     session.stop()
+
+
+# --- real servers (tests/servers.py). Session-scoped and lazy: a server starts only when a test asks for it,
+# so `pytest tests/impulse` starts no Kafka. REDIS_URL / KAFKA_BROKERS point the tests at servers someone else
+# runs instead. A server that cannot start fails the tests loudly; nothing is skipped.
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A ``tests.servers.RedisServer`` (``.url``, ``.client()``, ``.restart()``), without persistence."""
+    from tests.servers import RedisServer
+
+    url = os.environ.get("REDIS_URL")
+    server = RedisServer.external(url) if url else RedisServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A ``tests.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
+    from tests.servers import KafkaBroker
+
+    bootstrap = os.environ.get("KAFKA_BROKERS")
+    broker = KafkaBroker.external(bootstrap) if bootstrap else KafkaBroker()
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="session")
+def http_receiver():
+    """A ``tests.servers.HttpReceiver`` (``.url``, ``.accepted``, ``.fail_next()``...). Shared by the session:
+    call ``http_receiver.reset()`` at the start of a test that counts requests."""
+    from tests.servers import HttpReceiver
+
+    receiver = HttpReceiver()
+    try:
+        receiver.start()
+        yield receiver
+    finally:
+        receiver.close()

@@ -1,0 +1,250 @@
+"""The real test servers themselves (tests/servers.py) do what the sink tests rely on."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.servers import (
+    KAFKA_VERSION,
+    HttpReceiver,
+    RedisServer,
+    fetch_kafka,
+    free_port,
+    kafka_jars_dir,
+    wait_until,
+)
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def test_free_port_is_bindable():
+    import socket
+
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_wait_until_returns_value_and_times_out():
+    start = time.monotonic()
+    assert wait_until(lambda: time.monotonic() - start > 0.1 and "done", timeout=5) == "done"
+    with pytest.raises(TimeoutError, match="the impossible"):
+        wait_until(lambda: False, timeout=0.2, message="the impossible")
+
+
+def test_kafka_version_is_pinned_in_the_pom():
+    pom = (Path(__file__).parent / "kafka" / "pom.xml").read_text()
+    assert f"<kafka.version>{KAFKA_VERSION}</kafka.version>" in pom
+    assert KAFKA_VERSION == "4.1.1"
+
+
+# --------------------------------------------------------------------------------------------- Redis
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_set_get(redis_server):
+    client = redis_server.client()
+    key = f"test-servers:{uuid.uuid4().hex}"
+    client.set(key, b"value")
+    assert client.get(key) == b"value"
+    assert redis_server.url.startswith("redis://")
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_restart_with_persistence_keeps_data():
+    with RedisServer(persistence=True) as server:
+        port = server.port
+        server.client().set("k", "v")
+        server.restart()
+        assert server.port == port
+        assert server.client().get("k") == b"v"
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_restart_without_persistence_loses_data():
+    with RedisServer() as server:
+        server.client().set("k", "v")
+        server.restart()
+        assert server.client().get("k") is None
+
+
+# --------------------------------------------------------------------------------------------- Kafka
+
+
+def _transactional_producer(broker, name):
+    producer = broker.producer(**{"transactional.id": f"test-servers-{name}-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    return producer
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_kafka_jars_fetched_once_into_the_cache():
+    jars = fetch_kafka()
+    assert jars == kafka_jars_dir()
+    assert (jars / ".complete").is_file()
+    assert (jars / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file()
+    start = time.monotonic()
+    assert fetch_kafka() == jars
+    assert time.monotonic() - start < 1  # cached: no Maven run
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_kafka_committed_visible_aborted_invisible(kafka_broker):
+    topic = kafka_broker.create_topic(f"servers-txn-{uuid.uuid4().hex[:8]}", partitions=2)
+    producer = _transactional_producer(kafka_broker, "txn")
+
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce(topic, value=f"committed-{i}".encode(), key=str(i).encode(), partition=i % 2)
+    producer.commit_transaction(30)
+
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"aborted-{i}".encode(), partition=i % 2)
+    producer.flush(30)  # the aborted records really reach the log before the abort
+    producer.abort_transaction(30)
+
+    committed = sorted(m.value() for m in kafka_broker.consume_all(topic))
+    assert committed == [f"committed-{i}".encode() for i in range(4)]
+    everything = sorted(m.value() for m in kafka_broker.consume_all(topic, isolation="read_uncommitted"))
+    assert everything == sorted([f"committed-{i}".encode() for i in range(4)] + [f"aborted-{i}".encode() for i in range(3)])
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_kafka_open_transaction_is_not_read(kafka_broker):
+    topic = kafka_broker.create_topic(f"servers-open-{uuid.uuid4().hex[:8]}")
+    producer = _transactional_producer(kafka_broker, "open")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"pending")
+    producer.flush(30)
+    assert kafka_broker.consume_all(topic, timeout=20) == []
+    producer.commit_transaction(30)
+    assert [m.value() for m in kafka_broker.consume_all(topic)] == [b"pending"]
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_kafka_restart_keeps_committed_data(kafka_broker):
+    if not kafka_broker.managed:
+        pytest.skip("KAFKA_BROKERS points at an external broker, which these tests cannot restart")
+    topic = kafka_broker.create_topic(f"servers-restart-{uuid.uuid4().hex[:8]}")
+    producer = _transactional_producer(kafka_broker, "restart")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"before-restart")
+    producer.commit_transaction(30)
+    bootstrap = kafka_broker.bootstrap
+
+    kafka_broker.restart()
+
+    assert kafka_broker.bootstrap == bootstrap
+    assert [m.value() for m in kafka_broker.consume_all(topic)] == [b"before-restart"]
+    after = _transactional_producer(kafka_broker, "after-restart")  # the coordinator works again
+    after.begin_transaction()
+    after.produce(topic, value=b"after-restart")
+    after.commit_transaction(30)
+    assert [m.value() for m in kafka_broker.consume_all(topic)] == [b"before-restart", b"after-restart"]
+
+
+# ------------------------------------------------------------------------------------------- webhook
+
+
+@pytest.fixture
+def receiver(http_receiver):
+    http_receiver.reset()
+    yield http_receiver
+    http_receiver.reset()
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_receiver_dedupes_by_idempotency_key(receiver):
+    import requests
+
+    with requests.Session() as session:
+        for body, key in [(b"a", "k1"), (b"a-again", "k1"), (b"b", "k2"), (b"no-key-1", None), (b"no-key-2", None)]:
+            headers = {"Idempotency-Key": key} if key else {}
+            response = session.post(f"{receiver.url}/hook", data=body, headers=headers, timeout=10)
+            assert response.status_code == 200
+    assert receiver.accepted == [b"a", b"b", b"no-key-1", b"no-key-2"]
+    assert len(receiver.requests) == 5
+    assert [r.duplicate for r in receiver.requests] == [False, True, False, False, False]
+    assert receiver.requests[0].path == "/hook" and receiver.requests[0].idempotency_key == "k1"
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_receiver_fail_next_and_respond_with(receiver):
+    import requests
+
+    receiver.fail_next(2, status=429, headers={"Retry-After": "1"})
+    answers = [requests.post(receiver.url, data=f"{i}", headers={"Idempotency-Key": "same"}, timeout=10) for i in range(3)]
+    assert [a.status_code for a in answers] == [429, 429, 200]
+    assert answers[0].headers["Retry-After"] == "1"
+    assert receiver.accepted == [b"2"]  # failed requests are not accepted, so the retry's key is still free
+
+    receiver.respond_with(500, body=b"boom")
+    assert requests.post(receiver.url, data=b"x", timeout=10).status_code == 500
+    receiver.reset_behaviour()
+    assert requests.post(receiver.url, data=b"y", timeout=10).status_code == 200
+    assert receiver.accepted == [b"2", b"y"]
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_receiver_delay_next_makes_clients_time_out(receiver):
+    import requests
+
+    receiver.delay_next(1, 2.0)
+    with pytest.raises(requests.exceptions.Timeout):
+        requests.post(receiver.url, data=b"slow", headers={"Idempotency-Key": "s"}, timeout=0.3)
+    retry = requests.post(receiver.url, data=b"slow", headers={"Idempotency-Key": "s"}, timeout=10)
+    assert retry.status_code == 200 and retry.json()["duplicate"] is True
+    assert receiver.wait_for(lambda r: len(r.requests) == 2, timeout=5)
+    assert receiver.accepted == [b"slow"]
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_receiver_restart_on_same_port():
+    import requests
+
+    with HttpReceiver() as receiver, requests.Session() as session:
+        url = receiver.url
+        assert session.post(url, data=b"1", timeout=5).status_code == 200  # keeps the connection alive
+        receiver.stop()
+        with pytest.raises(requests.exceptions.ConnectionError):
+            session.post(url, data=b"while-down", timeout=5)
+        receiver.start()
+        assert receiver.url == url
+        assert session.post(url, data=b"2", timeout=5).status_code == 200
+        assert receiver.accepted == [b"1", b"2"]
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_receiver_is_thread_safe(receiver):
+    import requests
+
+    def send(worker):
+        with requests.Session() as session:
+            for i in range(25):
+                session.post(receiver.url, data=f"{worker}-{i}", headers={"Idempotency-Key": f"{i % 10}"}, timeout=10)
+
+    threads = [threading.Thread(target=send, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(receiver.requests) == 100
+    assert len(receiver.accepted) == 10
