@@ -17,6 +17,7 @@ __all__ = ["data_sources", "register_all"]
 # name -> "module:class"; imported lazily so that importing `connectors` never needs a sink's client library.
 _SOURCES = {
     "impulse": "impulse.source:ImpulseDataSource",
+    "redis-sink": "sinks.redis:RedisSinkDataSource",
 }
 
 

@@ -1,0 +1,45 @@
+"""What a sink author provides to run the conformance suite against a real target."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Mapping
+
+__all__ = ["SinkAdapter"]
+
+
+class SinkAdapter(ABC):
+    """Binds the suite to one sink and one reachable target.
+
+    Every test works in its own *namespace* (a short unique string such as ``t3f9a1c``): the adapter
+    maps it to a key prefix, a topic, a URL path… so tests never see each other's data.
+    """
+
+    #: the sink's format name, e.g. ``"redis-sink"``
+    format: str
+
+    @abstractmethod
+    def options(self, namespace: str) -> Mapping[str, str]:
+        """Writer options that send the rows of a test to this target, isolated by `namespace`."""
+
+    @abstractmethod
+    def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        """``(subtask_index, counter)`` of every record that landed and is visible to a reader, duplicates included.
+
+        The suite writes impulse rows (``counter``, ``subtask_index``, ``timestamp``) with the sink's default
+        value encoding (the row as JSON) unless `options` says otherwise.
+        """
+
+    def prepare(self, namespace: str) -> None:
+        """Create what a test's namespace needs (a topic…) before the query starts. Default: nothing."""
+
+    def cleanup(self, namespace: str) -> None:
+        """Remove what a test wrote. Default: nothing."""
+
+    @abstractmethod
+    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
+        """Options like `options` but pointing at an address where nothing listens."""
+
+    def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
+        """Option overrides that must fail at query start, each with a word the error must contain."""
+        return []

@@ -1,0 +1,81 @@
+"""Fault injection for testing the commit protocol: off unless the `faultInjection` option is set.
+
+A testing aid, never for production. The option names one point, one action and, optionally, which
+batch, partition and task attempt it applies to::
+
+    .option("faultInjection", "point=mid_write,action=crash,batch=1,partition=0,attempt=0")
+
+Points, in the order of the protocol (`connectors.protocol`):
+
+- ``before_write``  executor: before anything of the partition is sent to the target;
+- ``mid_write``     executor: after part of the partition was sent (the first record batch is split
+                    in two if needed, and the fault fires when the sink asks for the second half);
+- ``after_write``   executor: the partition is written and committed, before the task returns;
+- ``before_commit`` driver: in ``commit()``, before the batch's durable record is written;
+- ``after_commit``  driver: in ``commit()``, after the durable record, before returning.
+
+Actions: ``fail`` raises `InjectedFault` (Spark fails the task, or the batch for driver points);
+``crash`` kills the Python process at once with SIGKILL (an executor's Python worker, or the driver's
+commit process), as a machine failure would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+from connectors.errors import ConnectorError, OptionError
+
+__all__ = ["FaultPlan", "InjectedFault", "POINTS", "ACTIONS"]
+
+POINTS = ("before_write", "mid_write", "after_write", "before_commit", "after_commit")
+ACTIONS = ("fail", "crash")
+_EXPECTED = ("'point=<" + "|".join(POINTS) + ">,action=<fail|crash>[,batch=N][,partition=N][,attempt=N]'")
+
+
+class InjectedFault(ConnectorError):
+    """Raised at a fault-injection point whose action is ``fail``."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Where to inject a fault; `None` fields match anything."""
+
+    point: str
+    action: str
+    batch: int | None = None
+    partition: int | None = None
+    attempt: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | None, option: str = "faultInjection") -> "FaultPlan | None":
+        if not text:
+            return None
+        fields: dict[str, str] = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise OptionError(option, text, _EXPECTED)
+            fields[key.strip().lower()] = value.strip()
+        unknown = set(fields) - {"point", "action", "batch", "partition", "attempt"}
+        if unknown or fields.get("point") not in POINTS or fields.get("action") not in ACTIONS:
+            raise OptionError(option, text, _EXPECTED)
+        try:
+            numbers = {k: int(fields[k]) for k in ("batch", "partition", "attempt") if k in fields}
+        except ValueError:
+            raise OptionError(option, text, _EXPECTED) from None
+        return cls(fields["point"], fields["action"], **numbers)
+
+    def matches(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> bool:
+        return (point == self.point and self.batch in (None, batch)
+                and (partition is None or self.partition in (None, partition))
+                and (attempt is None or self.attempt in (None, attempt)))
+
+    def hit(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> None:
+        """Fire the fault if this point matches: raise `InjectedFault` or SIGKILL this process."""
+        if not self.matches(point, batch, partition, attempt):
+            return
+        if self.action == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise InjectedFault(f"injected fault at {point} (batch {batch}, partition {partition}, attempt {attempt})")

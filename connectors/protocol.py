@@ -1,0 +1,354 @@
+"""The offset-commit protocol shared by every sink: a replayed micro-batch never loses or duplicates data.
+
+Identity of a write: the commit id *Q* (the streaming query id, stable across restarts from one
+checkpoint, or the user's ``commitId`` option), the batch id *B* and the Spark partition id *P*.
+Both ids are task-local properties, read inside ``write()`` through ``TaskContext``.
+
+The call sequence of one micro-batch:
+
+1. Driver, at every batch: ``streamWriter()`` parses the options (`OptionError` on a bad one) and
+   calls `Sink.check` (a clear `SinkError` if the target cannot be reached): nothing is written.
+2. Executor, for each partition P, task attempt A — `ProtocolWriter.write`:
+   a. fault point ``before_write``;
+   b. `Sink.open`, then `Sink.is_committed`: if the target's own record says (Q, P) already committed
+      batch B, the partition is skipped (an earlier attempt or run of this batch finished it);
+   c. otherwise `Sink.write` writes the rows **and** the record "(Q, P) committed B" to the target in
+      one atomic step (a Redis MULTI/EXEC, a Kafka transaction) or, for a target that cannot do
+      that, with keys that make a repeat harmless (the webhook's idempotency keys);
+      fault point ``mid_write`` fires after part of the partition was handed to the sink;
+   d. a `TransientError` (connection lost, broker restarting) retries from b. with backoff: the
+      partition's record batches are kept in memory until the task ends, so a retry resends them;
+   e. fault point ``after_write``; return a `CommitMessage` (rows, bytes, skipped, what was staged,
+      latency from each event's ``timestamp`` to the target's acknowledgement).
+3. Driver — `ProtocolWriter.commit(messages, B)`: a ``None`` message (failed task) raises
+   `CommitError`; fault point ``before_commit``; `Sink.commit_batch` writes the batch's durable
+   record (idempotent: Spark may call commit twice); fault point ``after_commit``; the batch's
+   metrics are logged and, with ``metricsPath``, appended to that JSON-lines file.
+4. Driver — `ProtocolWriter.abort(messages, B)`: `Sink.abort_batch` undoes what can be undone (for
+   example fencing a producer); partitions already committed stay, and are skipped on replay.
+
+Guarantee: **exactly-once in the target for each (Q, P, B)** when the rows of a partition are the
+same every time the batch runs — true for a deterministic source such as impulse, whose replayed
+batches have identical offsets and rows. A sink's readers may see one partition of a batch before
+another (partitions commit independently). If a replayed batch's input differed, the target keeps
+what the first committed run of each partition wrote: no duplicate, but not the new rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from connectors.errors import CommitError, ConnectorError, SinkError
+from connectors.faults import FaultPlan
+from connectors.latency import LatencyHistogram
+from connectors.options import OptionReader
+from connectors.retry import Backoff, Retry
+
+__all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer"]
+
+log = logging.getLogger("impulse.connectors")
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1_000
+
+
+@dataclass(frozen=True)
+class WriteIdentity:
+    """Who writes: commit id (query), batch, Spark partition and task attempt."""
+
+    commit_id: str
+    batch_id: int
+    partition_id: int
+    attempt: int
+
+    @classmethod
+    def current(cls, commit_id: str | None = None) -> "WriteIdentity":
+        """The identity of the running task (executor only)."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            raise SinkError("the commit protocol's write() must run inside a Spark task")
+        query = commit_id or ctx.getLocalProperty("sql.streaming.queryId")
+        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        if not query or batch is None:
+            raise SinkError("no streaming query id or batch id in this task: the sinks support writeStream only")
+        return cls(str(query), int(batch), ctx.partitionId(), ctx.attemptNumber())
+
+    def __str__(self) -> str:
+        return f"batch {self.batch_id} partition {self.partition_id} attempt {self.attempt} of {self.commit_id}"
+
+
+@dataclass
+class CommitMessage(WriterCommitMessage):
+    """What a task reports to the driver. Primitives only (picklable)."""
+
+    commit_id: str
+    batch_id: int
+    partition_id: int
+    attempt: int
+    rows: int = 0
+    bytes: int = 0
+    skipped: bool = False          # already committed by an earlier attempt or run: nothing written
+    staged: str | None = None      # sink-specific: what the write left for commit/abort to finish
+    started_us: int = 0
+    acked_us: int = 0
+    latency: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """The options every sink accepts.
+
+    commitId : str, optional — overrides the query id in the target's commit records (a query
+        re-created on purpose with a new checkpoint, or two queries sharing one target).
+    writeRetries : int ≥ 0, default 5 — retries of a partition after a `TransientError`, with
+        exponential backoff from ``retryBackoff`` (default 200ms) capped at ``retryBackoffMax`` (10s).
+    metricsPath : path, optional — the driver appends one JSON line per committed batch.
+    faultInjection : str, optional — testing aid, see `connectors.faults`.
+    """
+
+    commit_id: str | None = None
+    retry: Retry = Retry()
+    metrics_path: str | None = None
+    faults: FaultPlan | None = None
+
+    @classmethod
+    def read(cls, reader: OptionReader) -> "ProtocolOptions":
+        retries = reader.integer("writeRetries", 5, minimum=0, maximum=1000)
+        base = reader.duration_us("retryBackoff", 200_000)
+        cap = reader.duration_us("retryBackoffMax", 10_000_000)
+        return cls(
+            commit_id=reader.string("commitId"),
+            retry=Retry(retries + 1, Backoff(base / 1e6, max(cap, base) / 1e6)),
+            metrics_path=reader.string("metricsPath"),
+            faults=FaultPlan.parse(reader.string("faultInjection")),
+        )
+
+
+class Sink(ABC):
+    """What a sink supplies to the protocol: how to write, look up and commit in its own system.
+
+    A sink object is built on the driver from options and pickled to executors: it must hold only
+    options (no client, socket or lock). Executor hooks get a connection from `open`.
+    """
+
+    name: ClassVar[str]
+
+    def check(self) -> None:
+        """Driver, at query start: raise a `SinkError` naming the target if it cannot be reached."""
+
+    @abstractmethod
+    def open(self, identity: WriteIdentity) -> Any:
+        """Executor: connect to the target; the result is passed to the other executor hooks."""
+
+    @abstractmethod
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
+        """Executor: whether the target records (commit id, partition) as having committed this batch."""
+
+    @abstractmethod
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
+        """Executor: write every batch and the commit record atomically; return what was staged (or None).
+
+        Send each record batch to the target before asking for the next one. Raise `TransientError`
+        for what a retry may fix, another `SinkError` for what it cannot.
+        """
+
+    def close(self, conn: Any) -> None:
+        """Executor: release the connection (also after a failure)."""
+
+    def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
+        """Driver: make the batch final and record it; must be idempotent."""
+
+    def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
+        """Driver: undo what can be undone after a failed batch; `messages` may hold ``None``."""
+
+
+class _Feed:
+    """The partition's record batches as the sink sees them: counted once, kept for a retry.
+
+    With a ``mid_write`` fault armed for this task, the first batch is split in two and the fault
+    fires when the sink asks for the second half.
+    """
+
+    def __init__(self, source: Iterator[pa.RecordBatch], on_split: Callable[[], None] | None) -> None:
+        self._source = source
+        self._seen: list[pa.RecordBatch] = []
+        self._on_split = on_split
+        self.rows = 0
+        self.bytes = 0
+        self._timestamps: list[np.ndarray] = []
+
+    def __call__(self) -> Iterator[pa.RecordBatch]:
+        yield from self._seen
+        for batch in self._source:
+            if self._on_split is not None:
+                fire, self._on_split = self._on_split, None
+                half = max(1, batch.num_rows // 2)
+                self._remember(batch.slice(0, half))
+                yield batch.slice(0, half)
+                fire()
+                batch = batch.slice(half)
+            self._remember(batch)
+            yield batch
+        if self._on_split is not None:
+            self._on_split()
+
+    def _remember(self, batch: pa.RecordBatch) -> None:
+        self._seen.append(batch)
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+        index = batch.schema.get_field_index("timestamp")
+        if index >= 0 and pa.types.is_timestamp(batch.schema.field(index).type):
+            column = batch.column(index).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            self._timestamps.append(column.to_numpy(zero_copy_only=False))
+
+    def drain(self) -> None:
+        for _ in self._source:
+            pass
+
+    def latency(self, acked_us: int) -> LatencyHistogram:
+        histogram = LatencyHistogram()
+        for timestamps in self._timestamps:
+            histogram.record(acked_us - timestamps)
+        return histogram
+
+
+class ProtocolWriter(DataSourceStreamArrowWriter):
+    """The stream writer of every sink: runs the protocol above around a `Sink`'s hooks."""
+
+    def __init__(self, sink: Sink, options: ProtocolOptions) -> None:
+        self.sink = sink
+        self.options = options
+
+    def _fault(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> None:
+        if self.options.faults is not None:
+            self.options.faults.hit(point, batch, partition, attempt)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
+        identity = WriteIdentity.current(self.options.commit_id)
+        fault = lambda point: self._fault(point, identity.batch_id, identity.partition_id, identity.attempt)  # noqa: E731
+        fault("before_write")
+        plan = self.options.faults
+        arm = plan is not None and plan.matches("mid_write", identity.batch_id, identity.partition_id, identity.attempt)
+        feed = _Feed(iterator, (lambda: fault("mid_write")) if arm else None)
+        started = _now_us()
+
+        def attempt() -> tuple[bool, str | None]:
+            conn = self.sink.open(identity)
+            try:
+                if self.sink.is_committed(conn, identity):
+                    return True, None
+                return False, self.sink.write(conn, identity, feed())
+            finally:
+                self.sink.close(conn)
+
+        with _context(f"{self.sink.name}: writing {identity}"):
+            skipped, staged = self.options.retry.call(attempt, what=f"{self.sink.name} write of {identity}")
+        acked = _now_us()
+        if skipped:
+            feed.drain()
+            log.info("%s: %s already committed, skipped", self.sink.name, identity)
+        fault("after_write")
+        return CommitMessage(
+            identity.commit_id, identity.batch_id, identity.partition_id, identity.attempt,
+            rows=0 if skipped else feed.rows, bytes=0 if skipped else feed.bytes, skipped=skipped, staged=staged,
+            started_us=started, acked_us=acked, latency={} if skipped else feed.latency(acked).to_dict(),
+        )
+
+    def commit(self, messages: Sequence[CommitMessage | None], batchId: int) -> None:
+        failed = [i for i, m in enumerate(messages) if m is None]
+        if failed:
+            raise CommitError(f"{self.sink.name}: batch {batchId} cannot commit: tasks of partitions {failed} failed")
+        self._fault("before_commit", batchId)
+        commit_id = messages[0].commit_id if messages else self.options.commit_id
+        if commit_id is not None:
+            with _context(f"{self.sink.name}: committing batch {batchId} of {commit_id}"):
+                self.options.retry.call(lambda: self.sink.commit_batch(commit_id, batchId, messages),
+                                        what=f"{self.sink.name} commit of batch {batchId}")
+        self._fault("after_commit", batchId)
+        self._report(batchId, commit_id, messages)
+
+    def abort(self, messages: Sequence[CommitMessage | None], batchId: int) -> None:
+        commit_id = next((m.commit_id for m in messages if m is not None), self.options.commit_id)
+        log.warning("%s: batch %d of %s aborted (%d of %d partitions reported)", self.sink.name, batchId,
+                    commit_id, sum(m is not None for m in messages), len(messages))
+        with _context(f"{self.sink.name}: aborting batch {batchId} of {commit_id}"):
+            self.sink.abort_batch(commit_id, batchId, messages)
+
+    def _report(self, batch_id: int, commit_id: str | None, messages: Sequence[CommitMessage]) -> None:
+        summary = batch_summary(batch_id, commit_id, messages)
+        log.info("%s: committed batch %d: %d rows, %d bytes, %d partitions (%d skipped)", self.sink.name,
+                 batch_id, summary["rows"], summary["bytes"], summary["partitions"], summary["skippedPartitions"])
+        if self.options.metrics_path:
+            with open(self.options.metrics_path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(summary) + "\n")
+
+
+def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[CommitMessage]) -> dict:
+    """The metrics of one committed batch, as written to ``metricsPath``."""
+    latency = LatencyHistogram()
+    for message in messages:
+        latency.merge(LatencyHistogram.from_dict(message.latency))
+    skipped = sum(m.skipped for m in messages)
+    return {
+        "batchId": batch_id,
+        "commitId": commit_id,
+        "rows": sum(m.rows for m in messages),
+        "bytes": sum(m.bytes for m in messages),
+        "partitions": len(messages),
+        "skippedPartitions": skipped,
+        "replayed": bool(messages) and skipped == len(messages),
+        "writeStartUs": min((m.started_us for m in messages), default=0),
+        "ackUs": max((m.acked_us for m in messages), default=0),
+        "committedUs": _now_us(),
+        "latency": latency.to_dict(),
+    }
+
+
+class _context:
+    """Add where an error happened to it; wrap client errors in `SinkError` (``raise … from exc``)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None:
+            return False
+        if isinstance(exc, ConnectorError):
+            exc.add_note(self.where)
+            return False
+        if isinstance(exc, Exception):
+            raise SinkError(f"{self.where} failed: {type(exc).__name__}: {exc}") from exc
+        return False
+
+
+def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[OptionReader], Sink]) -> ProtocolWriter:
+    """Parse a sink's options (its own and the protocol's), reject unknown ones, check the target.
+
+    Runs on the driver each time Spark asks a sink's DataSource for its ``streamWriter()``.
+    """
+    reader = OptionReader(options, name=name)
+    protocol = ProtocolOptions.read(reader)
+    sink = build(reader)
+    reader.finish()
+    sink.check()
+    return ProtocolWriter(sink, protocol)
+
+
+def message_dict(message: CommitMessage) -> dict:
+    """A commit message as a plain dict (for logs and tests)."""
+    return asdict(message)

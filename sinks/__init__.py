@@ -1,0 +1,1 @@
+"""The sinks: Kafka, webhook and Redis, all on the offset-commit protocol of `connectors.protocol`."""
