@@ -128,18 +128,18 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: ImpulseOptions) -> None:
         self.options = options
-        self._new_query = False      # initialOffset() ran in this process: nothing to resume
+        self._initial: dict | None = None  # what initialOffset() returned in this process, if it ran
         self._resume_checked = False
         self._available_now_us: int | None = None
         self._last_start: dict | None = None
 
     def initialOffset(self) -> dict:
-        self._new_query = True
         opts = self.options
         start = opts.aligned_start(now_us())
         zeros = [0] * opts.num_partitions
-        return {"startTime": start, "anchorTime": start, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
-                "anchorCounters": zeros, "counters": zeros}
+        self._initial = {"startTime": start, "anchorTime": start, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
+                         "anchorCounters": zeros, "counters": zeros}
+        return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_events_per_trigger:
@@ -194,10 +194,17 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                               "start the query with a new checkpointLocation")
 
     def _resume(self, start: dict, now: int) -> dict:
-        """On the first plan after a restart, re-anchor the schedule if the rate changed or time is skipped."""
-        if self._new_query or self._resume_checked:
+        """On the first plan after a restart, re-anchor the schedule if the rate changed or time is skipped.
+
+        A new query plans its first batch from the offset `initialOffset()` just made. A restart plans
+        from the checkpoint's last offset, even when Spark also called `initialOffset()` (it does so
+        to re-run an uncommitted batch 0), so that call alone does not mean "new query".
+        """
+        if self._resume_checked:
             return start
         self._resume_checked = True
+        if start == self._initial:
+            return start
         opts = self.options
         rate_changed = start["delayUs"] != opts.delay_us or start["rampUs"] != opts.ramp_up_us
         behind = self._available(start, now) != start["counters"]
