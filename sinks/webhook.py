@@ -1,0 +1,534 @@
+"""The webhook sink: a streaming query's rows as JSON over HTTP, with stable idempotency keys."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource
+
+from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError
+from connectors.options import OptionReader
+from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.retry import Backoff, Retry
+from connectors.rows import json_objects
+
+__all__ = ["WebhookSinkDataSource", "WebhookSink", "WebhookOptions", "resolve_env", "redact_url"]
+
+METHODS = ("POST", "PUT", "PATCH")
+FORMATS = ("json", "ndjson")
+CONTENT_TYPES = {"json": "application/json", "ndjson": "application/x-ndjson"}
+DEFAULT_RETRY_ON = "408,429,5xx"
+_BODY_START = 200  # characters of a refused response's body quoted in the error
+_ENV_REF = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
+_STATUS_MASK = re.compile(r"^[1-5][0-9x][0-9x]$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _import_requests():
+    try:
+        import requests
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SinkError("the webhook sink needs requests: pip install 'impulse-connectors[webhook]'") from exc
+    return requests
+
+
+def redact_url(url: str) -> str:
+    """The URL without user info, query and fragment (where secrets hide), for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def resolve_env(value: str, *, what: str, where: str = "this executor") -> str:
+    """Replace every ``${ENV:NAME}`` in `value` by the environment variable NAME (read now, here)."""
+
+    def lookup(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise SinkError(f"webhook-sink: {what} references the environment variable {name}, which is not set on "
+                            f"{where}; set it there (for executors: spark.executorEnv.{name})")
+        return os.environ[name]
+
+    return _ENV_REF.sub(lookup, value)
+
+
+def _canonical_header(name: str) -> str:
+    """``x-api-key`` → ``X-Api-Key`` (Spark lowercases option names; HTTP header names are case-insensitive)."""
+    return "-".join(word[:1].upper() + word[1:] for word in name.split("-"))
+
+
+def _parse_retry_on(text: str) -> tuple[str, ...]:
+    masks = tuple(token.strip().lower() for token in text.split(",") if token.strip())
+    if not masks or not all(_STATUS_MASK.match(m) for m in masks):
+        raise OptionError("retryOn", text, "comma-separated status codes or masks, e.g. '5xx,429' or '502,503,504'")
+    return masks
+
+
+def _verify(text: str) -> bool | str:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    return text  # a CA bundle file or directory, read where the request is made
+
+
+def _http_url(reader: OptionReader, option: str, *, required: bool = False) -> str | None:
+    url = reader.string(option, required=required)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    try:
+        parts.port
+    except ValueError:
+        raise OptionError(option, redact_url(url), "an http:// or https:// URL with a valid port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OptionError(option, redact_url(url), "an http:// or https:// URL, e.g. https://example.com/events")
+    return url
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    """The options of the webhook sink (see `WebhookSinkDataSource`). Secrets stay ``${ENV:…}`` references."""
+
+    url: str
+    method: str = "POST"
+    headers: tuple[tuple[str, str], ...] = ()
+    batch_size: int = 100
+    format: str = "json"
+    max_in_flight: int = 4
+    timeout_s: float = 10.0
+    max_retries: int = 5
+    backoff: Backoff = Backoff(0.2, 10.0)
+    retry_on: tuple[str, ...] = ("408", "429", "5xx")
+    verify: bool | str = True
+    idempotency_header: str = "Idempotency-Key"
+    commit_url: str | None = None
+    abort_url: str | None = None
+
+    @classmethod
+    def read(cls, reader: OptionReader) -> "WebhookOptions":
+        url = _http_url(reader, "url", required=True)
+        headers = []
+        for name, value in sorted(reader.prefixed("header.").items()):
+            if not _HEADER_NAME.match(name):
+                raise OptionError(f"header.{name}", value, "a header name made of letters, digits and -_.!#$%&'*+^`|~")
+            if "\r" in value or "\n" in value:
+                raise OptionError(f"header.{name}", "<hidden>", "a value without line breaks")
+            headers.append((_canonical_header(name), value))
+        idempotency = reader.string("idempotencyHeader", "Idempotency-Key")
+        if not _HEADER_NAME.match(idempotency):
+            raise OptionError("idempotencyHeader", idempotency, "a header name, e.g. 'Idempotency-Key'")
+        base = reader.duration_us("retryBackoff", 200_000)
+        cap = reader.duration_us("retryBackoffMax", 10_000_000)
+        return cls(
+            url=url,
+            method=reader.choice("method", METHODS, "POST"),
+            headers=tuple(headers),
+            batch_size=reader.integer("batchSize", 100, minimum=1, maximum=1_000_000),
+            format=reader.choice("format", FORMATS, "json"),
+            max_in_flight=reader.integer("maxInFlight", 4, minimum=1, maximum=256),
+            timeout_s=reader.duration_us("timeout", 10_000_000) / 1e6,
+            max_retries=reader.integer("maxRetries", 5, minimum=0, maximum=1000),
+            backoff=Backoff(base / 1e6, max(base, cap) / 1e6),
+            retry_on=_parse_retry_on(reader.string("retryOn", DEFAULT_RETRY_ON)),
+            verify=_verify(reader.string("verify", "true")),
+            idempotency_header=idempotency,
+            commit_url=_http_url(reader, "commitUrl"),
+            abort_url=_http_url(reader, "abortUrl"),
+        )
+
+    def retryable(self, status: int) -> bool:
+        code = str(status)
+        return any(all(m in ("x", c) for m, c in zip(mask, code)) for mask in self.retry_on)
+
+    @property
+    def retry(self) -> Retry:
+        return Retry(self.max_retries + 1, self.backoff, (TransientError,))
+
+    def resolved_headers(self, where: str) -> dict[str, str]:
+        """The headers with ``${ENV:NAME}`` references replaced, read from the environment of `where`."""
+        out = {"Content-Type": CONTENT_TYPES[self.format]}
+        for name, value in self.headers:
+            out[name] = resolve_env(value, what=f"header.{name}", where=where)
+        return out
+
+
+class _Cancelled(SinkError):
+    """A request given up because another request of the same task failed."""
+
+
+class _Client:
+    """HTTP on one task: a pooled `requests.Session` and up to ``maxInFlight`` concurrent requests.
+
+    `submit` blocks while ``maxInFlight`` requests are in flight; the first failure stops the
+    others' retries and is raised by the next `submit` or by `drain`.
+    """
+
+    def __init__(self, options: WebhookOptions, where: str) -> None:
+        requests = _import_requests()
+        self.options = options
+        self.headers = options.resolved_headers(where)
+        self.session = requests.Session()
+        self.session.trust_env = False  # no proxies or .netrc credentials picked up behind the user's back
+        adapter = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=max(4, options.max_in_flight),
+                                                max_retries=0)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+        self._slots = threading.BoundedSemaphore(options.max_in_flight)
+        self._pool = ThreadPoolExecutor(options.max_in_flight, thread_name_prefix="webhook-sink") \
+            if options.max_in_flight > 1 else None
+
+    # -- one request, retried ----------------------------------------------------------------------
+    def send(self, url: str, key: str, body: bytes, *, headers: Mapping[str, str] | None = None,
+             method: str | None = None) -> None:
+        """Send `body` until a 2xx, retrying what `retryOn` and the transport allow; raise otherwise."""
+        opts = self.options
+        attempts = opts.max_retries + 1
+        all_headers = {**self.headers, **(headers or {}), opts.idempotency_header: key}
+        method = method or opts.method
+        try:
+            opts.retry.call(lambda: self._once(method, url, key, body, all_headers),
+                            what=f"webhook-sink request {key}", sleep=self.stopped.wait)
+        except _Cancelled:
+            raise
+        except TransientError as exc:
+            raise TransientError(f"{exc} (gave up after {attempts} attempt{'s' * (attempts > 1)})") from exc
+
+    def _once(self, method: str, url: str, key: str, body: bytes, headers: Mapping[str, str]) -> None:
+        requests = _import_requests()
+        if self.stopped.is_set():
+            raise _Cancelled(f"webhook-sink: request {key} cancelled: another request of this task failed")
+        where = f"{method} {redact_url(url)} ({self.options.idempotency_header}: {key})"
+        try:
+            response = self.session.request(method, url, data=body, headers=headers, timeout=self.options.timeout_s,
+                                            verify=self.options.verify, allow_redirects=False)
+        except requests.exceptions.SSLError as exc:
+            raise SinkError(f"webhook-sink: TLS failed for {where}: {_reason(exc)}; check the 'verify' option "
+                            "(true, false, or a CA bundle path)") from exc
+        except requests.exceptions.Timeout as exc:
+            raise TransientError(f"webhook-sink: {where} timed out after {self.options.timeout_s:g}s "
+                                 "(option 'timeout')") from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise TransientError(f"webhook-sink: cannot connect for {where}: {_reason(exc)}") from exc
+        except requests.exceptions.RequestException as exc:
+            raise SinkError(f"webhook-sink: {where} failed: {_reason(exc)}") from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        text = response.text[:_BODY_START]
+        message = f"webhook-sink: {where} answered {status} {response.reason or ''}".rstrip() + f": {text!r}"
+        if self.options.retryable(status):
+            error = TransientError(message)
+            error.retry_after_s = _retry_after(response.headers.get("Retry-After"))
+            error.status = status
+            raise error
+        error = DeliveryError(message + f" (not retried: {status} is not in retryOn "
+                                        f"'{','.join(self.options.retry_on)}')")
+        error.status = status
+        raise error
+
+    # -- concurrency -------------------------------------------------------------------------------
+    def submit(self, url: str, key: str, body: bytes) -> None:
+        """Send now (maxInFlight 1) or hand to a sender thread once fewer than maxInFlight are in flight."""
+        if self.error is not None:
+            self.drain()
+        if self._pool is None:
+            self.send(url, key, body)
+            return
+        self._slots.acquire()
+        if self.error is not None:
+            self._slots.release()
+            self.drain()
+        self._pool.submit(self._run, url, key, body)
+
+    def _run(self, url: str, key: str, body: bytes) -> None:
+        try:
+            self.send(url, key, body)
+        except BaseException as exc:  # handed to the task's thread by submit/drain
+            if self.error is None or isinstance(self.error, _Cancelled):
+                self.error = exc
+            self.stopped.set()
+        finally:
+            self._slots.release()
+
+    def drain(self) -> None:
+        """Wait until no request is in flight; raise the first failure."""
+        for _ in range(self.options.max_in_flight):
+            self._slots.acquire()
+        for _ in range(self.options.max_in_flight):
+            self._slots.release()
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        self.stopped.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self.session.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a requests/urllib3 error, without URLs (they may hold secrets)."""
+    for _ in range(8):
+        reason = getattr(exc, "reason", None)
+        inner = reason if isinstance(reason, BaseException) else \
+            exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+        if inner is None:
+            break
+        exc = inner
+    text = re.sub(r"(url|URL): \S+", r"\1: <redacted>", str(exc))
+    text = re.sub(r"\w+://\S+", "<url>", text)
+    return f"{type(exc).__name__}: {text}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _Bodies:
+    """Cuts a partition's rows into request bodies of exactly ``batchSize`` rows, whatever Spark's record batches.
+
+    Rows are rendered per record batch with `json_objects`, each followed by its separator, so the
+    rows of a request are one contiguous slice of an Arrow buffer: no Python work per row. Rows that
+    do not fill a request are carried over to the next record batch.
+    """
+
+    def __init__(self, options: WebhookOptions) -> None:
+        self.size = options.batch_size
+        self.ndjson = options.format == "ndjson"
+        self.single = options.batch_size == 1 and not self.ndjson
+        self._separator = "\n" if self.ndjson else ","
+        self._left: pa.Array | None = None
+
+    def add(self, batch: pa.RecordBatch) -> Iterator[bytes]:
+        """Bodies of every full request the rows so far make; keeps the rest."""
+        rendered = pc.binary_join_element_wise(json_objects(batch), self._separator, "")
+        if self._left is not None:
+            rendered = pa.concat_arrays([self._left, rendered])
+        full = len(rendered) - len(rendered) % self.size
+        self._left = rendered.slice(full) if full < len(rendered) else None
+        if full:
+            yield from self._bodies(rendered, full)
+
+    def rest(self) -> Iterator[bytes]:
+        """The last, shorter request of the partition (if any)."""
+        left, self._left = self._left, None
+        if left is not None and len(left):
+            yield from self._bodies(left, len(left))
+
+    def _bodies(self, rendered: pa.Array, rows: int) -> Iterator[bytes]:
+        offsets = np.frombuffer(rendered.buffers()[1], dtype=np.int32, count=len(rendered) + 1, offset=rendered.offset * 4)
+        data = memoryview(rendered.buffers()[2])
+        for start in range(0, rows, self.size):
+            stop = min(start + self.size, rows)
+            text = data[offsets[start]:offsets[stop]]
+            if self.ndjson:
+                yield bytes(text)
+            elif self.single:
+                yield bytes(text[:-1])
+            else:
+                yield b"".join((b"[", text[:-1], b"]"))
+
+
+class WebhookSink(Sink):
+    """Sends each partition as requests of ``batchSize`` rows keyed ``<commit id>:<batch>:<partition>:<seq>``."""
+
+    name = "webhook-sink"
+
+    def __init__(self, options: WebhookOptions) -> None:
+        self.options = options
+
+    # -- driver ---------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Driver: a TCP connect to the host:port of every configured URL (no request is sent)."""
+        seen = set()
+        for option, url in (("url", self.options.url), ("commitUrl", self.options.commit_url),
+                            ("abortUrl", self.options.abort_url)):
+            if url is None:
+                continue
+            parts = urlsplit(url)
+            address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+            if address in seen:
+                continue
+            seen.add(address)
+            try:
+                socket.create_connection(address, timeout=min(self.options.timeout_s, 5.0)).close()
+            except OSError as exc:
+                raise SinkError(f"webhook-sink: nothing answers at {redact_url(url)} (option '{option}'; TCP connect "
+                                f"to {address[0]}:{address[1]} failed: {exc}); is the receiver running and the URL "
+                                "right?") from exc
+
+    def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
+        """Driver: tell ``commitUrl`` the batch is committed; the key makes a repeated commit harmless."""
+        if self.options.commit_url is None:
+            return
+        body = {"commitId": commit_id, "batchId": batch_id, "rows": sum(m.rows for m in messages),
+                "partitions": len(messages)}
+        try:
+            self._notify(self.options.commit_url, f"{commit_id}:{batch_id}:commit", body)
+        except (DeliveryError, _Cancelled) as exc:
+            raise CommitError(f"webhook-sink: commitUrl refused batch {batch_id}: {exc}") from exc
+
+    def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
+        """Driver: tell ``abortUrl`` the batch failed (its partitions' requests may have been received)."""
+        if self.options.abort_url is None:
+            return
+        body = {"commitId": commit_id, "batchId": batch_id,
+                "rows": sum(m.rows for m in messages if m is not None), "partitions": len(messages),
+                "failedPartitions": [i for i, m in enumerate(messages) if m is None]}
+        key = f"{commit_id}:{batch_id}:abort" if commit_id else f"{uuid.uuid4()}:{batch_id}:abort"
+        self._notify(self.options.abort_url, key, body)
+
+    def _notify(self, url: str, key: str, body: dict) -> None:
+        client = _Client(_notification_options(self.options), where="the driver")
+        try:
+            client.send(url, key, json.dumps(body).encode(), method="POST")
+        finally:
+            client.close()
+
+    # -- executor -------------------------------------------------------------------------------
+    def open(self, identity: WriteIdentity) -> _Client:
+        return _Client(self.options, where="this executor")
+
+    def close(self, conn: _Client) -> None:
+        conn.close()
+
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
+        # A generic receiver cannot be asked; a replay resends with the same keys, which it dedupes.
+        return False
+
+    def write(self, conn: _Client, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
+        prefix = f"{identity.commit_id}:{identity.batch_id}:{identity.partition_id}:"
+        bodies = _Bodies(self.options)
+        sequence = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            # every full request of this record batch is handed to a sender before the next one is pulled
+            for body in bodies.add(batch):
+                conn.submit(self.options.url, f"{prefix}{sequence}", body)
+                sequence += 1
+        for body in bodies.rest():
+            conn.submit(self.options.url, f"{prefix}{sequence}", body)
+            sequence += 1
+        conn.drain()
+        return None
+
+
+def _notification_options(options: WebhookOptions) -> WebhookOptions:
+    """Notifications are single JSON objects sent one at a time with the data requests' headers and retries."""
+    return replace(options, batch_size=1, format="json", max_in_flight=1)
+
+
+class WebhookSinkDataSource(DataSource):
+    """Streaming writes to an HTTP endpoint, as JSON batches with stable idempotency keys.
+
+    Name: ``webhook-sink``
+
+    Parameters (option names are case-insensitive)
+    ----------
+    url : str, required
+        ``http://`` or ``https://`` endpoint. User info in the URL becomes basic auth; user info and
+        query are never shown in messages.
+    method : ``POST`` (default) | ``PUT`` | ``PATCH``
+    header.<Name> : str, optional, repeatable
+        A request header, e.g. ``.option("header.Authorization", "Bearer ${ENV:HOOK_TOKEN}")``. Every
+        ``${ENV:NAME}`` is replaced by the environment variable NAME where the request is made (the
+        executor; the driver for commitUrl/abortUrl), so the secret is never in the query plan; a
+        missing variable fails the task naming it (set it with ``spark.executorEnv.NAME``). Spark
+        lowercases option names: header names are sent capitalised per word (``X-Api-Key``).
+    batchSize : int ≥ 1, rows per request, default 100
+        Request k of a partition holds its rows [k × batchSize, (k+1) × batchSize) in input order.
+        With ``format=json`` the body is a JSON array of row objects; ``batchSize=1`` sends the
+        object itself.
+    format : ``json`` (default) | ``ndjson``
+        ``ndjson``: one row object per line, each line ending in ``\\n``
+        (``Content-Type: application/x-ndjson``; ``application/json`` otherwise).
+    maxInFlight : int ≥ 1, default 4
+        Concurrent requests per task (Spark partition), over one connection pool.
+    timeout : duration, default ``10s``
+        Connect and read timeout of each request; a timeout is retried.
+    maxRetries : int ≥ 0, default 5
+        Retries of each request after connection errors, timeouts and ``retryOn`` statuses.
+    retryBackoff : duration, default ``200ms``; retryBackoffMax : duration, default ``10s``
+        Delay before retry n: retryBackoff × 2ⁿ⁻¹ capped at retryBackoffMax, with ±50 % jitter; a
+        ``Retry-After`` header (seconds or HTTP date) replaces it, capped at 4 × retryBackoffMax.
+        The same options pace the protocol's partition retries (``writeRetries``).
+    retryOn : str, default ``408,429,5xx``
+        Comma-separated status codes and masks (``5xx``, ``50x``) that are retried. Any other
+        non-2xx status (redirects included: they are not followed) fails the task at once.
+    verify : ``true`` (default) | ``false`` | path
+        TLS certificate verification; a path names a CA bundle file or directory on the executors.
+    idempotencyHeader : str, default ``Idempotency-Key``
+        Name of the header holding each request's key.
+    commitUrl : str, optional
+        The driver POSTs ``{"commitId", "batchId", "rows", "partitions"}`` here when Spark commits
+        a batch, keyed ``<commit id>:<batch>:commit``.
+    abortUrl : str, optional
+        The driver POSTs ``{"commitId", "batchId", "rows", "partitions", "failedPartitions"}`` here
+        when a batch is aborted, keyed ``<commit id>:<batch>:abort``.
+    commitId, writeRetries, metricsPath, faultInjection
+        The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
+
+    Guarantee
+    ---------
+    **At-least-once delivery with stable idempotency keys; effectively-once only with a receiver
+    that dedupes by the key.** Request k of Spark partition P of batch B carries the key
+    ``<commit id>:<B>:<P>:<k>`` (commit id: the query id, stable across restarts from one
+    checkpoint, or the ``commitId`` option) and always the same rows, because a replayed batch has
+    the same input and requests are cut at fixed row positions, independent of Spark's record
+    batches. A retried request, a retried task and a batch replayed after a crash resend the same
+    keys and bodies; a receiver that keeps the first request per key sees each row once. One that
+    ignores the key may see duplicates, never a gap: a task returns only after every request got a
+    2xx, and anything else fails the task (``DeliveryError`` for a refused request with its status,
+    URL and the start of the response body; ``TransientError`` once retries are used up), so Spark
+    retries or stops the query, and the batch is not committed. The commit notification's key makes
+    Spark's repeated commit calls harmless: a deduping ``commitUrl`` sees each batch id once, in
+    order. Requests of one partition may arrive out of order (``maxInFlight`` > 1); partitions
+    arrive independently.
+
+    Examples
+    --------
+    >>> (spark.readStream.format("impulse").option("eventsPerSecond", 1000).load()
+    ...     .writeStream.format("webhook-sink").option("url", "https://hooks.example.com/events")
+    ...     .option("header.Authorization", "Bearer ${ENV:HOOK_TOKEN}").option("batchSize", 500)
+    ...     .option("commitUrl", "https://hooks.example.com/commits")
+    ...     .option("checkpointLocation", "/tmp/ck").start())                 # doctest: +SKIP
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return WebhookSink.name
+
+    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
+        return stream_writer(self.options, name="webhook sink", build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
