@@ -18,6 +18,7 @@ __all__ = ["data_sources", "register_all"]
 _SOURCES = {
     "impulse": "impulse.source:ImpulseDataSource",
     "redis-sink": "sinks.redis:RedisSinkDataSource",
+    "kafka-sink": "sinks.kafka:KafkaSinkDataSource",
     "webhook-sink": "sinks.webhook:WebhookSinkDataSource",
 }
 
