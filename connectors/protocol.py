@@ -97,9 +97,9 @@ class CommitMessage(WriterCommitMessage):
     batch_id: int
     partition_id: int
     attempt: int
-    rows: int = 0
-    bytes: int = 0
-    skipped: bool = False          # already committed by an earlier attempt or run: nothing written
+    rows: int = 0                  # rows of the partition, whether this attempt wrote them or found them committed
+    bytes: int = 0                 # Arrow bytes of those rows
+    skipped: bool = False          # already committed by an earlier attempt or run: nothing written now
     staged: str | None = None      # sink-specific: what the write left for commit/abort to finish
     started_us: int = 0
     acked_us: int = 0
@@ -214,8 +214,10 @@ class _Feed:
             self._timestamps.append(column.to_numpy(zero_copy_only=False))
 
     def drain(self) -> None:
-        for _ in self._source:
-            pass
+        """Consume the rest of the input without sending it (the partition was already committed)."""
+        for batch in self._source:
+            self.rows += batch.num_rows
+            self.bytes += batch.nbytes
 
     def latency(self, acked_us: int) -> LatencyHistogram:
         histogram = LatencyHistogram()
@@ -262,7 +264,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         fault("after_write")
         return CommitMessage(
             identity.commit_id, identity.batch_id, identity.partition_id, identity.attempt,
-            rows=0 if skipped else feed.rows, bytes=0 if skipped else feed.bytes, skipped=skipped, staged=staged,
+            rows=feed.rows, bytes=feed.bytes, skipped=skipped, staged=staged,
             started_us=started, acked_us=acked, latency={} if skipped else feed.latency(acked).to_dict(),
         )
 
@@ -288,8 +290,9 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
 
     def _report(self, batch_id: int, commit_id: str | None, messages: Sequence[CommitMessage]) -> None:
         summary = batch_summary(batch_id, commit_id, messages)
-        log.info("%s: committed batch %d: %d rows, %d bytes, %d partitions (%d skipped)", self.sink.name,
-                 batch_id, summary["rows"], summary["bytes"], summary["partitions"], summary["skippedPartitions"])
+        log.info("%s: committed batch %d: %d rows (%d written now), %d bytes, %d partitions (%d already committed)",
+                 self.sink.name, batch_id, summary["rows"], summary["writtenRows"], summary["bytes"],
+                 summary["partitions"], summary["skippedPartitions"])
         if self.options.metrics_path:
             with open(self.options.metrics_path, "a", encoding="utf-8") as out:
                 out.write(json.dumps(summary) + "\n")
@@ -306,8 +309,10 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
         "commitId": commit_id,
         "rows": sum(m.rows for m in messages),
         "bytes": sum(m.bytes for m in messages),
+        "writtenRows": sum(m.rows for m in messages if not m.skipped),
         "partitions": len(messages),
         "skippedPartitions": skipped,
+        "retriedPartitions": sum(m.attempt > 0 for m in messages),
         "replayed": bool(messages) and skipped == len(messages),
         "writeStartUs": min((m.started_us for m in messages), default=0),
         "ackUs": max((m.acked_us for m in messages), default=0),

@@ -17,6 +17,8 @@ class SinkAdapter(ABC):
 
     #: the sink's format name, e.g. ``"redis-sink"``
     format: str
+    #: words the error must contain when the target cannot be reached
+    unreachable_message: str = "cannot reach"
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:

@@ -1,0 +1,36 @@
+"""A streaming query in its own driver process, for the conformance suite's kill test.
+
+``python -m connectors.conformance.driver '<json>'`` with keys format, options, checkpoint, limit,
+per_trigger, partitions: impulse → the sink with a 100 ms processing-time trigger, until killed or
+the limit is reached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def main(argv: list[str]) -> int:
+    args = json.loads(argv[0])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from connectors import register_all
+
+    spark = (SparkSession.builder.master("local[2]").appName("conformance-driver")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register_all(spark)
+    frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
+             .option("numPartitions", args["partitions"]).option("startTime", "0").option("limit", args["limit"])
+             .option("maxEventsPerTrigger", args["per_trigger"]).load())
+    query = (frame.writeStream.format(args["format"]).options(**args["options"])
+             .option("checkpointLocation", args["checkpoint"]).trigger(processingTime="100 milliseconds").start())
+    query.awaitTermination()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

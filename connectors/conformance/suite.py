@@ -1,0 +1,317 @@
+"""The conformance suite: pytest tests that prove a sink keeps the offset-commit protocol, against a real target.
+
+To run it for a sink, subclass `SinkConformance` in a test module and provide an ``adapter`` fixture
+returning a `connectors.conformance.adapter.SinkAdapter`; a session-scoped ``spark`` fixture must
+exist (``pytest_plugins = ["connectors.conformance.plugin"]`` in a conftest gives one)::
+
+    class TestMySinkConformance(SinkConformance):
+        @pytest.fixture(scope="class")
+        def adapter(self):
+            return MySinkAdapter(url=...)
+
+Every test writes impulse events — ``(subtask_index, counter)`` is each one's unique key — and reads
+back everything that landed: the check is always the exact multiset, so a lost event and a duplicate
+both fail. The cases (after Flink's connector test framework, Airbyte's acceptance tests and Spark's
+StreamTest):
+
+1. basic write over several micro-batches, with a partition left empty;
+2. micro-batches with no rows at all, and one large micro-batch (1M rows);
+3. every fault-injection point (`connectors.faults`): an executor crash on the first attempt (Spark's
+   task retry recovers), a failure on every attempt and driver-side faults (the query fails and is
+   restarted from its checkpoint);
+4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted;
+5. a batch replayed by Spark after its commit was lost, and commit called twice for one batch;
+6. bad options and an unreachable target: a clear error at query start and nothing written;
+7. metrics: the rows and batches the sink reports equal what landed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Mapping
+
+import pytest
+
+from connectors.conformance.adapter import SinkAdapter
+from connectors.protocol import CommitMessage
+
+__all__ = ["SinkConformance", "expected_events", "run_query"]
+
+PARTITIONS = 2
+
+
+def expected_events(limit: int, partitions: int = PARTITIONS) -> list[tuple[int, int]]:
+    """The ``(subtask_index, counter)`` of impulse with `limit` events: the remainder goes to low partitions."""
+    return sorted((i, c) for i in range(partitions) for c in range(limit // partitions + (i < limit % partitions)))
+
+
+def impulse_stream(spark, limit: int, per_trigger: int | None = None):
+    """Impulse events that are all due at once (start in 1970), replayable, caught up after a restart."""
+    reader = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
+              .option("numPartitions", PARTITIONS).option("startTime", "0").option("limit", limit)
+              .option("downtime", "catchup"))
+    if per_trigger:
+        reader = reader.option("maxEventsPerTrigger", per_trigger)
+    return reader.load()
+
+
+def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
+              per_trigger: int | None = None, options: Mapping[str, str] | None = None,
+              where: str | None = None, timeout: float = 180.0):
+    """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
+    frame = impulse_stream(spark, limit, per_trigger)
+    if where:
+        frame = frame.where(where)
+    writer = (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
+              .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
+              .trigger(availableNow=True))
+    query = writer.start()
+    try:
+        if not query.awaitTermination(timeout):
+            raise AssertionError(f"the query did not end within {timeout}s")
+    finally:
+        query.stop()
+    return query
+
+
+def _attempt(fn) -> BaseException | None:
+    try:
+        fn()
+    except Exception as exc:  # the query's failure, as Spark reports it
+        return exc
+    return None
+
+
+def _read_metrics(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+EXECUTOR_POINTS = ("before_write", "mid_write", "after_write")
+DRIVER_POINTS = ("before_commit", "after_commit")
+FAULT_CASES = ([(p, "crash", 0) for p in EXECUTOR_POINTS] + [(p, "fail", None) for p in EXECUTOR_POINTS]
+               + [(p, a, None) for p in DRIVER_POINTS for a in ("fail", "crash")])
+
+
+class SinkConformance:
+    """The suite; subclass it and provide an ``adapter`` fixture (see the module docstring)."""
+
+    #: events of the standard run, and events per micro-batch (so the run has several batches)
+    limit = 3_000
+    per_trigger = 1_000
+    #: events of the large micro-batch
+    large = 1_000_000
+
+    @pytest.fixture
+    def namespace(self, adapter: SinkAdapter):
+        """A fresh namespace per test, prepared before and cleaned after."""
+        name = "t" + uuid.uuid4().hex[:10]
+        adapter.prepare(name)
+        yield name
+        adapter.cleanup(name)
+
+    def check_landed(self, adapter: SinkAdapter, namespace: str, limit: int) -> None:
+        landed = sorted(adapter.read_back(namespace))
+        expected = expected_events(limit)
+        if landed != expected:
+            missing = sorted(set(expected) - set(landed))
+            extra = len(landed) - len(set(landed))
+            pytest.fail(f"{len(landed)} events landed, {len(expected)} expected: {len(missing)} missing "
+                        f"(first {missing[:5]}), {extra} duplicates, unexpected {sorted(set(landed) - set(expected))[:5]}")
+
+    # 1 -------------------------------------------------------------------------------------------
+    def test_basic_write(self, spark, adapter, namespace, tmp_path):
+        query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger)
+        assert sum(p["numInputRows"] for p in query.recentProgress) == self.limit
+        self.check_landed(adapter, namespace, self.limit)
+
+    def test_empty_partition(self, spark, adapter, namespace, tmp_path):
+        run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, where="subtask_index = 0")
+        landed = sorted(adapter.read_back(namespace))
+        assert landed == [e for e in expected_events(self.limit) if e[0] == 0]
+
+    # 2 -------------------------------------------------------------------------------------------
+    def test_batches_without_rows(self, spark, adapter, namespace, tmp_path):
+        metrics = tmp_path / "metrics.jsonl"
+        query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger,
+                          where="counter < 0", options={"metricsPath": str(metrics)})
+        assert len(query.recentProgress) >= 2
+        assert adapter.read_back(namespace) == []
+        assert [m["rows"] for m in _read_metrics(metrics)] == [0] * len(_read_metrics(metrics))
+
+    def test_large_batch(self, spark, adapter, namespace, tmp_path):
+        query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.large, timeout=600)
+        assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [self.large]
+        self.check_landed(adapter, namespace, self.large)
+
+    # 3 -------------------------------------------------------------------------------------------
+    @pytest.mark.parametrize("point,action,attempt", FAULT_CASES,
+                             ids=[f"{p}-{a}-{'first-attempt' if t == 0 else 'every-attempt'}" for p, a, t in FAULT_CASES])
+    def test_fault_injection(self, spark, adapter, namespace, tmp_path, point, action, attempt):
+        checkpoint, metrics = tmp_path / "ck", tmp_path / "metrics.jsonl"
+        fault = f"point={point},action={action},batch=1,partition=0" + ("" if attempt is None else f",attempt={attempt}")
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                             per_trigger=self.per_trigger,
+                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        if attempt is None:
+            assert failure is not None, f"the query survived a fault on every attempt at {point}"
+        else:
+            assert failure is None, f"Spark's task retry should have recovered from {point}: {failure}"
+            batch = [m for m in _read_metrics(metrics) if m["batchId"] == 1]
+            assert batch and batch[0]["retriedPartitions"] >= 1, "the fault never fired"
+        run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger,
+                  options={"metricsPath": str(metrics)})
+        self.check_landed(adapter, namespace, self.limit)
+        reported = sum(m["rows"] for m in _read_metrics(metrics))
+        assert reported == self.limit, f"metrics report {reported} rows committed, {self.limit} landed"
+
+    # 4 -------------------------------------------------------------------------------------------
+    def test_driver_killed_mid_stream(self, spark, adapter, namespace, tmp_path):
+        checkpoint = tmp_path / "ck"
+        limit = 20_000
+        args = {"format": adapter.format, "options": dict(adapter.options(namespace)), "checkpoint": str(checkpoint),
+                "limit": limit, "per_trigger": 500, "partitions": PARTITIONS}
+        process = subprocess.Popen([sys.executable, "-m", "connectors.conformance.driver", json.dumps(args)],
+                                   start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        commits = checkpoint / "commits"
+        try:
+            deadline = time.monotonic() + 180
+            while len([f for f in commits.glob("[0-9]*")]) < 3:
+                if process.poll() is not None:
+                    pytest.fail(f"the driver exited early: {process.stderr.read().decode()[-2000:]}")
+                if time.monotonic() > deadline:
+                    pytest.fail("the driver committed no 3 batches in 180s")
+                time.sleep(0.05)
+        finally:
+            kill_tree(process.pid)
+            process.wait(30)
+        landed_before = len(adapter.read_back(namespace))
+        assert 0 < landed_before < limit, "the kill came too late to cut the stream"
+        run_query(spark, adapter, namespace, checkpoint, limit=limit, per_trigger=5_000)
+        self.check_landed(adapter, namespace, limit)
+
+    # 5 -------------------------------------------------------------------------------------------
+    def test_replayed_batch_is_skipped(self, spark, adapter, namespace, tmp_path):
+        checkpoint, metrics = tmp_path / "ck", tmp_path / "metrics.jsonl"
+        run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger)
+        last = max(int(f.name) for f in (checkpoint / "commits").glob("[0-9]*"))
+        for name in (str(last), f".{last}.crc"):  # as if the driver died before Spark logged the commit
+            (checkpoint / "commits" / name).unlink(missing_ok=True)
+        run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger,
+                  options={"metricsPath": str(metrics)})
+        replay = [m for m in _read_metrics(metrics) if m["batchId"] == last]
+        assert replay and replay[0]["writtenRows"] == 0 and replay[0]["rows"] > 0
+        assert replay[0]["skippedPartitions"] == replay[0]["partitions"] > 0
+        self.check_landed(adapter, namespace, self.limit)
+
+    def test_commit_twice(self, spark, adapter, namespace, tmp_path):
+        query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger)
+        before = sorted(adapter.read_back(namespace))
+        source = data_source_class(spark, adapter)
+        schema = impulse_stream(spark, 1).schema
+        writer = source(dict(adapter.options(namespace))).streamWriter(schema, False)
+        last = query.lastProgress["batchId"]
+        messages = [CommitMessage(str(query.id), last, p, 0, skipped=True) for p in range(PARTITIONS)]
+        writer.commit(messages, last)
+        writer.commit(messages, last)
+        assert sorted(adapter.read_back(namespace)) == before
+        self.check_landed(adapter, namespace, self.limit)
+
+    # 6 -------------------------------------------------------------------------------------------
+    def test_unknown_option_fails_at_start(self, spark, adapter, namespace, tmp_path):
+        self._expect_start_failure(spark, adapter, namespace, tmp_path, {"noSuchOption": "1"}, "noSuchOption")
+
+    def test_bad_fault_plan_fails_at_start(self, spark, adapter, namespace, tmp_path):
+        self._expect_start_failure(spark, adapter, namespace, tmp_path, {"faultInjection": "point=nowhere"},
+                                   "faultInjection")
+
+    def test_bad_options_fail_at_start(self, spark, adapter, namespace, tmp_path):
+        cases = adapter.bad_options()
+        assert cases, "the adapter lists no bad options to check"
+        for i, (overrides, word) in enumerate(cases):
+            self._expect_start_failure(spark, adapter, namespace, tmp_path / str(i), overrides, word)
+
+    def test_unreachable_target_fails_at_start(self, spark, adapter, namespace, tmp_path):
+        options = dict(adapter.unreachable_options(namespace))
+        failure = _attempt(lambda: run_query(spark, _Override(adapter, options), namespace, tmp_path / "ck",
+                                             limit=self.limit, timeout=120))
+        assert failure is not None, "writing to an unreachable target succeeded"
+        assert adapter.unreachable_message.lower() in str(failure).lower(), str(failure)[-2000:]
+        assert adapter.read_back(namespace) == []
+
+    def _expect_start_failure(self, spark, adapter, namespace, tmp_path, overrides, word) -> None:
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                             options=overrides))
+        assert failure is not None, f"options {overrides} were accepted"
+        assert word.lower() in str(failure).lower(), f"the error does not name {word!r}: {str(failure)[-2000:]}"
+        assert adapter.read_back(namespace) == [], "rows were written despite bad options"
+
+    # 7 -------------------------------------------------------------------------------------------
+    def test_metrics_match_what_landed(self, spark, adapter, namespace, tmp_path):
+        metrics = tmp_path / "metrics.jsonl"
+        query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger,
+                          options={"metricsPath": str(metrics)})
+        reported = _read_metrics(metrics)
+        landed = adapter.read_back(namespace)
+        assert sum(m["rows"] for m in reported) == len(landed) == self.limit
+        assert [m["batchId"] for m in reported if m["rows"]] == \
+            [p["batchId"] for p in query.recentProgress if p["numInputRows"]]
+        for m in reported:
+            histogram = m["latency"]
+            assert histogram["count"] == m["writtenRows"]
+            assert m["writeStartUs"] <= m["ackUs"] <= m["committedUs"]
+
+
+class _Override(SinkAdapter):
+    """An adapter whose options are replaced (for the unreachable-target case)."""
+
+    def __init__(self, inner: SinkAdapter, options: Mapping[str, str]) -> None:
+        self.inner, self._options, self.format = inner, options, inner.format
+
+    def options(self, namespace: str) -> Mapping[str, str]:
+        return self._options
+
+    def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        return self.inner.read_back(namespace)
+
+    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
+        return self._options
+
+
+def data_source_class(spark, adapter: SinkAdapter) -> type:
+    """The adapter's `data_source` class, else this project's registered one of that format."""
+    explicit = getattr(adapter, "data_source", None)
+    if explicit is not None:
+        return explicit
+    from connectors import data_sources
+
+    return data_sources()[adapter.format]
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant, including PySpark's worker daemon (its own process group)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    victims, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        victims.append(current)
+        todo.extend(parents.get(current, []))
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,15 @@
+"""The Redis sink passes the conformance suite (list target: an append would show any duplicate)."""
+
+import pytest
+
+from connectors.conformance import SinkConformance
+from connectors.conformance.adapters import RedisAdapter
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
+
+
+class TestRedisConformance(SinkConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def adapter(cls, redis_server):
+        return RedisAdapter(redis_server.url, target="list")
