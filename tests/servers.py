@@ -834,6 +834,9 @@ class _ReceiverHandler(http.server.BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         body = self._read_body()
+        if len(body) < int(self.headers.get("Content-Length") or 0):  # cut short (client gone, or stop()): not received
+            self.close_connection = True
+            return
         status, headers, payload = self.server.receiver._on_request(self.command, self.path, self.headers, body)
         self.send_response(status)
         for key, value in headers.items():
