@@ -146,7 +146,11 @@ class Sink(ABC):
     name: ClassVar[str]
 
     def check(self) -> None:
-        """Driver, at query start: raise a `SinkError` naming the target if it cannot be reached."""
+        """Driver, for every micro-batch: raise a `SinkError` naming the target if it cannot be reached.
+
+        Raise `TransientError` for what may pass (connection refused): it is retried with the
+        protocol's backoff before the query fails.
+        """
 
     @abstractmethod
     def open(self, identity: WriteIdentity) -> Any:
@@ -350,7 +354,9 @@ def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[
     protocol = ProtocolOptions.read(reader)
     sink = build(reader)
     reader.finish()
-    sink.check()
+    # Spark makes a writer for every micro-batch: a target that is briefly down (restarting) mid-stream
+    # must not fail the query, so a TransientError from the check is retried like a write.
+    protocol.retry.call(sink.check, what=f"{sink.name} reachability check")
     return ProtocolWriter(sink, protocol)
 
 

@@ -97,6 +97,9 @@ class RedisSink(Sink):
         except redis.AuthenticationError as exc:
             raise SinkError(f"redis-sink: authentication failed at {_redact(self.options.url)}: {exc}; "
                             "check the username and password in 'url'") from exc
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise TransientError(f"redis-sink: cannot reach Redis at {_redact(self.options.url)} ({exc}); "
+                                 "is the server running and the 'url' option right?") from exc
         except redis.RedisError as exc:
             raise SinkError(f"redis-sink: cannot reach Redis at {_redact(self.options.url)} ({exc}); "
                             "is the server running and the 'url' option right?") from exc

@@ -1,0 +1,117 @@
+"""The Redis sink against a real redis-server: every target and option, and a server restart mid-stream."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from connectors.conformance import expected_events, run_query
+from connectors.conformance.adapters import RedisAdapter
+from tests.servers import RedisServer, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
+
+LIMIT = 1_000
+
+
+@pytest.fixture
+def prefix():
+    return "r" + uuid.uuid4().hex[:8]
+
+
+def _write(spark, url, prefix, tmp_path, limit=LIMIT, **options):
+    adapter = RedisAdapter(url, target=options.pop("target", "string"))
+    adapter_options = {**adapter.options(prefix), **options}
+    adapter.options = lambda namespace: adapter_options  # this test's options, same target and prefix
+    run_query(spark, adapter, prefix, tmp_path / "ck", limit=limit, per_trigger=limit // 2)
+    return adapter
+
+
+def test_string_target_keys_are_event_ids(spark, redis_server, prefix, tmp_path):
+    adapter = _write(spark, redis_server.url, prefix, tmp_path, ttl="300")
+    client = redis_server.client()
+    value = json.loads(client.get(f"{prefix}:1:7"))
+    assert (value["subtask_index"], value["counter"]) == (1, 7)
+    assert 0 < client.ttl(f"{prefix}:1:7") <= 300
+    assert sorted(adapter.read_back(prefix)) == expected_events(LIMIT)
+
+
+def test_hash_target_with_key_field_and_value_columns(spark, redis_server, prefix, tmp_path):
+    from pyspark.sql import functions as F
+
+    frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("numPartitions", 2)
+             .option("startTime", "0").option("limit", 100).load()
+             .select(F.concat(F.lit("p"), F.col("subtask_index").cast("string")).alias("part"),
+                     F.col("counter").cast("string").alias("field"),
+                     F.to_json(F.struct("subtask_index", "counter")).alias("body")))
+    query = (frame.writeStream.format("redis-sink").option("url", redis_server.url).option("target", "hash")
+             .option("keyPrefix", f"{prefix}:").option("keyColumn", "part").option("fieldColumn", "field")
+             .option("valueColumn", "body").option("commitKeyPrefix", f"commit:{prefix}:")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    client = redis_server.client()
+    for part in (0, 1):
+        stored = client.hgetall(f"{prefix}:p{part}")
+        assert sorted(int(k) for k in stored) == list(range(50))
+        assert json.loads(stored[b"3"]) == {"subtask_index": part, "counter": 3}
+
+
+def test_list_prepend_with_max_length(spark, redis_server, prefix, tmp_path):
+    _write(spark, redis_server.url, prefix, tmp_path, target="list", listOperation="prepend", maxLength="10")
+    newest_first = [json.loads(v) for v in redis_server.client().lrange(f"{prefix}:", 0, -1)]
+    assert len(newest_first) == 10
+    last_batch = [(e["subtask_index"], e["counter"]) for e in newest_first]
+    assert all(counter >= LIMIT // 2 - 10 for _, counter in last_batch)
+
+
+def test_stream_target_with_max_length(spark, redis_server, prefix, tmp_path):
+    adapter = _write(spark, redis_server.url, prefix, tmp_path, target="stream")
+    assert sorted(adapter.read_back(prefix)) == expected_events(LIMIT)
+    _write(spark, redis_server.url, prefix + "b", tmp_path / "b", target="stream", maxLength="25")
+    assert redis_server.client().xlen(f"{prefix}b:") == 25
+
+
+def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_path):
+    _write(spark, redis_server.url, prefix, tmp_path, commitId="my-pipeline")
+    client = redis_server.client()
+    assert client.get(f"commit:{prefix}:my-pipeline:batch") == b"1"
+    assert {client.get(f"commit:{prefix}:my-pipeline:{p}") for p in (0, 1)} == {b"1"}
+
+
+def test_password_is_not_in_errors(spark, redis_server, prefix, tmp_path):
+    port = redis_server.url.rsplit(":", 1)[1].split("/")[0]
+    with pytest.raises(Exception) as failure:
+        _write(spark, f"redis://user:s3cret@127.0.0.1:{port}/0", prefix, tmp_path)
+    assert "s3cret" not in str(failure.value)
+    assert "redis-sink" in str(failure.value)
+
+
+@pytest.fixture
+def persistent_redis():
+    server = RedisServer(persistence=True)
+    server.start()
+    yield server
+    server.close()
+
+
+def test_redis_restart_mid_stream_loses_and_duplicates_nothing(spark, persistent_redis, prefix, tmp_path):
+    """A restart of a persistent Redis under a running query: the protocol's retries carry it through."""
+    adapter = RedisAdapter(persistent_redis.url, target="list")
+    limit = 3_000
+    frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("numPartitions", 2)
+             .option("startTime", "0").option("limit", limit).option("maxEventsPerTrigger", 300).load())
+    query = (frame.writeStream.format("redis-sink").options(**adapter.options(prefix))
+             .option("retryBackoff", "100ms").option("writeRetries", "10")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="50 milliseconds").start())
+    try:
+        wait_until(lambda: len(adapter.read_back(prefix)) >= 600, timeout=120, message="first batches")
+        persistent_redis.restart()
+        adapter = RedisAdapter(persistent_redis.url, target="list")
+        wait_until(lambda: not query.isActive or len(adapter.read_back(prefix)) >= limit, timeout=240,
+                   message="all events after the restart")
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sorted(adapter.read_back(prefix)) == expected_events(limit)
