@@ -45,7 +45,7 @@ def _base64(column: pa.Array) -> pa.Array:
             if padded.shape[1] > width:
                 encoded[:, width - padded.shape[1]:] = ord("=")
             step = encoded.shape[1]
-            text_offsets = np.arange(0, (rows + 1) * step, step, dtype=np.int32)
+            text_offsets = np.arange(rows + 1, dtype=np.int32) * step
             return pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(text_offsets), pa.py_buffer(encoded)])
     return pa.array([None if v is None else base64.b64encode(v).decode() for v in column.to_pylist()], pa.string())
 
