@@ -384,8 +384,8 @@ class WebhookSink(Sink):
             try:
                 socket.create_connection(address, timeout=min(self.options.timeout_s, 5.0)).close()
             except OSError as exc:
-                raise SinkError(f"webhook-sink: nothing answers at {redact_url(url)} (option '{option}'; TCP connect "
-                                f"to {address[0]}:{address[1]} failed: {exc}); is the receiver running and the URL "
+                raise SinkError(f"webhook-sink: cannot reach {redact_url(url)} (option '{option}'): TCP connect to "
+                                f"{address[0]}:{address[1]} failed: {exc}; is the receiver running and the URL "
                                 "right?") from exc
 
     def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:

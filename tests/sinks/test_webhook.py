@@ -1,0 +1,368 @@
+"""The webhook sink against a real HTTP server (`tests.servers.HttpReceiver`, which dedupes by Idempotency-Key).
+
+Every Spark test writes impulse events (``(subtask_index, counter)`` is each one's unique key) under its own
+URL path and checks the EXACT list of events in the accepted (deduplicated) requests: a lost event and a
+duplicate both fail. The first tests call the sink's hooks directly, without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import time
+import uuid
+from collections import Counter
+from email.utils import formatdate
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from connectors.errors import DeliveryError, OptionError, SinkError, TransientError
+from connectors.options import OptionReader
+from connectors.protocol import WriteIdentity
+from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after, redact_url
+from tests.servers import HttpReceiver, free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.webhook]
+
+# Read by the executors' Python workers, which inherit the environment the JVM had when the Spark session
+# started: set it at import (collection), before any fixture starts Spark.
+SECRET = "s3cret-" + uuid.uuid4().hex[:6]
+os.environ["IMPULSE_WEBHOOK_TEST_TOKEN"] = SECRET
+KEY = re.compile(r"^(?P<query>[0-9a-f-]{36}):(?P<batch>\d+):(?P<partition>\d+):(?P<seq>\d+)$")
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def expected_events(limit: int, partitions: int = 2) -> list[tuple[int, int]]:
+    return sorted((p, c) for p in range(partitions) for c in range(limit // partitions + (p < limit % partitions)))
+
+
+def events_of(request, fmt: str = "json") -> list[tuple[int, int]]:
+    """``(subtask_index, counter)`` of the rows in one request body."""
+    if fmt == "ndjson":
+        rows = [json.loads(line) for line in request.body.decode().splitlines()]
+    else:
+        body = request.json()
+        rows = body if isinstance(body, list) else [body]
+    return [(r["subtask_index"], r["counter"]) for r in rows]
+
+
+def accepted(receiver: HttpReceiver, path: str) -> list:
+    return [r for r in receiver.accepted_requests if r.path == path]
+
+
+def landed(receiver: HttpReceiver, path: str, fmt: str = "json") -> list[tuple[int, int]]:
+    return sorted(e for r in accepted(receiver, path) for e in events_of(r, fmt))
+
+
+def namespace(name: str) -> str:
+    return f"/{name}-{uuid.uuid4().hex[:8]}"
+
+
+def impulse(spark, limit: int, *, per_trigger: int | None = None, catchup: bool = False, **extra):
+    reader = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("startTime", "0")
+              .option("limit", limit).option("numPartitions", 2))
+    if per_trigger:
+        reader = reader.option("maxEventsPerTrigger", per_trigger)
+    if catchup:
+        reader = reader.option("downtime", "catchup")
+    return reader.options(**{k: str(v) for k, v in extra.items()}).load()
+
+
+def run(spark, checkpoint: Path, url: str, limit: int, *, per_trigger: int | None = None, catchup: bool = False,
+        wait: float = 180, **options):
+    """impulse → webhook-sink with Trigger.AvailableNow until the end; raises what the query raised."""
+    query = (impulse(spark, limit, per_trigger=per_trigger, catchup=catchup).writeStream.format("webhook-sink")
+             .option("url", url).options(**{k: str(v) for k, v in options.items()})
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(wait), f"the query did not end within {wait}s"
+    finally:
+        query.stop()
+    return query
+
+
+def uncommit_last_batch(checkpoint: Path) -> int:
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def options(**given) -> WebhookOptions:
+    reader = OptionReader({k: str(v) for k, v in given.items()}, name="webhook sink")
+    opts = WebhookOptions.read(reader)
+    reader.finish()
+    return opts
+
+
+def write_directly(sink: WebhookSink, identity: WriteIdentity, batches) -> None:
+    conn = sink.open(identity)
+    try:
+        sink.write(conn, identity, iter(batches))
+    finally:
+        sink.close(conn)
+
+
+def rows(first: int, count: int, subtask: int = 0) -> pa.RecordBatch:
+    return pa.record_batch({"counter": pa.array(range(first, first + count), pa.int64()),
+                            "subtask_index": pa.array([subtask] * count, pa.int64()),
+                            "note": pa.array([f'row "{i}"\n' for i in range(first, first + count)])})
+
+
+# --------------------------------------------------------------------------------- options and hooks
+
+
+def test_options_defaults_and_validation():
+    opts = options(url="https://example.com/x")
+    assert (opts.method, opts.batch_size, opts.format, opts.max_in_flight, opts.timeout_s, opts.max_retries,
+            opts.verify, opts.idempotency_header) == ("POST", 100, "json", 4, 10.0, 5, True, "Idempotency-Key")
+    assert [opts.retryable(s) for s in (500, 503, 599, 429, 408, 400, 404, 301)] == [True] * 5 + [False] * 3
+    assert options(url="http://h/", retryOn="50x, 429").retry_on == ("50x", "429")
+    assert options(url="http://h/", verify="/etc/ssl/ca.pem").verify == "/etc/ssl/ca.pem"
+    with pytest.raises(OptionError, match="'url'"):
+        options()
+    for bad, option in [({"url": "ftp://h/x"}, "url"), ({"method": "GET"}, "method"),
+                        ({"retryOn": "5xx,abc"}, "retryOn"), ({"batchSize": "0"}, "batchSize"),
+                        ({"maxInFlight": "0"}, "maxInFlight"), ({"format": "xml"}, "format"),
+                        ({"timeout": "10"}, "timeout"), ({"header.bad name": "x"}, "header.bad name"),
+                        ({"commitUrl": "localhost:80"}, "commitUrl"), ({"colour": "red"}, "colour")]:
+        with pytest.raises(OptionError) as info:
+            options(**{"url": "http://h/x", **bad})
+        assert info.value.option.lower() == option.lower(), info.value
+
+
+def test_secrets_stay_out_of_the_plan_and_of_messages():
+    opts = options(url="https://user:pw@example.com:8443/hook?token=abc",
+                   **{"header.Authorization": "Bearer ${ENV:IMPULSE_WEBHOOK_TEST_TOKEN}"})
+    assert SECRET.encode() not in pickle.dumps(WebhookSink(opts))
+    assert opts.resolved_headers("here")["Authorization"] == f"Bearer {SECRET}"
+    assert redact_url(opts.url) == "https://example.com:8443/hook"
+    with pytest.raises(SinkError, match="IMPULSE_WEBHOOK_TEST_UNSET.*spark.executorEnv"):
+        options(url="http://h/", **{"header.X-Key": "${ENV:IMPULSE_WEBHOOK_TEST_UNSET}"}).resolved_headers("here")
+
+
+def test_retry_after_seconds_and_http_date():
+    assert _retry_after("3") == 3.0 and _retry_after(None) is None and _retry_after("soon") is None
+    assert 8 <= _retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
+
+
+@pytest.mark.parametrize("fmt,size", [("json", 4), ("ndjson", 3), ("json", 1)])
+def test_request_boundaries_do_not_depend_on_record_batches(fmt, size):
+    whole = list(_Bodies(options(url="http://h/", batchSize=size, format=fmt)).add(rows(0, 25)))
+    bodies = _Bodies(options(url="http://h/", batchSize=size, format=fmt))
+    split = [b for part in (rows(0, 7), rows(7, 3), rows(10, 1), rows(11, 14)) for b in bodies.add(part)]
+    split += list(bodies.rest())
+    whole += list(_Bodies(options(url="http://h/", batchSize=size, format=fmt)).rest())
+    assert whole[:len(split)] == split[:len(whole)] and len(whole) <= len(split)
+    assert len(split) == -(-25 // size)
+    # the last (short) request is only cut at the end of the partition
+    decoded = [[json.loads(line) for line in b.decode().splitlines()] if fmt == "ndjson" else json.loads(b)
+               for b in split]
+    if size == 1:
+        assert all(isinstance(d, dict) for d in decoded)
+        decoded = [[d] for d in decoded]
+    assert [[r["counter"] for r in d] for d in decoded] == [list(range(k, min(k + size, 25))) for k in range(0, 25, size)]
+    assert decoded[0][0]["note"] == 'row "0"\n'
+
+
+def test_write_hook_keys_and_bodies_are_stable_across_splits(http_receiver):
+    http_receiver.reset()
+    path = namespace("hooks")
+    sink = WebhookSink(options(url=http_receiver.url + path, batchSize=10, maxInFlight=3))
+    identity = WriteIdentity("11111111-2222-3333-4444-555555555555", 7, 1, 0)
+    write_directly(sink, identity, [rows(0, 95)])
+    first = {r.idempotency_key: r.body for r in http_receiver.requests if r.path == path}
+    write_directly(sink, WriteIdentity(identity.commit_id, 7, 1, 1), [rows(0, 13), rows(13, 50), rows(63, 32)])
+    again = [r for r in http_receiver.requests if r.path == path][len(first):]
+    assert sorted(first) == sorted(r.idempotency_key for r in again) == \
+        sorted(f"{identity.commit_id}:7:1:{k}" for k in range(10))
+    assert all(r.duplicate and r.body == first[r.idempotency_key] for r in again)
+    assert sorted(c for r in accepted(http_receiver, path) for _, c in events_of(r)) == list(range(95))
+
+
+def test_check_names_the_url_when_nothing_listens():
+    sink = WebhookSink(options(url=f"http://user:pw@127.0.0.1:{free_port()}/hook?token=abc"))
+    with pytest.raises(SinkError, match=r"cannot reach http://127\.0\.0\.1:\d+/hook \(option 'url'\)") as info:
+        sink.check()
+    assert "pw" not in str(info.value) and "abc" not in str(info.value)
+
+
+def test_connection_errors_are_retried_then_transient():
+    sink = WebhookSink(options(url=f"http://127.0.0.1:{free_port()}/x", maxRetries=2, retryBackoff="1ms"))
+    with pytest.raises(TransientError, match="gave up after 3 attempts"):
+        write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 5)])
+
+
+# ------------------------------------------------------------------------------------- Spark queries
+
+
+@pytest.mark.parametrize("fmt,size,method", [("json", 64, "POST"), ("ndjson", 100, "PUT"), ("json", 1, "PATCH")],
+                         ids=["json-array", "ndjson", "single-object"])
+def test_basic_write(spark, http_receiver, tmp_path, fmt, size, method):
+    http_receiver.reset()
+    path = namespace(f"basic-{fmt}-{size}")
+    limit = 1_000 if size > 1 else 100
+    query = run(spark, tmp_path / "ck", http_receiver.url + path, limit, batchSize=size, format=fmt, method=method,
+                maxInFlight=8 if size == 1 else 2)
+    assert landed(http_receiver, path, fmt) == expected_events(limit)
+    requests = accepted(http_receiver, path)
+    assert len(requests) == len(http_receiver.requests) == 2 * -(-(limit // 2) // size)  # no retry, no duplicate
+    content_type = "application/x-ndjson" if fmt == "ndjson" else "application/json"
+    for request in requests:
+        match = KEY.match(request.idempotency_key)
+        assert match and match["query"] == str(query.id) and request.method == method
+        assert request.headers["Content-Type"] == content_type
+        # request k of partition P holds the partition's rows [k × size, (k+1) × size)
+        seq, partition = int(match["seq"]), int(match["partition"])
+        assert events_of(request, fmt) == [(partition, c) for c in range(seq * size, min((seq + 1) * size, limit // 2))]
+        body = request.json() if fmt != "ndjson" else None
+        assert isinstance(body, dict) if size == 1 else fmt == "ndjson" or isinstance(body, list)
+
+
+def test_requests_are_cut_at_fixed_rows_whatever_spark_record_batches(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("record-batches")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "37")
+    try:
+        run(spark, tmp_path / "ck", http_receiver.url + path, 1_000, batchSize=50)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    requests = accepted(http_receiver, path)
+    assert sorted(len(events_of(r)) for r in requests) == [50] * 20
+    assert landed(http_receiver, path) == expected_events(1_000)
+
+
+def test_headers_with_environment_references(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("headers")
+    run(spark, tmp_path / "ck", http_receiver.url + path, 200, idempotencyHeader="X-Request-Key",
+        **{"header.Authorization": "Bearer ${ENV:IMPULSE_WEBHOOK_TEST_TOKEN}", "header.X-Source": "impulse"})
+    requests = [r for r in http_receiver.requests if r.path == path]
+    assert requests and all(r.headers["Authorization"] == f"Bearer {SECRET}" and r.headers["X-Source"] == "impulse"
+                            and KEY.match(r.headers["X-Request-Key"]) and r.idempotency_key is None for r in requests)
+    assert sorted(e for r in requests for e in events_of(r)) == expected_events(200)
+
+
+def test_missing_environment_variable_fails_the_query_naming_it(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("missing-env")
+    with pytest.raises(Exception, match="IMPULSE_WEBHOOK_TEST_UNSET"):
+        run(spark, tmp_path / "ck", http_receiver.url + path, 200,
+            **{"header.Authorization": "Bearer ${ENV:IMPULSE_WEBHOOK_TEST_UNSET}"})
+    assert not [r for r in http_receiver.requests if r.path == path]
+
+
+def test_503_for_a_while_is_retried_with_no_loss(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("unavailable")
+    http_receiver.fail_next(8, status=503)
+    run(spark, tmp_path / "ck", http_receiver.url + path, 1_000, batchSize=50, retryBackoff="10ms")
+    statuses = Counter(r.status for r in http_receiver.requests)
+    assert statuses[503] == 8 and statuses[200] == 20
+    assert landed(http_receiver, path) == expected_events(1_000)
+
+
+def test_429_retry_after_is_honoured(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("throttled")
+    http_receiver.fail_next(1, status=429, headers={"Retry-After": "2"}, body=b'{"error": "slow down"}')
+    run(spark, tmp_path / "ck", http_receiver.url + path, 200, maxInFlight=1, retryBackoff="1ms")
+    requests = [r for r in http_receiver.requests if r.path == path]
+    throttled = [r for r in requests if r.status == 429]
+    assert len(throttled) == 1
+    retry = next(r for r in requests if r.idempotency_key == throttled[0].idempotency_key and r.status == 200)
+    assert retry.time - throttled[0].time >= 1.9, "the retry did not wait for Retry-After (backoff alone is ~1ms)"
+    assert landed(http_receiver, path) == expected_events(200)
+
+
+def test_400_fails_the_query_with_status_url_and_body(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("refused")
+    http_receiver.respond_with(400, body=b'{"error": "field counter: expected string"}')
+    url = f"http://user:hunter2@127.0.0.1:{http_receiver.port}{path}?token=t0ps3cret"
+    with pytest.raises(Exception) as info:
+        run(spark, tmp_path / "ck", url, 200, maxInFlight=1)
+    http_receiver.reset_behaviour()
+    message = str(info.value)
+    assert "DeliveryError" in message and "400" in message and "field counter: expected string" in message
+    assert f"http://127.0.0.1:{http_receiver.port}{path}" in message
+    assert "hunter2" not in message and "t0ps3cret" not in message
+    # not retried per request; only Spark's task retry (local[2,2]) may resend
+    sent = [r for r in http_receiver.requests if r.path == f"{path}?token=t0ps3cret"]
+    assert sent and max(Counter(r.idempotency_key for r in sent).values()) <= 2
+    assert not [r for r in http_receiver.accepted_requests if r.path.startswith(path)]
+
+
+def test_slow_response_times_out_and_is_retried(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("slow")
+    http_receiver.delay_next(1, 4.0)  # the receiver accepts it on arrival but answers after 4 s
+    run(spark, tmp_path / "ck", http_receiver.url + path, 200, maxInFlight=1, timeout="1s", retryBackoff="10ms")
+    requests = [r for r in http_receiver.requests if r.path == path]
+    duplicates = [r for r in requests if r.duplicate]
+    assert len(duplicates) == 1, "the timed-out request was not resent with its key"
+    assert landed(http_receiver, path) == expected_events(200)
+
+
+def test_receiver_restarted_mid_stream(spark, tmp_path):
+    limit = 12_000
+    checkpoint = tmp_path / "ck"
+    with HttpReceiver() as receiver:
+        path = namespace("restart")
+        query = (spark.readStream.format("impulse").option("eventsPerSecond", 2_000).option("numPartitions", 2)
+                 .option("limit", limit).load()
+                 .writeStream.format("webhook-sink").option("url", receiver.url + path).option("batchSize", 50)
+                 .option("maxRetries", 3).option("retryBackoff", "100ms").option("checkpointLocation", str(checkpoint))
+                 .trigger(processingTime="500 milliseconds").start())
+        try:
+            receiver.wait_for(lambda: len(accepted(receiver, path)) >= 10, timeout=120)
+            receiver.stop()
+            time.sleep(2)
+            receiver.start()
+            receiver.wait_for(lambda: len(landed(receiver, path)) >= limit or not query.isActive, timeout=120)
+        finally:
+            query.stop()
+        if len(landed(receiver, path)) < limit:  # the query failed while the receiver was down: restart it
+            run(spark, checkpoint, receiver.url + path, limit, catchup=True, batchSize=50)
+        assert landed(receiver, path) == expected_events(limit)
+        assert any(r.status == 200 for r in receiver.requests)
+
+
+def test_commit_url_sees_each_batch_once_in_order(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path = namespace("commits")
+    query = run(spark, tmp_path / "ck", http_receiver.url + path + "/events", 1_000, per_trigger=200,
+                commitUrl=http_receiver.url + path + "/commit", abortUrl=http_receiver.url + path + "/abort")
+    commits = accepted(http_receiver, path + "/commit")
+    assert [c.json() for c in commits] == [
+        {"commitId": str(query.id), "batchId": b, "rows": 200, "partitions": 2} for b in range(5)]
+    assert [c.idempotency_key for c in commits] == [f"{query.id}:{b}:commit" for b in range(5)]
+    assert not [r for r in http_receiver.requests if r.path == path + "/abort"]
+    assert landed(http_receiver, path + "/events") == expected_events(1_000)
+
+
+def test_replay_of_the_last_batch_resends_identical_keys(spark, http_receiver, tmp_path):
+    http_receiver.reset()
+    path, checkpoint = namespace("replay"), tmp_path / "ck"
+    events, commit = http_receiver.url + path, http_receiver.url + path + "/commit"
+    query = run(spark, checkpoint, events, 1_000, per_trigger=400, batchSize=64, commitUrl=commit)
+    first = {r.idempotency_key: r.body for r in accepted(http_receiver, path)}
+    last = uncommit_last_batch(checkpoint)  # as if the driver died before Spark logged the commit
+    http_receiver.reset_behaviour()
+    again = run(spark, checkpoint, events, 1_000, per_trigger=400, batchSize=64, commitUrl=commit, catchup=True)
+    assert again.id == query.id
+    replayed = [r for r in http_receiver.requests if r.path == path and r.duplicate]
+    expected_keys = {k for k in first if KEY.match(k)["batch"] == str(last)}
+    assert expected_keys and {r.idempotency_key for r in replayed} == expected_keys
+    assert all(r.body == first[r.idempotency_key] for r in replayed)
+    assert landed(http_receiver, path) == expected_events(1_000)
+    # commit was called twice for the last batch: the deduping receiver saw it once, in order
+    notices = [r for r in http_receiver.requests if r.path == path + "/commit"]
+    assert [r.json()["batchId"] for r in notices if r.accepted] == list(range(last + 1))
+    assert [r.json()["batchId"] for r in notices if r.duplicate] == [last]
