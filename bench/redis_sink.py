@@ -1,0 +1,149 @@
+"""Throughput of the Redis sink against a plain pipelined redis-py loop, same rows, same local server.
+
+One run starts one ``redis-server`` (no persistence) and writes the same impulse rows (``SET
+<prefix><subtask_index>:<counter> <row as JSON>``) three ways, flushing the database in between:
+
+- ``plain``: a redis-py ``pipeline(transaction=False)`` loop over prebuilt keys and values, executed
+  every ``--chunk`` commands, one connection (building the values is not timed);
+- ``sink``: the Redis sink's own write path (`RedisSink.write`: RESP encoded with pyarrow, one
+  MULTI/EXEC per partition with its commit record) on one connection, fed the same record batches;
+- ``spark``: impulse → ``redis-sink`` through Spark (``local[2]``, 2 partitions), steady-state
+  micro-batches only: rows / Σ triggerExecution (source generation and Spark's overhead included).
+
+Example::
+
+    python bench/redis_sink.py --rows 1000000 --payload-bytes 100 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from connectors.options import OptionReader  # noqa: E402
+from connectors.protocol import WriteIdentity  # noqa: E402
+from connectors.rows import json_objects  # noqa: E402
+from impulse.events import EventLayout, event_batches  # noqa: E402
+from impulse.schedule import Schedule  # noqa: E402
+from sinks.redis import RedisOptions, RedisSink  # noqa: E402
+from tests.servers import RedisServer  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows written by each contender (rows)")
+    parser.add_argument("--payload-bytes", type=int, default=100, help="impulse payloadBytes (bytes per row)")
+    parser.add_argument("--chunk", type=int, default=10_000, help="commands per pipeline execute() of the plain loop")
+    parser.add_argument("--spark-batches", type=int, default=4, help="measured micro-batches of the Spark run")
+    parser.add_argument("--skip-spark", action="store_true", help="measure plain and sink only")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    return parser.parse_args(argv)
+
+
+def impulse_batches(rows: int, payload_bytes: int, partition: int = 0):
+    layout = EventLayout(0, Schedule(0, 1.0), 0, None, payload_bytes)
+    return list(event_batches(partition, 0, rows, layout))
+
+
+def run_plain(client, batches, chunk: int) -> float:
+    keys = [f"b:{k}" for b in batches for k in _ids(b)]
+    values = [v for b in batches for v in json_objects(b).to_pylist()]
+    start = time.perf_counter()
+    pipe = client.pipeline(transaction=False)
+    for i, (key, value) in enumerate(zip(keys, values), 1):
+        pipe.set(key, value)
+        if i % chunk == 0:
+            pipe.execute()
+    pipe.execute()
+    return time.perf_counter() - start
+
+
+def _ids(batch):
+    return [f"{s}:{c}" for s, c in zip(batch.column("subtask_index").to_pylist(), batch.column("counter").to_pylist())]
+
+
+def run_sink(url: str, batches) -> float:
+    sink = RedisSink(RedisOptions.read(OptionReader({"url": url, "keyPrefix": "b:"}, name="redis sink")))
+    identity = WriteIdentity("bench", 0, 0, 0)
+    start = time.perf_counter()
+    conn = sink.open(identity)
+    try:
+        assert not sink.is_committed(conn, identity)
+        sink.write(conn, identity, iter(batches))
+    finally:
+        sink.close(conn)
+    return time.perf_counter() - start
+
+
+def run_spark(url: str, rows: int, payload_bytes: int, batches: int) -> tuple[float, dict]:
+    from pyspark.sql import SparkSession
+
+    from connectors import register_all
+
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_all(spark)
+    warmup = 2
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (spark.readStream.format("impulse").option("delay", "1us").option("numPartitions", 2)
+                 .option("startTime", "0").option("payloadBytes", payload_bytes)
+                 .option("limit", rows * (warmup + batches)).option("maxEventsPerTrigger", rows).load()
+                 .writeStream.format("redis-sink").option("url", url).option("keyPrefix", "s:")
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query.awaitTermination()
+        progress = [p for p in query.recentProgress if p["numInputRows"]][warmup:]
+    spark.stop()
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    phases = {k: sum(p["durationMs"].get(k, 0) for p in progress) / len(progress)
+              for k in ("addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")}
+    return sum(p["numInputRows"] for p in progress) / seconds, phases
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    server = RedisServer()
+    server.start()
+    try:
+        client = server.client()
+        batches = impulse_batches(args.rows, args.payload_bytes)
+        mb = sum(b.nbytes for b in batches) / 1e6
+        plain_s = run_plain(client, batches, args.chunk)
+        assert client.dbsize() == args.rows
+        client.flushdb()
+        sink_s = run_sink(server.url, batches)
+        assert client.dbsize() == args.rows + 1  # the rows and the partition's commit record
+        client.flushdb()
+        result = {"rows": args.rows, "payload_bytes": args.payload_bytes,
+                  "plain_rows_per_s": args.rows / plain_s, "sink_rows_per_s": args.rows / sink_s,
+                  "arrow_mb": mb}
+        result["sink_vs_plain"] = result["sink_rows_per_s"] / result["plain_rows_per_s"]
+        if not args.skip_spark:
+            rate, phases = run_spark(server.url, args.rows, args.payload_bytes, args.spark_batches)
+            result.update(spark_rows_per_s=rate, spark_vs_plain=rate / result["plain_rows_per_s"],
+                          spark_phase_ms=phases)
+    finally:
+        server.close()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"rows {args.rows}, payload {args.payload_bytes} B ({mb:.0f} MB of Arrow)")
+        print(f"plain redis-py pipeline loop : {result['plain_rows_per_s']:>12,.0f} rows/s")
+        print(f"redis-sink write path        : {result['sink_rows_per_s']:>12,.0f} rows/s  "
+              f"({result['sink_vs_plain']:.2f}x plain)")
+        if "spark_rows_per_s" in result:
+            print(f"impulse -> redis-sink, Spark : {result['spark_rows_per_s']:>12,.0f} rows/s  "
+                  f"({result['spark_vs_plain']:.2f}x plain; 2 partitions, micro-batches of {args.rows} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
