@@ -59,8 +59,12 @@ class EventLayout:
 
     def timestamps_us(self, counters: np.ndarray) -> np.ndarray:
         if self.interval_us is not None:
-            return self.start_us + counters * self.interval_us
-        return self.schedule.anchor_us + self.schedule.offsets_us(counters - self.base_counter)
+            timestamps = counters * self.interval_us
+            timestamps += self.start_us
+            return timestamps
+        timestamps = self.schedule.offsets_us(counters - self.base_counter)
+        timestamps += self.schedule.anchor_us
+        return timestamps
 
 
 def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
@@ -69,11 +73,14 @@ def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
     schema = arrow_schema(layout.payload_bytes)
     if layout.payload_bytes:
         rows_per_batch = max(1, min(rows_per_batch, _MAX_BATCH_BYTES // layout.payload_bytes))
+    subtask = None  # the constant column, shared by every full-size batch (Arrow arrays are immutable)
     for lo in range(first, end, rows_per_batch):
         counters = np.arange(lo, min(lo + rows_per_batch, end), dtype=np.int64)
+        if subtask is None or len(subtask) != len(counters):
+            subtask = pa.array(np.full(len(counters), subtask_index, dtype=np.int64))
         columns = [
             pa.array(counters),
-            pa.array(np.full(len(counters), subtask_index, dtype=np.int64)),
+            subtask,
             pa.array(layout.timestamps_us(counters), type=pa.timestamp("us", tz="UTC")),
         ]
         if layout.payload_bytes > 0:

@@ -56,9 +56,20 @@ class Schedule:
         return int(self.offsets_us(np.array([k], dtype=np.int64))[0])
 
     def offsets_us(self, k: np.ndarray) -> np.ndarray:
-        """Microseconds from the anchor to each event in `k` (int64 array of event numbers since the anchor)."""
-        kd = k.astype(np.float64) * self.delay_us
+        """Microseconds from the anchor to each event in `k` (int64 array of event numbers since the anchor).
+
+        Computed in place in one float64 buffer: fresh temporaries of a record batch's size cost page
+        faults that dominated the time (same IEEE-754 operations, same results).
+        """
+        kd = k.astype(np.float64)
+        kd *= self.delay_us
         if self.ramp_us:
             half = self.ramp_us / 2.0
-            kd = np.where(kd < half, np.sqrt(2.0 * self.ramp_us * kd), kd + half)
-        return np.floor(kd).astype(np.int64)
+            ramping = kd < half
+            if ramping.any():
+                kd[ramping] = np.sqrt(2.0 * self.ramp_us * kd[ramping])
+                np.add(kd, half, out=kd, where=~ramping)
+            else:
+                kd += half
+        np.floor(kd, out=kd)
+        return kd.astype(np.int64)
