@@ -1,0 +1,686 @@
+"""The Kafka sink: exactly-once (transactional) or at-least-once writes of a streaming query to Kafka."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any, Callable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource
+
+from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError
+from connectors.options import OptionReader
+from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.rows import as_binary, json_objects
+
+__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES"]
+
+log = logging.getLogger("impulse.connectors.kafka")
+
+EXACTLY_ONCE = "exactly_once"
+AT_LEAST_ONCE = "at_least_once"
+GUARANTEES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "impulse-kafka-sink"
+
+# Throughput-minded producer defaults; every one can be overridden with a kafka.* option. Only
+# failures are reported back (delivery.report.only.error): a Python callback per delivered record
+# would cost more than the produce() call itself.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.num.messages": 10_000,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 262_144,
+    "compression.type": "lz4",
+    "message.timeout.ms": 60_000,
+}
+
+# Properties only a producer understands: kept out of the consumer that reads the progress records
+# (and of the metadata checks), so librdkafka does not warn about them.
+_PRODUCER_ONLY = (
+    "acks", "request.required.acks", "linger.ms", "queue.buffering.", "batch.", "compression.",
+    "compression.codec", "enable.idempotence", "enable.gapless.guarantee", "message.timeout.ms",
+    "delivery.", "retries", "message.send.max.retries", "retry.backoff", "transaction", "partitioner",
+    "sticky.partitioning", "max.in.flight", "request.timeout.ms", "enable.sparse.connections",
+)
+
+# Options the sink sets itself: a kafka.* option for them is refused with the sink option to use.
+_MANAGED = {
+    "transactional.id": "transactionalIdPrefix",
+    "transaction.timeout.ms": "transactionTimeout",
+    "on_delivery": None, "error_cb": None, "delivery.report.only.error": None,
+}
+
+_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
+_POLL_EVERY = 2_000      # serve callbacks every this many records
+_CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
+
+
+def _import_kafka():
+    try:
+        import confluent_kafka
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SinkError("the kafka sink needs confluent-kafka: pip install 'impulse-connectors[kafka]'") from exc
+    return confluent_kafka
+
+
+def transactional_id(prefix: str, commit_id: str, partition_id: int) -> str:
+    """The ``transactional.id`` (and progress group id) of one (query, Spark partition)."""
+    return f"{prefix}-{commit_id}-{partition_id}"
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """The options of the Kafka sink (see `KafkaSinkDataSource`)."""
+
+    bootstrap: str
+    client: dict = field(hash=False)           # kafka.* without the prefix: passed to every client
+    topic: str | None
+    guarantee: str
+    transactional_id_prefix: str
+    transaction_timeout_ms: int
+    progress_topic: str | None
+    timeout_s: float
+
+    @classmethod
+    def read(cls, reader: OptionReader) -> "KafkaOptions":
+        client = reader.prefixed("kafka.")
+        bootstrap = next((v for k, v in client.items() if k.lower() == "bootstrap.servers"), None)
+        if not bootstrap:
+            raise OptionError("kafka.bootstrap.servers", bootstrap,
+                              "host:port[,host:port…] of the Kafka cluster; set it with "
+                              ".option('kafka.bootstrap.servers', 'broker:9092') on the kafka sink")
+        for key in client:
+            if key.lower() in _MANAGED:
+                instead = _MANAGED[key.lower()]
+                raise OptionError(f"kafka.{key}", client[key], "no value: the kafka sink sets it itself"
+                                  + (f"; use the option '{instead}'" if instead else ""))
+        guarantee = reader.choice("deliveryGuarantee", GUARANTEES, EXACTLY_ONCE)
+        topic = reader.string("topic")
+        timeout_ms = reader.duration_us("transactionTimeout", 60_000_000) // 1_000
+        if timeout_ms < 1_000:
+            raise OptionError("transactionTimeout", f"{timeout_ms}ms", "a duration ≥ 1s")
+        prefix = reader.string("transactionalIdPrefix", DEFAULT_TRANSACTIONAL_ID_PREFIX)
+        return cls(
+            bootstrap=bootstrap,
+            client=client,
+            topic=topic,
+            guarantee=guarantee,
+            transactional_id_prefix=prefix,
+            transaction_timeout_ms=timeout_ms,
+            progress_topic=reader.string("progressTopic") or topic,
+            timeout_s=reader.duration_us("timeout", 30_000_000) / 1e6,
+        )
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == EXACTLY_ONCE
+
+    def producer_config(self, transactional_id: str | None = None) -> dict:
+        """librdkafka settings of the sink's producer: defaults < kafka.* options < what the guarantee needs."""
+        conf: dict[str, Any] = dict(PRODUCER_DEFAULTS)
+        if self.exactly_once:
+            conf["message.timeout.ms"] = min(conf["message.timeout.ms"], self.transaction_timeout_ms)
+        conf.update(self.client)
+        conf["enable.idempotence"] = conf.get("enable.idempotence", True) if not self.exactly_once else True
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
+            conf["transaction.timeout.ms"] = self.transaction_timeout_ms
+        conf["delivery.report.only.error"] = True
+        return conf
+
+    @property
+    def client_logger(self) -> logging.Logger:
+        """Where librdkafka logs go: nowhere (its errors reach us as exceptions), unless kafka.debug is set."""
+        return log if any(k.lower() == "debug" for k in self.client) else _quiet
+
+    def common_config(self) -> dict:
+        """The kafka.* options a consumer or admin client understands (security, addresses, …)."""
+        return {k: v for k, v in self.client.items() if not k.lower().startswith(_PRODUCER_ONLY)}
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Which of the Kafka columns the input has (checked on the driver from Spark's schema)."""
+
+    value: bool
+    key: bool
+    topic: bool
+    partition: bool
+    headers: bool
+    timestamp: bool
+
+    @classmethod
+    def of(cls, schema) -> "_Columns":
+        from pyspark.sql import types as T
+
+        fields = {f.name: f.dataType for f in schema.fields}
+
+        def expect(name: str, ok: bool, expected: str) -> bool:
+            if name in fields and not ok:
+                raise OptionError(f"column '{name}'", fields[name].simpleString(), expected)
+            return name in fields
+
+        text = (T.StringType, T.BinaryType)
+        headers = fields.get("headers")
+        headers_ok = (isinstance(headers, T.ArrayType) and isinstance(headers.elementType, T.StructType)
+                      and [f.name for f in headers.elementType.fields] == ["key", "value"]
+                      and isinstance(headers.elementType["key"].dataType, T.StringType)
+                      and isinstance(headers.elementType["value"].dataType, text))
+        return cls(
+            value=expect("value", isinstance(fields.get("value"), text), "string or binary (or no 'value' "
+                         "column: then each row is sent as a JSON object)"),
+            key=expect("key", isinstance(fields.get("key"), text), "string or binary"),
+            topic=expect("topic", isinstance(fields.get("topic"), T.StringType), "string"),
+            partition=expect("partition", isinstance(fields.get("partition"), (T.IntegerType, T.ShortType, T.ByteType,
+                                                                                 T.LongType)), "an integer"),
+            headers=expect("headers", headers_ok, "array<struct<key: string, value: binary>>"),
+            timestamp=expect("timestamp", isinstance(fields.get("timestamp"), (T.TimestampType, T.TimestampNTZType)),
+                             "timestamp") and "value" in fields,
+        )
+
+
+@dataclass
+class _Records:
+    """One record batch as the per-record arguments of ``produce()`` (None: the same for every record)."""
+
+    values: list
+    keys: list | None = None
+    topics: list | None = None
+    partitions: list | None = None
+    headers: list | None = None
+    timestamps: list | None = None
+    distinct_topics: list = field(default_factory=list)
+
+
+class _Connection:
+    """An executor's clients for one attempt of one partition, and what their callbacks reported."""
+
+    def __init__(self, producer, consumer, transactional_id: str | None) -> None:
+        self.producer = producer
+        self.consumer = consumer
+        self.transactional_id = transactional_id
+        self.failures: list = []      # (KafkaError, topic, partition) of records the broker refused
+        self.fatal: list = []         # fatal errors reported through error_cb
+        self.in_transaction = False
+        self.known_topics: set[str] = set()
+
+    def on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.failures.append((err, msg.topic(), msg.partition()))
+
+    def on_error(self, err) -> None:
+        if err.fatal():
+            self.fatal.append(err)
+
+
+class KafkaSink(Sink):
+    """Writes a partition's records and its progress record in one Kafka transaction (or, at least once, idempotently)."""
+
+    name = "kafka-sink"
+
+    def __init__(self, options: KafkaOptions, columns: _Columns) -> None:
+        self.options = options
+        self.columns = columns
+
+    # -- driver ---------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Driver, every micro-batch: the settings are valid, the cluster answers, the topics exist.
+
+        An unreachable cluster is a `TransientError` (the protocol retries the check with backoff, so a
+        broker restarting under a running query does not fail it); an unknown topic an `OptionError`.
+        """
+        kafka = _import_kafka()
+        opts = self.options
+        try:
+            producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
+                                       "logger": _quiet})
+        except kafka.KafkaException as exc:
+            raise OptionError("kafka.*", _redacted(opts.client), f"settings librdkafka accepts ({exc.args[0].str()})") \
+                from exc
+        try:
+            metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
+            for topic in sorted({t for t in (opts.topic, opts.progress_topic if opts.exactly_once else None) if t}):
+                found = metadata.topics.get(topic)
+                if found is None or found.error is not None:  # ask for it by name: auto-creation, if enabled
+                    found = producer.list_topics(topic, timeout=_CHECK_TIMEOUT_S).topics.get(topic)
+                if found is not None and found.error is None:
+                    continue
+                if found is not None and found.error.name() not in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
+                    raise TransientError(f"kafka-sink: topic '{topic}' at {opts.bootstrap}: {found.error.str()}")
+                option = "topic" if topic == opts.topic else "progressTopic"
+                reason = found.error.str() if found is not None else "not found"
+                raise OptionError(option, topic, f"an existing topic of the Kafka cluster at {opts.bootstrap} "
+                                  f"(the broker says: {reason}); create it first")
+        except kafka.KafkaException as exc:
+            raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
+                                 f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
+                                 "right?") from exc
+        finally:
+            producer.purge()
+            producer.flush(0)
+
+    def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
+        """Fence the failed partitions' writers: their open transactions are aborted now, not at timeout."""
+        if not self.options.exactly_once:
+            return
+        if commit_id is None:
+            log.warning("kafka-sink: batch %d aborted before any task reported; its open transactions end when a "
+                        "writer of the query restarts or after transactionTimeout", batch_id)
+            return
+        kafka = _import_kafka()
+        for partition, message in enumerate(messages):
+            if message is not None:
+                continue
+            txid = transactional_id(self.options.transactional_id_prefix, commit_id, partition)
+            try:
+                producer = kafka.Producer({**self.options.producer_config(txid), "logger": _quiet})
+                producer.init_transactions(min(self.options.timeout_s, _CHECK_TIMEOUT_S))
+                log.info("kafka-sink: fenced %s after batch %d aborted", txid, batch_id)
+            except kafka.KafkaException as exc:  # best effort: the next writer of the partition fences it too
+                log.warning("kafka-sink: could not fence %s after batch %d aborted: %s", txid, batch_id, exc)
+
+    # -- executor -------------------------------------------------------------------------------
+    def open(self, identity: WriteIdentity) -> _Connection:
+        kafka = _import_kafka()
+        opts = self.options
+        txid = transactional_id(opts.transactional_id_prefix, identity.commit_id, identity.partition_id) \
+            if opts.exactly_once else None
+        conn = _Connection(None, None, txid)
+        with _mapped(opts, "connecting"):
+            conn.producer = kafka.Producer({**opts.producer_config(txid), "on_delivery": conn.on_delivery,
+                                            "error_cb": conn.on_error, "logger": opts.client_logger})
+            # Metadata first: the connection it opens spares init_transactions a 0.5 s coordinator retry.
+            self._check_topics(conn, [t for t in {opts.topic, opts.progress_topic if txid else None} if t])
+            if txid is not None:
+                # Fencing first: a zombie attempt of this partition can no longer commit, and a
+                # transaction a crashed writer left open is aborted (read_committed readers move on).
+                conn.producer.init_transactions(opts.timeout_s)
+                conn.consumer = kafka.Consumer({
+                    **opts.common_config(), "group.id": txid, "isolation.level": "read_committed",
+                    "enable.auto.commit": False, "logger": opts.client_logger,
+                })
+        return conn
+
+    def is_committed(self, conn: _Connection, identity: WriteIdentity) -> bool:
+        if conn.consumer is None:
+            return False  # at least once: no progress record, every attempt writes
+        kafka = _import_kafka()
+        with _mapped(self.options, "reading the progress record"):
+            [position] = conn.consumer.committed([kafka.TopicPartition(self.options.progress_topic, 0)],
+                                                 timeout=self.options.timeout_s)
+        if position.error is not None:
+            raise kafka.KafkaException(position.error)
+        return position.offset > identity.batch_id  # the offset stored is batch id + 1
+
+    def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
+        kafka = _import_kafka()
+        opts = self.options
+        producer = conn.producer
+        with _mapped(opts, f"writing {identity}"):
+            if conn.transactional_id is not None:
+                producer.begin_transaction()
+                conn.in_transaction = True
+            for batch in batches:
+                if batch.num_rows:
+                    records = self._records(batch)
+                    self._check_topics(conn, records.distinct_topics)
+                    self._produce(conn, records)
+                producer.poll(0)
+                self._raise_failures(conn)
+            self._flush(conn)
+            self._raise_failures(conn)
+            if conn.transactional_id is not None:
+                progress = kafka.TopicPartition(opts.progress_topic, 0, identity.batch_id + 1)
+                producer.send_offsets_to_transaction([progress], conn.consumer.consumer_group_metadata(),
+                                                     opts.timeout_s)
+                producer.commit_transaction(opts.timeout_s)
+                conn.in_transaction = False
+        return None
+
+    def close(self, conn: _Connection) -> None:
+        producer = conn.producer
+        if producer is not None:
+            try:
+                if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
+                    producer.abort_transaction(min(self.options.timeout_s, 5.0))
+            except Exception as exc:  # noqa: BLE001 - the next writer of the partition aborts it anyway
+                log.info("kafka-sink: abort of %s failed: %s", conn.transactional_id, exc)
+            producer.purge()
+            producer.flush(0)
+        if conn.consumer is not None:
+            conn.consumer.close()
+
+    # -- records --------------------------------------------------------------------------------
+    def _records(self, batch: pa.RecordBatch) -> _Records:
+        """The produce() arguments of a record batch, computed with Arrow (no Python work per row)."""
+        cols = self.columns
+        names = batch.schema.names
+
+        def column(name: str) -> pa.Array:
+            return batch.column(names.index(name))
+
+        if cols.value:
+            values = as_binary(column("value"))
+        else:
+            values = json_objects(batch).cast(pa.binary())
+        records = _Records(values.to_pylist())
+        if cols.key:
+            records.keys = as_binary(column("key")).to_pylist()
+        if cols.topic:
+            topics = column("topic").cast(pa.string())
+            if self.options.topic is not None:
+                topics = pc.fill_null(topics, self.options.topic)
+            elif topics.null_count:
+                raise DeliveryError("kafka-sink: a row has no topic (null 'topic' column) and there is no "
+                                    "'topic' option to fall back on")
+            records.topics = topics.to_pylist()
+            records.distinct_topics = pc.unique(topics).to_pylist()
+        else:
+            records.distinct_topics = [self.options.topic]
+        if cols.partition:
+            records.partitions = pc.fill_null(column("partition").cast(pa.int32()), -1).to_pylist()
+        if cols.headers:
+            records.headers = [None if row is None else [(h["key"], h["value"]) for h in row]
+                               for row in column("headers").to_pylist()]
+        if cols.timestamp:
+            stamps = column("timestamp")
+            millis = stamps.cast(pa.timestamp("ms", stamps.type.tz), safe=False).cast(pa.int64())
+            records.timestamps = pc.fill_null(pc.max_element_wise(millis, 0), 0).to_pylist()  # 0: now
+        return records
+
+    def _check_topics(self, conn: _Connection, topics: list) -> None:
+        """Refuse a topic the cluster does not have now, not after librdkafka's 30 s metadata wait."""
+        for topic in topics:
+            if topic in conn.known_topics:
+                continue
+            found = conn.producer.list_topics(topic, timeout=self.options.timeout_s).topics.get(topic)
+            if found is None or found.error is not None:
+                reason = found.error.str() if found is not None and found.error is not None else "not found"
+                raise DeliveryError(f"kafka-sink: cannot write to topic '{topic}' at {self.options.bootstrap}: "
+                                    f"{reason}")
+            conn.known_topics.add(topic)
+
+    def _produce(self, conn: _Connection, records: _Records) -> None:
+        producer = conn.producer
+        produce = producer.produce
+        poll = producer.poll
+        default_topic = self.options.topic
+        values = records.values
+        general = records.partitions is not None or records.headers is not None or records.timestamps is not None
+        step = _POLL_EVERY
+        for start in range(0, len(values), step):
+            chunk = values[start:start + step]
+            topics = records.topics[start:start + step] if records.topics is not None else repeat(default_topic)
+            keys = records.keys[start:start + step] if records.keys is not None else None
+            if not general and keys is None:
+                for topic, value in zip(topics, chunk):
+                    try:
+                        produce(topic, value)
+                    except BufferError:
+                        _when_room(producer, lambda: produce(topic, value))
+            elif not general:
+                for topic, value, key in zip(topics, chunk, keys):
+                    try:
+                        produce(topic, value, key)
+                    except BufferError:
+                        _when_room(producer, lambda: produce(topic, value, key))
+            else:
+                rows = zip(
+                    topics, chunk, keys if keys is not None else repeat(None),
+                    records.partitions[start:start + step] if records.partitions is not None else repeat(-1),
+                    records.timestamps[start:start + step] if records.timestamps is not None else repeat(0),
+                    records.headers[start:start + step] if records.headers is not None else repeat(None),
+                )
+                for topic, value, key, partition, timestamp, headers in rows:
+                    try:
+                        produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
+                    except BufferError:
+                        _when_room(producer, lambda: produce(topic, value, key, partition, timestamp=timestamp,
+                                                             headers=headers))
+            poll(0)
+            if conn.failures or conn.fatal:
+                return
+
+    def _flush(self, conn: _Connection) -> None:
+        """Wait until every record is acknowledged or failed (librdkafka gives up after message.timeout.ms)."""
+        producer = conn.producer
+        message_timeout_s = float(self.options.producer_config().get("message.timeout.ms", 300_000)) / 1e3
+        deadline = time.monotonic() + message_timeout_s + self.options.timeout_s
+        while producer.flush(1.0) > 0:
+            if conn.fatal:
+                return
+            if time.monotonic() > deadline:
+                raise TransientError(f"kafka-sink: {len(producer)} records still unacknowledged by "
+                                     f"{self.options.bootstrap} after {message_timeout_s:g}s")
+
+    def _raise_failures(self, conn: _Connection) -> None:
+        if conn.fatal:
+            raise _translate(conn.fatal[0], self.options, "writing")
+        if conn.failures:
+            err, topic, partition = conn.failures[0]
+            more = f" ({len(conn.failures)} records failed)" if len(conn.failures) > 1 else ""
+            where = f"topic '{topic}' partition {partition}" if partition is not None and partition >= 0 \
+                else f"topic '{topic}'"
+            raise _translate(err, self.options, f"delivering to {where}", more=more)
+
+
+def _when_room(producer, produce: Callable[[], None]) -> None:
+    """The local queue is full: serve delivery reports until the record fits (back-pressure, never drop)."""
+    while True:
+        producer.poll(0.05)
+        try:
+            produce()
+            return
+        except BufferError:
+            continue
+
+
+# -- error translation ------------------------------------------------------------------------------
+
+_FENCED = {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FATAL"}
+_REFUSED = {  # the broker (or librdkafka on its behalf) refused the record: a retry cannot help
+    "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
+    "INVALID_RECORD", "RECORD_LIST_TOO_LARGE", "TOPIC_AUTHORIZATION_FAILED", "POLICY_VIOLATION", "INVALID_TIMESTAMP",
+    "TOPIC_EXCEPTION", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "CORRUPT_MESSAGE", "_INVALID_ARG", "_KEY_SERIALIZATION",
+    "_VALUE_SERIALIZATION",
+}
+_NOT_ALLOWED = {"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+                "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
+_BROKEN = {"_STATE", "_NOT_CONFIGURED", "_CONFLICT", "INVALID_TXN_STATE", "_INVALID_TYPE", "INVALID_TRANSACTION_TIMEOUT",
+           "UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "UNSUPPORTED_FOR_MESSAGE_FORMAT"}
+
+
+def _translate(err, opts: KafkaOptions, doing: str, more: str = "") -> SinkError:
+    """The project's error for a librdkafka `KafkaError`: what a retry may fix is a `TransientError`."""
+    code = err.name()
+    where = f"kafka-sink: {doing} at {opts.bootstrap}"
+    reason = f"{err.str()}{more}"
+    if code in _REFUSED:
+        return DeliveryError(f"{where}: the broker refused the record: {reason}")
+    if opts.exactly_once and (err.fatal() or code in _FENCED):
+        return FencedError(f"{where}: this writer was fenced by a newer one with the same transactional id "
+                           f"(another attempt of this partition, or another query with the same "
+                           f"transactionalIdPrefix and commit id): {reason}")
+    if code in _NOT_ALLOWED:
+        return SinkError(f"{where}: {reason} (the principal needs Write on the topics and, for exactly_once, Write "
+                         f"on the transactional ids and Read on the groups '{opts.transactional_id_prefix}-*')")
+    if code in _BROKEN and not err.retriable() and not err.txn_requires_abort():
+        return SinkError(f"{where}: {reason}")
+    # Lost brokers, timeouts, moving coordinators, an aborted transaction; at_least_once: also a fatal
+    # idempotence error, which a new producer (the retry) does not have.
+    return TransientError(f"{where}: {reason}")
+
+
+class _mapped:
+    """Translate confluent-kafka errors into the project's (``raise … from exc``)."""
+
+    def __init__(self, opts: KafkaOptions, doing: str) -> None:
+        self.opts = opts
+        self.doing = doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None:
+            return False
+        kafka = _import_kafka()
+        cause = exc
+        # confluent-kafka raises a fatal error from poll()/flush() and, when a delivery callback then runs,
+        # reports that as a SystemError caused by the KafkaException.
+        if isinstance(exc, SystemError) and isinstance(exc.__cause__, kafka.KafkaException):
+            cause = exc.__cause__
+        if isinstance(cause, kafka.KafkaException):
+            err = cause.args[0] if cause.args else None
+            if isinstance(err, kafka.KafkaError):
+                raise _translate(err, self.opts, self.doing) from exc
+            raise SinkError(f"kafka-sink: {self.doing} at {self.opts.bootstrap}: {cause}") from exc
+        return False
+
+
+def _redacted(client: dict) -> dict:
+    return {k: ("***" if any(s in k.lower() for s in ("password", "secret", "key", "token")) else v)
+            for k, v in client.items()}
+
+
+_quiet = logging.getLogger("impulse.connectors.kafka.check")
+_quiet.propagate = False
+_quiet.addHandler(logging.NullHandler())
+
+
+class KafkaSinkDataSource(DataSource):
+    """Exactly-once (default) or at-least-once streaming writes to Apache Kafka.
+
+    Name: ``kafka-sink``
+
+    Input columns (the schema of Spark's own Kafka sink)
+    ----------------------------------------------------
+    value : string or binary, optional
+        The record's value (null: a tombstone). Without a ``value`` column each row is sent as one
+        JSON object holding every column (`connectors.rows.json_objects`: timestamps ISO-8601 UTC,
+        binary base64).
+    key : string or binary, optional
+        The record's key; without it records have no key (librdkafka's partitioner spreads them).
+    topic : string, optional
+        The record's topic; null or absent: the ``topic`` option.
+    partition : int, optional
+        The record's partition; null or absent: the partitioner picks one (by key).
+    headers : array<struct<key: string, value: binary>>, optional
+        The record's headers, in order, duplicates kept.
+    timestamp : timestamp, optional
+        The record's timestamp (CreateTime, milliseconds). Used only together with a ``value``
+        column: a row sent as JSON keeps its ``timestamp`` in the JSON and the record gets the time
+        it was produced (old event times would otherwise make the broker's time-based retention
+        delete the records at once).
+
+    Parameters (option names are case-insensitive)
+    ----------
+    kafka.bootstrap.servers : str, required
+        ``host:port[,host:port…]``. Every ``kafka.<name>`` option is passed to librdkafka as
+        ``<name>`` (security: ``kafka.security.protocol``, ``kafka.sasl.mechanism``,
+        ``kafka.sasl.username``, ``kafka.ssl.ca.location``…; tuning: ``kafka.linger.ms``…).
+        Producer defaults: ``acks=all``, ``linger.ms=20``, ``batch.num.messages=10000``,
+        ``batch.size=1000000``, ``queue.buffering.max.messages=1000000``,
+        ``queue.buffering.max.kbytes=262144``, ``compression.type=lz4``,
+        ``message.timeout.ms=60000`` (at most ``transactionTimeout`` for exactly_once),
+        ``enable.idempotence=true``. ``kafka.transactional.id`` and
+        ``kafka.transaction.timeout.ms`` are refused: use the options below.
+    topic : str, optional
+        Topic of the rows without a ``topic`` column value. Required unless the input has a
+        ``topic`` column; it must exist when the query starts.
+    deliveryGuarantee : ``exactly_once`` (default) | ``at_least_once``
+        See *Guarantee*.
+    transactionalIdPrefix : str, default ``impulse-kafka-sink``
+        exactly_once: the transactional id of Spark partition P is ``<prefix>-<commit id>-<P>``,
+        where the commit id is the streaming query's id (kept across restarts from one
+        checkpoint) or the ``commitId`` option. Two queries never share ids unless they share
+        both the prefix and the commit id, on purpose.
+    transactionTimeout : duration, default ``60s``
+        ``transaction.timeout.ms`` of the producers (≤ the broker's
+        ``transaction.max.timeout.ms``, 15 min by default). A partition's write must finish
+        within it; a transaction whose writer vanished blocks ``read_committed`` readers of its
+        partitions at most this long (less: the next writer of the partition aborts it at once).
+    progressTopic : str, default: ``topic``
+        exactly_once: the topic whose partition 0 holds the progress records (consumer-group
+        offsets, see *Guarantee*); it must exist. Nothing is ever written into it. Required when
+        ``topic`` is not set.
+    timeout : duration, default ``30s``
+        Bound of every blocking client call on the executors (init, offsets, commit).
+    commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
+        The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
+
+    Guarantee
+    ---------
+    ``exactly_once``: each event is visible exactly once to ``read_committed`` consumers, across
+    task retries, batch aborts, driver crashes (SIGKILL included) and broker restarts, as long as
+    the replayed batches of the input are identical (true for impulse and replayable sources).
+
+    Each task (query Q, batch B, Spark partition P) runs one transaction with the transactional
+    producer ``<prefix>-<Q>-<P>`` (stable per query and partition):
+
+    1. ``init_transactions``: fences every older producer with that id (a zombie attempt can no
+       longer commit) and aborts a transaction a crashed writer left open, at once;
+    2. the progress record of (Q, P) is read: the committed offset of the consumer group named like
+       the transactional id, on partition 0 of ``progressTopic`` (``read_committed``). Offset
+       ≥ B + 1 means batch B of this partition is already in Kafka: the task writes nothing;
+    3. otherwise the rows are produced, flushed, and ``send_offsets_to_transaction`` puts offset
+       B + 1 for that group into the same transaction, which is then committed: data and progress
+       become visible in one atomic step.
+
+    A retriable error (broker restarting, coordinator moving) aborts the transaction and the
+    protocol retries the partition from step 1 (``writeRetries``); a fenced producer raises
+    `FencedError`; a refused record (unknown topic, too large, not authorised) raises
+    `DeliveryError` with the broker's reason. When a batch fails, the driver fences the failed
+    partitions' ids so their open transactions are aborted without waiting for
+    ``transactionTimeout``. Readers must use ``isolation.level=read_committed``.
+    The progress records are consumer-group offsets: they expire after the broker's
+    ``offsets.retention.minutes`` (7 days by default) without a commit, so a query stopped longer
+    than that may duplicate the one batch it replays on restart; raise that setting if needed.
+    ACLs: Write on the topics, Write on transactional ids and Read on groups ``<prefix>-*``,
+    Describe on ``progressTopic``.
+
+    ``at_least_once``: an idempotent producer (no duplicates from librdkafka's own retries),
+    flushed before the task returns; a retried task or replayed batch writes its rows again, so a
+    failure may duplicate, never lose, records. Cheaper: no transaction, no progress lookup.
+
+    Each record batch is turned into produce() arguments with Arrow (values, keys, topics…), then
+    produced record by record (librdkafka's API is per record), serving delivery reports as it
+    goes; a full local queue waits for room (back-pressure), nothing is dropped.
+
+    Examples
+    --------
+    >>> (spark.readStream.format("impulse").option("eventsPerSecond", 1000).load()
+    ...     .writeStream.format("kafka-sink")
+    ...     .option("kafka.bootstrap.servers", "localhost:9092").option("topic", "events")
+    ...     .option("checkpointLocation", "/tmp/ck").start())                 # doctest: +SKIP
+    >>> (df.selectExpr("CAST(subtask_index AS STRING) AS key", "to_json(struct(*)) AS value")
+    ...     .writeStream.format("kafka-sink").option("kafka.bootstrap.servers", "localhost:9092")
+    ...     .option("topic", "events").option("deliveryGuarantee", "at_least_once")
+    ...     .option("checkpointLocation", "/tmp/ck2").start())                # doctest: +SKIP
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return KafkaSink.name
+
+    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
+        def build(reader: OptionReader) -> KafkaSink:
+            opts = KafkaOptions.read(reader)
+            columns = _Columns.of(schema)
+            if opts.topic is None and not columns.topic:
+                raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
+                                                 "the rows a 'topic' column")
+            if opts.exactly_once and opts.progress_topic is None:
+                raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
+                                  "records of exactly_once (nothing is written into it); set 'progressTopic' or "
+                                  "'topic'")
+            return KafkaSink(opts, columns)
+
+        return stream_writer(self.options, name="kafka sink", build=build)

@@ -1,0 +1,399 @@
+"""The Kafka sink (`sinks.kafka`) against a real broker: what lands, exactly once, and how it fails.
+
+Input: impulse with ``startTime=0`` (every event due at once) and ``maxEventsPerTrigger`` (several
+micro-batches). Output is read back with a ``read_committed`` consumer and compared as the exact
+list of ``(subtask_index, counter)``: no loss, no duplicate.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from connectors.errors import DeliveryError, FencedError, OptionError
+from connectors.options import OptionReader
+from connectors.protocol import WriteIdentity
+from sinks.kafka import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, KafkaSink, KafkaSinkDataSource, _Columns, \
+    transactional_id
+from tests.servers import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _name(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:8]}"
+
+
+def impulse(spark, limit: int, per_trigger: int | None = None, **options):
+    reader = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("startTime", "0")
+              .option("limit", limit).option("numPartitions", 2))
+    if per_trigger:
+        reader = reader.option("maxEventsPerTrigger", per_trigger)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def start(df, broker, checkpoint, trigger=None, **options):
+    writer = (df.writeStream.format("kafka-sink").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("checkpointLocation", str(checkpoint)))
+    for key, value in options.items():
+        writer = writer.option(key, str(value))
+    return writer.trigger(**(trigger or {"availableNow": True})).start()
+
+
+def run(df, broker, checkpoint, **options) -> None:
+    query = start(df, broker, checkpoint, **options)
+    query.awaitTermination()
+    assert query.exception() is None, query.exception()
+
+
+def failure(df, broker, checkpoint, **options) -> str:
+    """Run until the query fails; the text of its error (Python traceback included)."""
+    try:
+        query = start(df, broker, checkpoint, **options)
+        query.awaitTermination()
+    except Exception as exc:  # noqa: BLE001 - StreamingQueryException, or the error of start() itself
+        return str(exc)
+    raise AssertionError("the query did not fail")
+
+
+def expected(limit: int, partitions: int = 2) -> list[tuple[int, int]]:
+    """impulse's events: partition i gets limit // n, plus one if i < limit % n."""
+    return sorted((i, c) for i in range(partitions) for c in range(limit // partitions + (i < limit % partitions)))
+
+
+def events(broker, topic: str, isolation: str = "read_committed") -> list[tuple[int, int]]:
+    """``(subtask_index, counter)`` of every record (values are the rows as JSON), duplicates kept."""
+    out = []
+    for message in broker.consume_all(topic, isolation=isolation):
+        row = json.loads(message.value())
+        out.append((row["subtask_index"], row["counter"]))
+    return sorted(out)
+
+
+def stable(broker, topic: str) -> bool:
+    """No open transaction holds read_committed readers back: last stable offset == high watermark."""
+    return broker.end_offsets(topic, "read_committed") == broker.end_offsets(topic, "read_uncommitted")
+
+
+def progress(broker, group: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        consumer.close()
+
+
+def sink_for(broker, topic: str, **options) -> KafkaSink:
+    """A sink built as on the driver (for tests that drive its hooks directly)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    reader = OptionReader({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, **options}, name="kafka sink")
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+    return KafkaSink(KafkaOptions.read(reader), _Columns.of(schema))
+
+
+def rows(subtask: int, first: int, end: int) -> pa.RecordBatch:
+    return pa.record_batch({"counter": pa.array(range(first, end), pa.int64()),
+                            "subtask_index": pa.array([subtask] * (end - first), pa.int64())})
+
+
+# ----------------------------------------------------------------------------------------------- writes
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_writes_every_event_once(spark, kafka_broker, tmp_path, guarantee):
+    topic = kafka_broker.create_topic(_name("basic"), partitions=2)
+    commit_id = _name("q")
+    run(impulse(spark, 20_000, 6_000), kafka_broker, tmp_path / "ck", topic=topic, deliveryGuarantee=guarantee,
+        commitId=commit_id)
+    assert events(kafka_broker, topic) == expected(20_000)
+    assert events(kafka_broker, topic, "read_uncommitted") == expected(20_000)  # nothing written twice, even aborted
+    assert stable(kafka_broker, topic)
+    last = progress(kafka_broker, transactional_id(DEFAULT_TRANSACTIONAL_ID_PREFIX, commit_id, 0), topic)
+    assert last == (4 if guarantee == "exactly_once" else -1001)  # batches 0-3 → batch id + 1; none without transactions
+
+
+def test_second_run_with_the_same_commit_id_writes_nothing(spark, kafka_broker, tmp_path):
+    """A query re-created with a new checkpoint but the same commitId finds every partition committed."""
+    topic = kafka_broker.create_topic(_name("rerun"), partitions=2)
+    commit_id = _name("q")
+    run(impulse(spark, 6_000, 2_000), kafka_broker, tmp_path / "ck1", topic=topic, commitId=commit_id)
+    run(impulse(spark, 6_000, 2_000), kafka_broker, tmp_path / "ck2", topic=topic, commitId=commit_id)
+    assert events(kafka_broker, topic, "read_uncommitted") == expected(6_000)
+
+
+def test_key_value_topic_partition_headers_and_timestamp_columns(spark, kafka_broker, tmp_path):
+    even = kafka_broker.create_topic(_name("even"), partitions=3)
+    odd = kafka_broker.create_topic(_name("odd"), partitions=3)
+    df = impulse(spark, 4_000, 2_000).selectExpr(
+        "CAST(counter AS STRING) AS key",
+        "CONCAT(subtask_index, ':', counter) AS value",
+        f"IF(counter % 2 = 0, '{even}', '{odd}') AS topic",
+        "CAST(counter % 3 AS INT) AS partition",
+        "array(named_struct('key', 'sub', 'value', CAST(CAST(subtask_index AS STRING) AS BINARY)),"
+        "      named_struct('key', 'none', 'value', CAST(NULL AS BINARY))) AS headers",
+        "timestamp_millis(1700000000000 + counter) AS timestamp",
+    )
+    run(df, kafka_broker, tmp_path / "ck", progressTopic=even)
+    seen = []
+    for topic, parity in ((even, 0), (odd, 1)):
+        for message in kafka_broker.consume_all(topic):
+            subtask, counter = map(int, message.value().decode().split(":"))
+            seen.append((subtask, counter))
+            assert counter % 2 == parity
+            assert message.key() == str(counter).encode()
+            assert message.partition() == counter % 3
+            assert message.headers() == [("sub", str(subtask).encode()), ("none", None)]
+            assert message.timestamp()[1] == 1_700_000_000_000 + counter
+    assert sorted(seen) == expected(4_000)
+
+
+def test_rows_without_value_column_are_json(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(_name("json"), partitions=1)
+    before_ms = int(time.time() * 1000)
+    run(impulse(spark, 1_000, payloadBytes=20, interval="1ms"), kafka_broker, tmp_path / "ck", topic=topic)
+    messages = kafka_broker.consume_all(topic)
+    assert len(messages) == 1_000
+    for message in messages:
+        row = json.loads(message.value())
+        assert list(row) == ["counter", "subtask_index", "timestamp", "payload"]
+        counter, subtask = row["counter"], row["subtask_index"]
+        assert row["timestamp"] == f"1970-01-01T00:00:{counter // 1000:02d}.{counter % 1000:03d}000Z"
+        payload = base64.b64decode(row["payload"])
+        assert payload[:16] == counter.to_bytes(8, "big") + subtask.to_bytes(8, "big") and len(payload) == 20
+        assert message.key() is None
+        assert message.timestamp()[1] >= before_ms  # produce time: the event time stays in the JSON
+
+
+# ----------------------------------------------------------------------------------- failures, exactly once
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_task_retry_after_write(spark, kafka_broker, tmp_path, guarantee):
+    """The task fails after its partition is in Kafka: exactly_once skips it on retry, at_least_once repeats it."""
+    topic = kafka_broker.create_topic(_name("retry"), partitions=2)
+    run(impulse(spark, 9_000, 3_000), kafka_broker, tmp_path / "ck", topic=topic, deliveryGuarantee=guarantee,
+        faultInjection="point=after_write,action=fail,batch=1,partition=0,attempt=0")
+    got = events(kafka_broker, topic)
+    if guarantee == "exactly_once":
+        assert got == expected(9_000)
+    else:  # at least once: nothing lost; partition 0 of batch 1 (counters 1500-2999) twice
+        assert sorted(set(got)) == expected(9_000) and len(got) == 9_000 + 1_500
+    assert stable(kafka_broker, topic)
+
+
+def test_crash_mid_write_then_restart(spark, kafka_broker, tmp_path):
+    """A writer killed mid-transaction fails the query; the restart aborts its transaction and writes each event once."""
+    topic = kafka_broker.create_topic(_name("crash"), partitions=2)
+    text = failure(impulse(spark, 9_000, 3_000), kafka_broker, tmp_path / "ck", topic=topic,
+                   **{"kafka.linger.ms": 0, "faultInjection": "point=mid_write,action=crash,batch=1,partition=0"})
+    assert "batch 1" in text or "Python worker" in text or "crash" in text.lower() or "exited" in text
+    run(impulse(spark, 9_000, 3_000, downtime="catchup"), kafka_broker, tmp_path / "ck", topic=topic)
+    assert events(kafka_broker, topic) == expected(9_000)
+    assert stable(kafka_broker, topic)
+
+
+def test_open_transaction_left_by_a_crashed_writer_is_aborted(spark, kafka_broker, tmp_path):
+    """A producer with the partition's transactional id holds an open transaction (read_committed readers
+    are stuck behind it); the query's writer fences it at once and the readers move on."""
+    from confluent_kafka import KafkaException
+
+    topic = kafka_broker.create_topic(_name("zombie"), partitions=1)
+    commit_id = _name("q")
+    zombie = kafka_broker.producer(transactional_id=transactional_id(DEFAULT_TRANSACTIONAL_ID_PREFIX, commit_id, 0),
+                                   transaction_timeout_ms=600_000)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for i in range(5):
+        zombie.produce(topic, json.dumps({"subtask_index": 99, "counter": i}).encode())
+    assert zombie.flush(30) == 0
+    assert kafka_broker.end_offsets(topic, "read_committed") == {0: 0}  # stalled behind the open transaction
+
+    run(impulse(spark, 4_000, 2_000), kafka_broker, tmp_path / "ck", topic=topic, commitId=commit_id)
+    assert events(kafka_broker, topic) == expected(4_000)
+    assert stable(kafka_broker, topic)
+    with pytest.raises(KafkaException) as fenced:
+        zombie.commit_transaction(30)
+    assert fenced.value.args[0].fatal()
+
+
+def test_newer_writer_with_the_same_ids_fences_the_first(kafka_broker):
+    """Two writers of one (transactionalIdPrefix, commit id, partition): the one that opened last wins."""
+    topic = kafka_broker.create_topic(_name("fence"), partitions=1)
+    first = sink_for(kafka_broker, topic, transactionalIdPrefix="shared")
+    second = sink_for(kafka_broker, topic, transactionalIdPrefix="shared")
+    identity = WriteIdentity(_name("q"), 0, 0, 0)
+    opened = {}
+
+    def batches():
+        yield rows(0, 0, 500)
+        opened["second"] = second.open(identity)  # the other query's writer starts: it fences this one
+        yield rows(0, 500, 1_000)
+
+    conn = first.open(identity)
+    assert not first.is_committed(conn, identity)
+    try:
+        with pytest.raises(FencedError, match="fenced"):
+            first.write(conn, identity, batches())
+    finally:
+        first.close(conn)
+    conn = opened["second"]
+    try:
+        assert not second.is_committed(conn, identity)
+        second.write(conn, identity, iter([rows(0, 0, 1_000)]))
+    finally:
+        second.close(conn)
+    conn = first.open(identity)
+    try:
+        assert first.is_committed(conn, identity)
+    finally:
+        first.close(conn)
+    assert events(kafka_broker, topic) == [(0, c) for c in range(1_000)]
+    assert set(events(kafka_broker, topic, "read_uncommitted")) == {(0, c) for c in range(1_000)}  # + aborted ones
+
+
+@pytest.mark.parametrize("outage", ["restart", "kill"])
+def test_broker_restart_mid_stream(spark, kafka_broker, tmp_path, outage):
+    """The broker restarts (gracefully, or SIGKILL and 12 s down) while a query runs: librdkafka's and the
+    protocol's retries carry it through, or it fails and a restart from the checkpoint finishes the job;
+    either way each event is in Kafka once."""
+    topic = kafka_broker.create_topic(_name(outage), partitions=2)
+    limit = 12_000
+    query = start(impulse(spark, limit, 500), kafka_broker, tmp_path / "ck", trigger={"processingTime": "200 milliseconds"},
+                  topic=topic, writeRetries=8, retryBackoffMax="5s")
+    try:
+        wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= 3 or not query.isActive, 180,
+                   message="three committed batches")
+        if outage == "restart":
+            kafka_broker.restart()
+        else:
+            kafka_broker.kill()
+            time.sleep(12)  # down across batch planning: the driver's check and the writes retry
+            kafka_broker.start()
+
+        def written() -> bool:
+            if not query.isActive:
+                return True
+            try:
+                return sum(kafka_broker.end_offsets(topic, "read_committed", timeout=10).values()) >= limit
+            except Exception:  # noqa: BLE001 - broker still coming back
+                return False
+
+        wait_until(written, 300, 0.5, "all events written or the query stopped")
+    finally:
+        query.stop()
+    run(impulse(spark, limit, 500, downtime="catchup"), kafka_broker, tmp_path / "ck", topic=topic)
+    assert events(kafka_broker, topic) == expected(limit)
+    assert stable(kafka_broker, topic)
+
+
+def test_at_least_once_survives_a_broker_restart(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(_name("alo-restart"), partitions=2)
+    limit = 8_000
+    query = start(impulse(spark, limit, 500), kafka_broker, tmp_path / "ck", trigger={"processingTime": "200 milliseconds"},
+                  topic=topic, deliveryGuarantee="at_least_once", writeRetries=8, retryBackoffMax="5s")
+    try:
+        wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= 2 or not query.isActive, 180)
+        kafka_broker.restart()
+        wait_until(lambda: not query.isActive or _count(kafka_broker, topic) >= limit, 300, 0.5)
+    finally:
+        query.stop()
+    run(impulse(spark, limit, 500, downtime="catchup"), kafka_broker, tmp_path / "ck", topic=topic,
+        deliveryGuarantee="at_least_once")
+    assert sorted(set(events(kafka_broker, topic))) == expected(limit)
+
+
+def _count(broker, topic: str) -> int:
+    try:
+        return sum(broker.end_offsets(topic, "read_uncommitted", timeout=10).values())
+    except Exception:  # noqa: BLE001 - broker restarting
+        return 0
+
+
+# ---------------------------------------------------------------------------------------- refused writes
+
+
+def test_unknown_topic_fails_with_the_brokers_reason(spark, kafka_broker, tmp_path):
+    missing = _name("missing")
+    text = failure(impulse(spark, 100), kafka_broker, tmp_path / "ck1", topic=missing)
+    assert missing in text and "Unknown topic or partition" in text and "OptionError" in text
+
+    existing = kafka_broker.create_topic(_name("exists"), partitions=1)
+    df = impulse(spark, 100).selectExpr(f"'{missing}' AS topic", "CAST(counter AS STRING) AS value")
+    text = failure(df, kafka_broker, tmp_path / "ck2", progressTopic=existing)
+    assert "DeliveryError" in text and missing in text and "Unknown topic or partition" in text
+
+
+def test_record_too_large_fails_with_the_brokers_reason(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(_name("small"), partitions=1, config={"max.message.bytes": "1000"})
+    df = impulse(spark, 100, payloadBytes=2_000).selectExpr("payload AS value")
+    text = failure(df, kafka_broker, tmp_path / "ck", topic=topic, **{"kafka.compression.type": "none"})
+    assert "DeliveryError" in text and "Message size too large" in text
+    assert stable(kafka_broker, topic) and kafka_broker.consume_all(topic) == []
+
+
+def test_unreachable_cluster_is_named(spark, tmp_path):
+    from tests.servers import free_port
+
+    class Nowhere:
+        bootstrap = f"127.0.0.1:{free_port()}"
+
+    text = failure(impulse(spark, 10), Nowhere, tmp_path / "ck", topic="t", writeRetries=1)
+    assert f"cannot reach Kafka at {Nowhere.bootstrap}" in text
+
+
+@pytest.mark.parametrize("options, column_sql, word", [
+    ({}, None, "'topic'"),                                                  # no topic option, no topic column
+    ({"topic": "t", "deliveryGuarantee": "twice"}, None, "deliveryGuarantee"),
+    ({"topic": "t", "kafka.transactional.id": "x"}, None, "transactionalIdPrefix"),
+    ({"topic": "t", "transactionTimeout": "10"}, None, "transactionTimeout"),
+    ({"topic": "t", "kafak.linger.ms": "1"}, None, "kafak.linger.ms"),
+    ({"topic": "t"}, "CAST(counter AS INT) AS partition, CAST(1 AS DOUBLE) AS value", "'value'"),
+    ({"topic": "t"}, "CAST(counter AS STRING) AS value, 1 AS headers", "'headers'"),
+])
+def test_bad_options_fail_at_start(spark, kafka_broker, options, column_sql, word):
+    schema = impulse(spark, 10)
+    if column_sql:
+        schema = schema.selectExpr(*column_sql.split(", "))
+    source = KafkaSinkDataSource({"kafka.bootstrap.servers": kafka_broker.bootstrap, **options})
+    with pytest.raises(OptionError) as error:
+        source.streamWriter(schema.schema, False)
+    assert word in str(error.value)
+
+
+def test_bad_librdkafka_setting_is_an_option_error(kafka_broker):
+    topic = kafka_broker.create_topic(_name("conf"), partitions=1)
+    source = KafkaSinkDataSource({"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic,
+                                  "kafka.no.such.property": "1"})
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    with pytest.raises(OptionError, match="no.such.property"):
+        source.streamWriter(StructType([StructField("counter", LongType())]), False)
+
+
+def test_delivery_error_is_not_retried(kafka_broker):
+    """A refused record is a DeliveryError (no protocol retry), and its transaction is aborted at once."""
+    topic = kafka_broker.create_topic(_name("refused"), partitions=1, config={"max.message.bytes": "1000"})
+    sink = sink_for(kafka_broker, topic, **{"kafka.compression.type": "none"})
+    identity = WriteIdentity(_name("q"), 0, 0, 0)
+    big = pa.record_batch({"value": pa.array([b"x" * 2_000], pa.binary())})
+    sink.columns = _Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
+    conn = sink.open(identity)
+    try:
+        with pytest.raises(DeliveryError, match="Message size too large"):
+            sink.write(conn, identity, iter([pa.record_batch({"value": pa.array([b"ok"] * 10, pa.binary())}), big]))
+    finally:
+        sink.close(conn)
+    assert stable(kafka_broker, topic)
