@@ -30,21 +30,27 @@ _FILLER = np.frombuffer(b"impulse.", dtype=np.uint8)
 
 
 def arrow_schema(payload_bytes: int) -> pa.Schema:
-    """The Arrow schema of the batches; it must equal Spark's schema exactly (µs, UTC, nullable)."""
+    """The Arrow schema of the batches; it must equal Spark's schema exactly (µs, UTC, not null)."""
     fields = [
-        pa.field("counter", pa.int64()),
-        pa.field("subtask_index", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("counter", pa.int64(), nullable=False),
+        pa.field("subtask_index", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
     ]
     if payload_bytes > 0:
-        fields.append(pa.field("payload", pa.binary()))
+        fields.append(pa.field("payload", pa.binary(), nullable=False))
     return pa.schema(fields)
 
 
 def spark_schema(payload_bytes: int) -> str:
-    """The same schema as a Spark DDL string."""
-    ddl = "counter BIGINT, subtask_index BIGINT, timestamp TIMESTAMP"
-    return ddl + (", payload BINARY" if payload_bytes > 0 else "")
+    """The same schema as a Spark DDL string.
+
+    Every column is ``NOT NULL`` (no event has a null field). Besides being true, it is faster: Spark
+    turns each Arrow batch into rows with a generated projection, which for nullable columns calls
+    ``isNullAt`` (an Arrow validity-bit read, bounds-checked) on every value: ~19 % of the task
+    threads' samples in a profile, ~15-20 % less task CPU per row without it (`bench/README.md`).
+    """
+    ddl = "counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL, timestamp TIMESTAMP NOT NULL"
+    return ddl + (", payload BINARY NOT NULL" if payload_bytes > 0 else "")
 
 
 @dataclass(frozen=True)

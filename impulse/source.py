@@ -36,8 +36,8 @@ class ImpulseDataSource(DataSource):
 
     Schema: ``counter`` BIGINT (per partition, from 0), ``subtask_index`` BIGINT (0..numPartitions-1,
     constant per partition), ``timestamp`` TIMESTAMP (event time, UTC, µs), and with
-    ``payloadBytes`` > 0 a ``payload`` BINARY of that many bytes. ``(subtask_index, counter)`` is
-    the unique key of an event.
+    ``payloadBytes`` > 0 a ``payload`` BINARY of that many bytes; every column is NOT NULL.
+    ``(subtask_index, counter)`` is the unique key of an event.
 
     Parameters (option names are case-insensitive)
     ----------
