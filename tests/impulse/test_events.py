@@ -28,12 +28,21 @@ def expected_payload(counter: int, subtask: int, size: int) -> bytes:
 
 
 def test_schema_matches_what_spark_requires():
-    assert arrow_schema(0) == pa.schema([("counter", pa.int64()), ("subtask_index", pa.int64()),
-                                         ("timestamp", pa.timestamp("us", tz="UTC"))])
+    """The Arrow schema must equal `to_arrow_schema` of the declared Spark schema, nullability included."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
+
+    declared = StructType([StructField("counter", LongType(), False), StructField("subtask_index", LongType(), False),
+                           StructField("timestamp", TimestampType(), False)])  # = spark_schema(0), parsed
+    assert to_arrow_schema(declared, timezone="UTC").equals(arrow_schema(0))
+    declared = declared.add(StructField("payload", BinaryType(), False))
+    assert to_arrow_schema(declared, timezone="UTC").equals(arrow_schema(8))
+    assert arrow_schema(0).names == ["counter", "subtask_index", "timestamp"]
+    assert arrow_schema(0).field("timestamp").type == pa.timestamp("us", tz="UTC")
     assert arrow_schema(8).field("payload").type == pa.binary()
-    assert all(f.nullable for f in arrow_schema(8))
-    assert spark_schema(0) == "counter BIGINT, subtask_index BIGINT, timestamp TIMESTAMP"
-    assert spark_schema(1) == spark_schema(0) + ", payload BINARY"
+    assert not any(f.nullable for f in arrow_schema(8))  # no event has a null field
+    assert spark_schema(0) == "counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL, timestamp TIMESTAMP NOT NULL"
+    assert spark_schema(1) == spark_schema(0) + ", payload BINARY NOT NULL"
 
 
 @pytest.mark.parametrize("payload_bytes", [0, 24])

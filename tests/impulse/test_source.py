@@ -333,7 +333,8 @@ def test_batch_reader_with_a_zero_limit_reads_nothing(clock):
 def test_data_source_name_schema_and_readers():
     ds = ImpulseDataSource({"delay": "1ms", "payloadBytes": "4", "limit": "1"})
     assert ImpulseDataSource.name() == "impulse"
-    assert ds.schema() == "counter BIGINT, subtask_index BIGINT, timestamp TIMESTAMP, payload BINARY"
+    assert ds.schema() == ("counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL, timestamp TIMESTAMP NOT NULL, "
+                           "payload BINARY NOT NULL")
     assert isinstance(ds.streamReader(None), ImpulseStreamReader)
     assert isinstance(ds.reader(None), ImpulseBatchReader)
     with pytest.raises(OptionError, match="'delay'"):

@@ -30,6 +30,14 @@ def per_partition_counts(spark, table: str) -> dict[int, int]:
     return {r[0]: r[1] for r in spark.sql(f"SELECT subtask_index, count(*) FROM {table} GROUP BY 1").collect()}
 
 
+def test_schema_of_the_stream(spark):
+    schema = impulse(spark, delay="1ms", payloadBytes=4).schema
+    assert [(f.name, f.dataType.simpleString(), f.nullable) for f in schema] == [
+        ("counter", "bigint", False), ("subtask_index", "bigint", False), ("timestamp", "timestamp", False),
+        ("payload", "binary", False)]
+    assert impulse(spark, delay="1ms").schema.fieldNames() == ["counter", "subtask_index", "timestamp"]
+
+
 def test_limit_is_split_with_the_remainder_to_the_lowest_partitions(spark):
     table, _ = run_available_now(spark, delay="1ms", numPartitions=4, limit=1002, startTime=0)
     got = rows(spark, table, "counter, subtask_index")
