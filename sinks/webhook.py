@@ -370,7 +370,7 @@ class WebhookSink(Sink):
 
     # -- driver ---------------------------------------------------------------------------------
     def check(self) -> None:
-        """Driver: a TCP connect to the host:port of every configured URL (no request is sent)."""
+        """Driver, every micro-batch: a TCP connect to the host:port of every configured URL (no request is sent)."""
         seen = set()
         for option, url in (("url", self.options.url), ("commitUrl", self.options.commit_url),
                             ("abortUrl", self.options.abort_url)):
@@ -384,9 +384,11 @@ class WebhookSink(Sink):
             try:
                 socket.create_connection(address, timeout=min(self.options.timeout_s, 5.0)).close()
             except OSError as exc:
-                raise SinkError(f"webhook-sink: cannot reach {redact_url(url)} (option '{option}'): TCP connect to "
-                                f"{address[0]}:{address[1]} failed: {exc}; is the receiver running and the URL "
-                                "right?") from exc
+                # an unknown host fails at once; a refused or timed-out connect is retried by the protocol
+                kind = SinkError if isinstance(exc, socket.gaierror) else TransientError
+                raise kind(f"webhook-sink: cannot reach {redact_url(url)} (option '{option}'): TCP connect to "
+                           f"{address[0]}:{address[1]} failed: {exc}; is the receiver running and the URL "
+                           "right?") from exc
 
     def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
         """Driver: tell ``commitUrl`` the batch is committed; the key makes a repeated commit harmless."""
