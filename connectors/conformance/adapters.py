@@ -72,3 +72,148 @@ class RedisAdapter(SinkAdapter):
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
         return [({"target": "set"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
                 ({"valueColumn": "no_such_column"}, "valueColumn"), ({"listOperation": "insert"}, "listOperation")]
+
+
+class WebhookAdapter(SinkAdapter):
+    """The webhook sink posting to an HTTP receiver that dedupes by ``Idempotency-Key``.
+
+    `receiver` is a `tests.servers.HttpReceiver` or anything like it: ``url``, ``accepted_requests``
+    (the first 2xx request per key, each with ``path`` and ``body``) and ``reset()``. Each namespace is
+    a URL path (``/<namespace>``; commit notices go to ``/<namespace>/commit``). What "landed" is what
+    such a receiver keeps: the sink is at-least-once with stable keys, effectively-once only with a
+    deduping receiver. The adapter owns the receiver: `cleanup` forgets everything it recorded.
+    """
+
+    format = "webhook-sink"
+    unreachable_message = "cannot reach"
+
+    def __init__(self, receiver, **options: str) -> None:
+        self.receiver = receiver
+        self.extra = {k: str(v) for k, v in options.items()}
+
+    def options(self, namespace: str) -> Mapping[str, str]:
+        base = self.receiver.url.rstrip("/")
+        return {"url": f"{base}/{namespace}", "commitUrl": f"{base}/{namespace}/commit", "batchSize": "100",
+                "maxInFlight": "4", "retryBackoff": "50ms", **self.extra}
+
+    def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        import json
+
+        events = []
+        for request in self.receiver.accepted_requests:
+            if request.path.split("?")[0] != f"/{namespace}":
+                continue
+            text = request.body.decode()
+            if request.headers.get("Content-Type", "").startswith("application/x-ndjson"):
+                rows = [json.loads(line) for line in text.splitlines() if line]
+            else:
+                rows = json.loads(text)
+                rows = rows if isinstance(rows, list) else [rows]
+            events += [(row["subtask_index"], row["counter"]) for row in rows]
+        return events
+
+    def cleanup(self, namespace: str) -> None:
+        self.receiver.reset()
+
+    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
+        return {**self.options(namespace), "url": f"http://127.0.0.1:{unused_port()}/{namespace}",
+                "writeRetries": "1", "retryBackoff": "10ms"}
+
+    def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
+        return [({"url": "ftp://127.0.0.1/x"}, "url"), ({"method": "GET"}, "method"), ({"retryOn": "5xx,oops"}, "retryOn"),
+                ({"batchSize": "0"}, "batchSize"), ({"format": "xml"}, "format"), ({"timeout": "5"}, "timeout"),
+                ({"commitUrl": "not a url"}, "commitUrl")]
+
+
+class KafkaAdapter(SinkAdapter):
+    """The Kafka sink (exactly_once unless told otherwise), one topic of 2 partitions per namespace, read back
+    with a ``read_committed`` consumer (what an aborted transaction left in the log is not visible)."""
+
+    format = "kafka-sink"
+
+    def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
+                 timeout_s: float = 60.0) -> None:
+        self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
+
+    @staticmethod
+    def topic(namespace: str) -> str:
+        return f"conformance-{namespace}"
+
+    def _client_config(self, **extra) -> dict:
+        import logging
+
+        quiet = logging.getLogger("impulse.conformance.kafka")
+        quiet.propagate = False
+        return {"bootstrap.servers": self.bootstrap, "logger": quiet, **extra}
+
+    def options(self, namespace: str) -> Mapping[str, str]:
+        return {"kafka.bootstrap.servers": self.bootstrap, "topic": self.topic(namespace),
+                "deliveryGuarantee": self.guarantee}
+
+    def prepare(self, namespace: str) -> None:
+        import time
+
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin, topic = AdminClient(self._client_config()), self.topic(namespace)
+        admin.create_topics([NewTopic(topic, self.partitions, 1)])[topic].result(self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        while True:  # until every partition has a leader
+            found = admin.list_topics(topic, timeout=10).topics.get(topic)
+            if found is not None and found.error is None and len(found.partitions) == self.partitions \
+                    and all(p.leader >= 0 for p in found.partitions.values()):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {topic} has no leaders after {self.timeout_s:g}s")
+            time.sleep(0.1)
+
+    def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        import time
+        import uuid
+
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        topic = self.topic(namespace)
+        consumer = Consumer(self._client_config(**{
+            "group.id": f"conformance-read-{uuid.uuid4().hex}", "isolation.level": "read_committed",
+            "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
+        values: list[bytes] = []
+        try:
+            # read_committed: the end is the last stable offset; aborted records below it are skipped.
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout_s, cached=False)[1]
+                    for p in range(self.partitions)}
+            pending = {p for p, end in ends.items() if end > 0}
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+            deadline = time.monotonic() + self.timeout_s
+            while pending:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read up to {ends}")
+                message = consumer.poll(0.2)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    if message.error().code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
+                        pending.discard(message.partition())
+                    continue
+                if message.offset() < ends[message.partition()]:
+                    values.append(message.value())
+                if message.offset() + 1 >= ends[message.partition()]:
+                    pending.discard(message.partition())
+        finally:
+            consumer.close()
+        return events_from_json(values)
+
+    def cleanup(self, namespace: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        topic = self.topic(namespace)
+        AdminClient(self._client_config()).delete_topics([topic], operation_timeout=30)[topic].result(self.timeout_s)
+
+    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
+        return {**self.options(namespace), "kafka.bootstrap.servers": f"127.0.0.1:{unused_port()}"}
+
+    def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
+        return [({"deliveryGuarantee": "twice"}, "deliveryGuarantee"), ({"kafka.bootstrap.servers": ""}, "bootstrap"),
+                ({"transactionTimeout": "10"}, "transactionTimeout"), ({"topic": "no-such-topic-x9"}, "no-such-topic-x9"),
+                ({"kafka.transactional.id": "mine"}, "transactionalIdPrefix"),
+                ({"kafka.no.such.property": "1"}, "no.such.property")]
