@@ -17,7 +17,11 @@ recognised by the offset-commit protocol (`connectors.protocol`).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
 __all__ = [
+    "map_errors",
     "ConnectorError",
     "OptionError",
     "SinkError",
@@ -63,3 +67,23 @@ class CommitError(SinkError):
 
 class FencedError(SinkError):
     """Raised when another writer with the same identity (a newer task attempt or query) took over."""
+
+
+@contextmanager
+def map_errors(translate: Callable[[Exception], "ConnectorError | None"], *, note: str | None = None) -> Iterator[None]:
+    """Translate a client library's exception into this project's at a boundary (``raise … from exc``).
+
+    `translate` returns the error to raise instead, or None to let the exception through. Errors of
+    this project pass through untouched, with `note` (where it happened) added to them.
+    """
+    try:
+        yield
+    except ConnectorError as exc:
+        if note:
+            exc.add_note(note)
+        raise
+    except Exception as exc:
+        mapped = translate(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc

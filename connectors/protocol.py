@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from connectors.errors import CommitError, ConnectorError, SinkError
+from connectors.errors import CommitError, SinkError, map_errors
 from connectors.faults import FaultPlan
 from connectors.latency import LatencyHistogram
 from connectors.options import OptionReader
@@ -325,24 +325,9 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
     }
 
 
-class _context:
-    """Add where an error happened to it; wrap client errors in `SinkError` (``raise … from exc``)."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None:
-            return False
-        if isinstance(exc, ConnectorError):
-            exc.add_note(self.where)
-            return False
-        if isinstance(exc, Exception):
-            raise SinkError(f"{self.where} failed: {type(exc).__name__}: {exc}") from exc
-        return False
+def _context(where: str):
+    """Name where an error happened; wrap a client error that escaped a sink in `SinkError`."""
+    return map_errors(lambda exc: SinkError(f"{where} failed: {type(exc).__name__}: {exc}"), note=where)
 
 
 def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[OptionReader], Sink]) -> ProtocolWriter:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError
+from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
 from connectors.rows import as_binary, json_objects
@@ -322,27 +322,20 @@ def _redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class _mapped:
+def _mapped(url: str):
     """Translate redis-py errors into this project's: connection trouble is transient, the rest is not."""
+    return map_errors(lambda exc: _translate(exc, _redact(url)))
 
-    def __init__(self, url: str) -> None:
-        self.url = url
 
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None:
-            return False
-        redis = _import_redis()
-        where = _redact(self.url)
-        if isinstance(exc, redis.AuthenticationError):
-            raise SinkError(f"redis-sink: authentication failed at {where}: {exc}") from exc
-        if isinstance(exc, redis.ResponseError) and "EXECABORT" not in str(exc) and "LOADING" not in str(exc):
-            raise DeliveryError(f"redis-sink: Redis at {where} refused a command: {exc}") from exc
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError)) \
-                or (isinstance(exc, redis.ResponseError) and "LOADING" in str(exc)):
-            raise TransientError(f"redis-sink: lost Redis at {where}: {exc}") from exc
-        if isinstance(exc, redis.RedisError):
-            raise SinkError(f"redis-sink: Redis at {where}: {exc}") from exc
-        return False
+def _translate(exc: Exception, where: str) -> SinkError | None:
+    redis = _import_redis()
+    if isinstance(exc, redis.AuthenticationError):
+        return SinkError(f"redis-sink: authentication failed at {where}: {exc}")
+    loading = isinstance(exc, redis.BusyLoadingError) or "LOADING" in str(exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)) or loading:
+        return TransientError(f"redis-sink: lost Redis at {where}: {exc}")
+    if isinstance(exc, redis.ResponseError):
+        return DeliveryError(f"redis-sink: Redis at {where} refused a command: {exc}")
+    if isinstance(exc, redis.RedisError):
+        return SinkError(f"redis-sink: Redis at {where}: {exc}")
+    return None
