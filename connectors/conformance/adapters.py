@@ -206,8 +206,8 @@ class KafkaAdapter(SinkAdapter):
     def cleanup(self, namespace: str) -> None:
         from confluent_kafka.admin import AdminClient
 
-        topic = self.topic(namespace)
-        AdminClient(self._client_config()).delete_topics([topic], operation_timeout=30)[topic].result(self.timeout_s)
+        admin, topic = AdminClient(self._client_config()), self.topic(namespace)  # keep admin alive until done
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(self.timeout_s)
 
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
         return {**self.options(namespace), "kafka.bootstrap.servers": f"127.0.0.1:{unused_port()}"}
