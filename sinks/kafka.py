@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError
+from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
 from connectors.rows import as_binary, json_objects
@@ -263,8 +263,8 @@ class KafkaSink(Sink):
                                  f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
                                  "right?") from exc
         finally:
-            producer.purge()
-            producer.flush(0)
+            _quietly(producer.purge)
+            _quietly(lambda: producer.flush(0))
 
     def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
         """Fence the failed partitions' writers: their open transactions are aborted now, not at timeout."""
@@ -312,12 +312,22 @@ class KafkaSink(Sink):
         if conn.consumer is None:
             return False  # at least once: no progress record, every attempt writes
         kafka = _import_kafka()
+        partition = kafka.TopicPartition(self.options.progress_topic, 0)
+        deadline = time.monotonic() + self.options.timeout_s
+        pause = 0.05
         with _mapped(self.options, "reading the progress record"):
-            [position] = conn.consumer.committed([kafka.TopicPartition(self.options.progress_topic, 0)],
-                                                 timeout=self.options.timeout_s)
-        if position.error is not None:
-            raise kafka.KafkaException(position.error)
-        return position.offset > identity.batch_id  # the offset stored is batch id + 1
+            while True:
+                try:
+                    [position] = conn.consumer.committed([partition], timeout=self.options.timeout_s)
+                    if position.error is not None:
+                        raise kafka.KafkaException(position.error)
+                    return position.offset > identity.batch_id  # the offset stored is batch id + 1
+                except kafka.KafkaException as exc:
+                    # The group coordinator moving or loading its partition (a fresh or restarted broker).
+                    if exc.args[0].name() not in _COORDINATOR_MOVING or time.monotonic() + pause > deadline:
+                        raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
         kafka = _import_kafka()
@@ -345,17 +355,15 @@ class KafkaSink(Sink):
         return None
 
     def close(self, conn: _Connection) -> None:
+        """Executor: abort what is still open, drop what is still queued, release the clients; never raises."""
         producer = conn.producer
         if producer is not None:
-            try:
-                if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
-                    producer.abort_transaction(min(self.options.timeout_s, 5.0))
-            except Exception as exc:  # noqa: BLE001 - the next writer of the partition aborts it anyway
-                log.info("kafka-sink: abort of %s failed: %s", conn.transactional_id, exc)
-            producer.purge()
-            producer.flush(0)
+            if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
+                _quietly(lambda: producer.abort_transaction(min(self.options.timeout_s, 5.0)))
+            _quietly(producer.purge)
+            _quietly(lambda: producer.flush(0))  # a fenced producer raises its fatal error again here
         if conn.consumer is not None:
-            conn.consumer.close()
+            _quietly(conn.consumer.close)
 
     # -- records --------------------------------------------------------------------------------
     def _records(self, batch: pa.RecordBatch) -> _Records:
@@ -471,6 +479,14 @@ class KafkaSink(Sink):
             raise _translate(err, self.options, f"delivering to {where}", more=more)
 
 
+def _quietly(call: Callable[[], Any]) -> None:
+    """Clean-up after a failure: its own errors would hide the one that matters (the next writer fences anyway)."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001
+        log.debug("kafka-sink: clean-up call failed: %s", exc)
+
+
 def _when_room(producer, produce: Callable[[], None]) -> None:
     """The local queue is full: serve delivery reports until the record fits (back-pressure, never drop)."""
     while True:
@@ -491,6 +507,8 @@ _REFUSED = {  # the broker (or librdkafka on its behalf) refused the record: a r
     "TOPIC_EXCEPTION", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "CORRUPT_MESSAGE", "_INVALID_ARG", "_KEY_SERIALIZATION",
     "_VALUE_SERIALIZATION",
 }
+_COORDINATOR_MOVING = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+                       "UNSTABLE_OFFSET_COMMIT"}
 _NOT_ALLOWED = {"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
                 "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
 _BROKEN = {"_STATE", "_NOT_CONFIGURED", "_CONFLICT", "INVALID_TXN_STATE", "_INVALID_TYPE", "INVALID_TRANSACTION_TIMEOUT",
@@ -518,31 +536,24 @@ def _translate(err, opts: KafkaOptions, doing: str, more: str = "") -> SinkError
     return TransientError(f"{where}: {reason}")
 
 
-class _mapped:
-    """Translate confluent-kafka errors into the project's (``raise … from exc``)."""
+def _mapped(opts: KafkaOptions, doing: str):
+    """Translate confluent-kafka errors into the project's at this boundary (``raise … from exc``)."""
+    return map_errors(lambda exc: _from_client(exc, opts, doing))
 
-    def __init__(self, opts: KafkaOptions, doing: str) -> None:
-        self.opts = opts
-        self.doing = doing
 
-    def __enter__(self) -> None:
+def _from_client(exc: Exception, opts: KafkaOptions, doing: str) -> SinkError | None:
+    kafka = _import_kafka()
+    cause = exc
+    # confluent-kafka raises a fatal error from poll()/flush(); when a delivery callback runs while it is
+    # pending, Python reports a SystemError caused by that KafkaException.
+    if isinstance(exc, SystemError) and isinstance(exc.__cause__, kafka.KafkaException):
+        cause = exc.__cause__
+    if not isinstance(cause, kafka.KafkaException):
         return None
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None:
-            return False
-        kafka = _import_kafka()
-        cause = exc
-        # confluent-kafka raises a fatal error from poll()/flush() and, when a delivery callback then runs,
-        # reports that as a SystemError caused by the KafkaException.
-        if isinstance(exc, SystemError) and isinstance(exc.__cause__, kafka.KafkaException):
-            cause = exc.__cause__
-        if isinstance(cause, kafka.KafkaException):
-            err = cause.args[0] if cause.args else None
-            if isinstance(err, kafka.KafkaError):
-                raise _translate(err, self.opts, self.doing) from exc
-            raise SinkError(f"kafka-sink: {self.doing} at {self.opts.bootstrap}: {cause}") from exc
-        return False
+    err = cause.args[0] if cause.args else None
+    if isinstance(err, kafka.KafkaError):
+        return _translate(err, opts, doing)
+    return SinkError(f"kafka-sink: {doing} at {opts.bootstrap}: {cause}")
 
 
 def _redacted(client: dict) -> dict:
