@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import http.cookiejar
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError
+from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
 from connectors.retry import Backoff, Retry
@@ -188,6 +189,7 @@ class _Client:
         self.headers = options.resolved_headers(where)
         self.session = requests.Session()
         self.session.trust_env = False  # no proxies or .netrc credentials picked up behind the user's back
+        self.session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))  # stateless: no cookies
         adapter = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=max(4, options.max_in_flight),
                                                 max_retries=0)
         self.session.mount("http://", adapter)
@@ -215,23 +217,12 @@ class _Client:
             raise TransientError(f"{exc} (gave up after {attempts} attempt{'s' * (attempts > 1)})") from exc
 
     def _once(self, method: str, url: str, key: str, body: bytes, headers: Mapping[str, str]) -> None:
-        requests = _import_requests()
         if self.stopped.is_set():
             raise _Cancelled(f"webhook-sink: request {key} cancelled: another request of this task failed")
         where = f"{method} {redact_url(url)} ({self.options.idempotency_header}: {key})"
-        try:
+        with map_errors(lambda exc: _translate(exc, where, self.options.timeout_s)):
             response = self.session.request(method, url, data=body, headers=headers, timeout=self.options.timeout_s,
                                             verify=self.options.verify, allow_redirects=False)
-        except requests.exceptions.SSLError as exc:
-            raise SinkError(f"webhook-sink: TLS failed for {where}: {_reason(exc)}; check the 'verify' option "
-                            "(true, false, or a CA bundle path)") from exc
-        except requests.exceptions.Timeout as exc:
-            raise TransientError(f"webhook-sink: {where} timed out after {self.options.timeout_s:g}s "
-                                 "(option 'timeout')") from exc
-        except requests.exceptions.ConnectionError as exc:
-            raise TransientError(f"webhook-sink: cannot connect for {where}: {_reason(exc)}") from exc
-        except requests.exceptions.RequestException as exc:
-            raise SinkError(f"webhook-sink: {where} failed: {_reason(exc)}") from exc
         status = response.status_code
         if 200 <= status < 300:
             return
@@ -285,6 +276,21 @@ class _Client:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.session.close()
+
+
+def _translate(exc: Exception, where: str, timeout_s: float) -> SinkError | None:
+    """A requests error as this project's: connection trouble and timeouts are transient, TLS is not."""
+    requests = _import_requests()
+    if isinstance(exc, requests.exceptions.SSLError):
+        return SinkError(f"webhook-sink: TLS failed for {where}: {_reason(exc)}; check the 'verify' option "
+                         "(true, false, or a CA bundle path)")
+    if isinstance(exc, requests.exceptions.Timeout):
+        return TransientError(f"webhook-sink: {where} timed out after {timeout_s:g}s (option 'timeout')")
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return TransientError(f"webhook-sink: cannot connect for {where}: {_reason(exc)}")
+    if isinstance(exc, requests.exceptions.RequestException):
+        return SinkError(f"webhook-sink: {where} failed: {_reason(exc)}")
+    return None
 
 
 def _reason(exc: BaseException) -> str:

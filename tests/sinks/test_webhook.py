@@ -186,6 +186,17 @@ def test_write_hook_keys_and_bodies_are_stable_across_splits(http_receiver):
     assert sorted(c for r in accepted(http_receiver, path) for _, c in events_of(r)) == list(range(95))
 
 
+def test_url_user_info_is_basic_auth_and_cookies_are_not_kept(http_receiver):
+    http_receiver.reset()
+    path = namespace("auth")
+    http_receiver.respond_with(200, headers={"Set-Cookie": "session=abc; Path=/"})
+    url = f"http://hook:pa55@127.0.0.1:{http_receiver.port}{path}"
+    write_directly(WebhookSink(options(url=url, batchSize=2, maxInFlight=1)), WriteIdentity("q", 0, 0, 0), [rows(0, 6)])
+    requests = [r for r in http_receiver.requests if r.path == path]
+    assert len(requests) == 3 and all(r.headers["Authorization"] == "Basic aG9vazpwYTU1" for r in requests)
+    assert not any(r.headers.get("Cookie") for r in requests)
+
+
 def test_check_names_the_url_when_nothing_listens():
     sink = WebhookSink(options(url=f"http://user:pw@127.0.0.1:{free_port()}/hook?token=abc"))
     with pytest.raises(SinkError, match=r"cannot reach http://127\.0\.0\.1:\d+/hook \(option 'url'\)") as info:
@@ -197,6 +208,52 @@ def test_connection_errors_are_retried_then_transient():
     sink = WebhookSink(options(url=f"http://127.0.0.1:{free_port()}/x", maxRetries=2, retryBackoff="1ms"))
     with pytest.raises(TransientError, match="gave up after 3 attempts"):
         write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 5)])
+
+
+@pytest.fixture
+def https_server(tmp_path):
+    """A one-thread HTTPS server on 127.0.0.1 with a fresh self-signed certificate; yields (url, cert path)."""
+    import http.server
+    import ssl
+    import subprocess
+    import threading
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/hook", cert
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_tls_is_verified_by_default(https_server):
+    url, cert = https_server
+    identity = WriteIdentity("q", 0, 0, 0)
+    with pytest.raises(SinkError, match="TLS failed.*'verify'") as info:
+        write_directly(WebhookSink(options(url=url, retryBackoff="1ms")), identity, [rows(0, 5)])
+    assert not isinstance(info.value, TransientError), "a certificate error must not be retried"
+    write_directly(WebhookSink(options(url=url, verify=str(cert))), identity, [rows(0, 5)])  # the CA bundle option
+    write_directly(WebhookSink(options(url=url, verify="false")), identity, [rows(0, 5)])
 
 
 # ------------------------------------------------------------------------------------- Spark queries
