@@ -20,9 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from connectors.errors import DeliveryError, OptionError, SinkError, TransientError
+from connectors.errors import CommitError, OptionError, SinkError, TransientError
 from connectors.options import OptionReader
-from connectors.protocol import WriteIdentity
+from connectors.protocol import CommitMessage, WriteIdentity
 from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after, redact_url
 from tests.servers import HttpReceiver, free_port
 
@@ -195,6 +195,26 @@ def test_url_user_info_is_basic_auth_and_cookies_are_not_kept(http_receiver):
     requests = [r for r in http_receiver.requests if r.path == path]
     assert len(requests) == 3 and all(r.headers["Authorization"] == "Basic aG9vazpwYTU1" for r in requests)
     assert not any(r.headers.get("Cookie") for r in requests)
+
+
+def test_commit_and_abort_notifications(http_receiver):
+    http_receiver.reset()
+    path = namespace("notices")
+    sink = WebhookSink(options(url=http_receiver.url + path, commitUrl=http_receiver.url + path + "/commit",
+                               abortUrl=http_receiver.url + path + "/abort"))
+    done = [CommitMessage("q", 3, p, 0, rows=10) for p in range(2)]
+    sink.commit_batch("q", 3, done)
+    sink.commit_batch("q", 3, done)  # Spark may call commit twice
+    sink.abort_batch("q", 4, [done[0], None])
+    notices = [r for r in http_receiver.requests if r.path.startswith(path)]
+    assert [(r.path, r.idempotency_key, r.duplicate) for r in notices] == [
+        (path + "/commit", "q:3:commit", False), (path + "/commit", "q:3:commit", True), (path + "/abort", "q:4:abort", False)]
+    assert notices[0].json() == {"commitId": "q", "batchId": 3, "rows": 20, "partitions": 2}
+    assert notices[2].json() == {"commitId": "q", "batchId": 4, "rows": 10, "partitions": 2, "failedPartitions": [1]}
+    http_receiver.respond_with(422, body=b"unknown batch")
+    with pytest.raises(CommitError, match="422.*unknown batch"):
+        sink.commit_batch("q", 5, done)
+    http_receiver.reset_behaviour()
 
 
 def test_check_names_the_url_when_nothing_listens():
