@@ -1,0 +1,47 @@
+"""The load-testing harness: impulse events at a target rate into a sink, measured end to end.
+
+Command line: ``impulse-load`` (or ``python -m impulse.loadtest``), see `impulse.loadtest.cli`.
+Python API, e.g. with a session of your own::
+
+    from impulse.loadtest import LoadConfig, RampConfig, run_load, run_ramp, summary_text, write_report
+
+    result = run_load(LoadConfig(sink="redis-sink", options={"url": "redis://localhost:6379"},
+                                 rate=50_000, duration_s=60, partitions=4, payload_bytes=256), spark=spark)
+    print(summary_text(result)); write_report(result, "out/")
+    ramp = run_ramp(LoadConfig(sink="noop"), RampConfig(100_000, 100_000, 2_000_000, 10), spark=spark)
+    ramp.highest_sustained_rate
+
+Modules, one job each: `config` (what to run), `target` (sink names, pre-flight check, option
+redaction), `session` (Spark session, warm-up), `receiver` (embedded HTTP receiver), `metrics`
+(per-batch measurements: delivered, lag, latency, achieved rate), `bound` (when a rate is
+sustained), `run` (one run), `ramp` (step mode), `display` (live progress), `report` (summary
+table, JSON, CSV), `plot` (PNG), `cli` (flags, signals, exit codes).
+"""
+
+from impulse.loadtest.bound import Verdict, assess
+from impulse.loadtest.config import LoadConfig, LoadError, RampConfig
+from impulse.loadtest.display import Display
+from impulse.loadtest.ramp import RampResult, run_ramp
+from impulse.loadtest.receiver import Receiver
+from impulse.loadtest.report import ramp_text, summary_text, write_report
+from impulse.loadtest.run import LoadResult, StopRequest, run_load
+from impulse.loadtest.target import KNOWN_SINKS
+
+__all__ = [
+    "KNOWN_SINKS",
+    "Display",
+    "LoadConfig",
+    "LoadError",
+    "LoadResult",
+    "RampConfig",
+    "RampResult",
+    "Receiver",
+    "StopRequest",
+    "Verdict",
+    "assess",
+    "ramp_text",
+    "run_load",
+    "run_ramp",
+    "summary_text",
+    "write_report",
+]

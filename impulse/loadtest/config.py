@@ -1,0 +1,155 @@
+"""What a load run is asked to do (`LoadConfig`, `RampConfig`) and the parsing of the CLI's values.
+
+Every rate is in events/s over all partitions, every duration in seconds (float) once parsed; the
+CLI accepts durations with a unit (``30s``, ``500ms``, ``2m``; a bare number means seconds) and rates
+with an optional ``k``/``M`` suffix (``50k`` = 50 000 events/s).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from connectors.options import parse_duration_us
+
+__all__ = ["LoadConfig", "RampConfig", "LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option",
+           "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
+           "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
+
+
+class LoadError(Exception):
+    """Raised before any load is sent: unknown sink, bad option, unreachable target, bad flag.
+
+    The message is one line, meant to be shown as is (the CLI exits with code 2).
+    """
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """One load run: impulse events at `rate` for `duration_s` into `sink`.
+
+    The run sends exactly ``round(rate × duration_s)`` events (impulse's ``limit``): the stream runs
+    dry when the duration is over, the harness waits until the sink has committed the last event
+    (at most `drain_timeout_s`, default max(30 s, duration)), then stops the query between batches.
+    """
+
+    sink: str = "webhook-sink"
+    options: Mapping[str, str] = field(default_factory=dict)   # passed to the sink as is
+    rate: float = 20_000.0                # events/s over all partitions (impulse eventsPerSecond)
+    duration_s: float = 30.0              # seconds of events (impulse limit = rate × duration)
+    partitions: int = 2                   # impulse numPartitions = Spark tasks per batch
+    payload_bytes: int = 64               # impulse payloadBytes
+    trigger: str = "1s"                   # processing-time trigger interval ("0": back to back)
+    max_events_per_trigger: int | None = None
+    max_latency_s: float = 5.0            # the p99 bound of `impulse.loadtest.ramp.assess`
+    drain_timeout_s: float | None = None
+    checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
+    warmup: bool = True                   # run a tiny noop query first, so Python workers are started
+    master: str = "local[*]"              # used only when the harness makes the Spark session
+
+    @property
+    def total_events(self) -> int:
+        return max(1, round(self.rate * self.duration_s))
+
+    @property
+    def trigger_s(self) -> float:
+        return parse_seconds(self.trigger, "--trigger", allow_zero=True)
+
+    @property
+    def drain_s(self) -> float:
+        return self.drain_timeout_s if self.drain_timeout_s is not None else max(30.0, self.duration_s)
+
+    def validate(self) -> None:
+        """Raise `LoadError` for a value no run can use."""
+        if not self.rate > 0:
+            raise LoadError(f"--rate must be > 0 events/s, not {self.rate:g}")
+        if not self.duration_s > 0:
+            raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
+        if self.partitions < 1:
+            raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
+        if self.payload_bytes < 0:
+            raise LoadError(f"--payload-bytes must be ≥ 0, not {self.payload_bytes}")
+        if self.max_events_per_trigger is not None and self.max_events_per_trigger < 1:
+            raise LoadError(f"--max-events-per-trigger must be ≥ 1, not {self.max_events_per_trigger}")
+        if not self.max_latency_s > 0:
+            raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
+        self.trigger_s  # noqa: B018 - parses, raises LoadError
+
+
+@dataclass(frozen=True)
+class RampConfig:
+    """Step mode: rates ``start, start + step, …`` up to `maximum`, each for `step_duration_s`."""
+
+    start: float
+    step: float
+    maximum: float
+    step_duration_s: float = 10.0
+
+    def rates(self) -> list[float]:
+        out, rate = [], self.start
+        while rate <= self.maximum * (1 + 1e-9):
+            out.append(rate)
+            rate += self.step
+        return out
+
+    def validate(self) -> None:
+        if not (self.start > 0 and self.step > 0 and self.maximum >= self.start):
+            raise LoadError(f"--ramp needs start > 0, step > 0 and max ≥ start (events/s), not "
+                            f"{self.start:g}:{self.step:g}:{self.maximum:g}")
+        if not self.step_duration_s > 0:
+            raise LoadError(f"--step-duration must be > 0, not {self.step_duration_s:g}s")
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e\d+)?|\.\d+)\s*([kKmM]?)\s*$")
+
+
+def parse_rate(text: str, flag: str = "--rate") -> float:
+    """``'50000'``, ``'50_000'``, ``'50k'``, ``'1.5M'``, ``'5e4'`` → events/s."""
+    match = _RATE.match(str(text).replace("_", "").replace(",", ""))
+    if not match:
+        raise LoadError(f"{flag}: {text!r} is not a rate in events/s (e.g. 50000, 50k, 1.5M)")
+    number, suffix = match.groups()
+    return float(number) * {"": 1, "k": 1e3, "m": 1e6}[suffix.lower()]
+
+
+def parse_seconds(text: str, flag: str, *, allow_zero: bool = False) -> float:
+    """``'30s'``, ``'500ms'``, ``'2m'``, ``'1 second'`` or a bare number of seconds → seconds."""
+    value = str(text).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parse_duration_us(value, flag) / 1e6
+        except ValueError:
+            raise LoadError(f"{flag}: {text!r} is not a duration (e.g. 30s, 500ms, 2m, or seconds)") from None
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise LoadError(f"{flag}: {text!r} must be a duration > 0")
+    return seconds
+
+
+def parse_ramp(text: str) -> tuple[float, float, float]:
+    """``'10000:10000:200000'`` (start:step:max, events/s; k/M suffixes allowed) → the three rates."""
+    parts = str(text).split(":")
+    if len(parts) != 3:
+        raise LoadError(f"--ramp: {text!r} is not start:step:max in events/s (e.g. 10000:10000:200000 or 10k:10k:200k)")
+    return tuple(parse_rate(p, "--ramp") for p in parts)  # type: ignore[return-value]
+
+
+def parse_option(text: str) -> tuple[str, str]:
+    """``'url=redis://localhost:6379'`` → ``('url', 'redis://localhost:6379')`` (split at the first ``=``)."""
+    key, sep, value = str(text).partition("=")
+    if not sep or not key.strip():
+        raise LoadError(f"--option: {text!r} is not KEY=VALUE (e.g. --option url=redis://localhost:6379)")
+    return key.strip(), value
+
+
+DEFAULT_SINK = LoadConfig.sink
+DEFAULT_RATE = LoadConfig.rate
+DEFAULT_DURATION_S = LoadConfig.duration_s
+DEFAULT_PARTITIONS = LoadConfig.partitions
+DEFAULT_PAYLOAD_BYTES = LoadConfig.payload_bytes
+DEFAULT_TRIGGER = LoadConfig.trigger
+DEFAULT_MAX_LATENCY_S = LoadConfig.max_latency_s
+DEFAULT_STEP_DURATION_S = RampConfig.step_duration_s
+DEFAULT_MASTER = LoadConfig.master

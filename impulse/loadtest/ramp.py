@@ -1,0 +1,87 @@
+"""Step mode: raise the rate step by step until the sink stops keeping up.
+
+Each step is a complete run (`impulse.loadtest.run.run_load`) at one rate for the step duration: a
+new query with a new checkpoint, so no step inherits another's backlog — simple, and honest about
+what each rate costs. A step is judged by the bound of `impulse.loadtest.bound` (completed,
+achieved ≥ 95 % of the target, p99 ≤ the maximum latency). The ramp stops after the first step that
+fails it (or at the maximum rate, or when stopped); the result is the highest sustained rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from impulse.loadtest.bound import THROUGHPUT_SHARE
+from impulse.loadtest.config import LoadConfig, RampConfig
+from impulse.loadtest.display import Display
+from impulse.loadtest.receiver import Receiver
+from impulse.loadtest.run import LoadResult, impulse_options, run_load
+from impulse.loadtest.session import make_session
+from impulse.loadtest.target import preflight
+
+__all__ = ["RampResult", "run_ramp"]
+
+
+@dataclass
+class RampResult:
+    """The steps that ran, in order, and the highest rate one of them sustained."""
+
+    config: LoadConfig
+    ramp: RampConfig
+    steps: list[LoadResult] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def highest_sustained_rate(self) -> float | None:
+        rates = [s.target_rate for s in self.steps if s.verdict.sustained]
+        return max(rates) if rates else None
+
+    @property
+    def bound(self) -> str:
+        return (f"completed, achieved ≥ {THROUGHPUT_SHARE:.0%} of target, "
+                f"p99 ≤ {self.config.max_latency_s:g}s")
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors for s in self.steps)
+
+    def to_dict(self) -> dict:
+        return {
+            "mode": "ramp",
+            "ramp": {"start": self.ramp.start, "step": self.ramp.step, "max": self.ramp.maximum,
+                     "stepDurationS": self.ramp.step_duration_s},
+            "bound": self.bound,
+            "highestSustainedRate": self.highest_sustained_rate,
+            "interrupted": self.interrupted,
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+def run_ramp(config: LoadConfig, ramp: RampConfig, *, spark=None, display: Display | None = None,
+             stop: Any = None, receiver: Receiver | None = None) -> RampResult:
+    """Run the steps of `ramp` with the sink and options of `config`; see the module docstring."""
+    ramp.validate()
+    config.validate()
+    rates = ramp.rates()
+    for rate in (rates[0], rates[-1]):  # every problem found before the first step, and before Spark starts
+        impulse_options(replace(config, rate=rate, duration_s=ramp.step_duration_s))
+    preflight(config.sink, config.options, config.payload_bytes)
+    spark = spark or make_session(config.master)
+    result = RampResult(config, ramp)
+    for index, rate in enumerate(rates, 1):
+        step = replace(config, rate=rate, duration_s=ramp.step_duration_s, warmup=config.warmup and index == 1)
+        label = (f"step {index}/{len(rates)}: {config.sink} at {rate:,.0f} events/s for {ramp.step_duration_s:g}s "
+                 f"({step.total_events:,} events), {config.partitions} partitions")
+        run = run_load(step, spark=spark, display=display, stop=stop, receiver=receiver, label=label)
+        result.steps.append(run)
+        verdict = run.verdict
+        if display is not None:
+            display.line(f"  step {index}: achieved {run.achieved_rate:,.0f} events/s, "
+                         f"p99 {run.latency.percentile(99.0) / 1e3:,.1f} ms → sustained: {verdict}")
+        if run.outcome == "interrupted" or (stop is not None and stop.is_set()):
+            result.interrupted = True
+            break
+        if not verdict.sustained:
+            break
+    return result

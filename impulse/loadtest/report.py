@@ -1,0 +1,139 @@
+"""The report of a run or a ramp: the summary table printed at the end, and the files of ``--output DIR``.
+
+Files (every one rewritten at each report):
+
+- ``report.json``: everything — summary, configuration (secret-looking option values hidden),
+  verdict, latency percentiles and histogram, Spark's per-phase durations, one record per batch;
+  for a ramp, one such object per step plus the highest sustained rate;
+- ``summary.csv``: one row per run (per step for a ramp), redis-benchmark style;
+- ``batches.csv``: one row per micro-batch (with the step's target rate for a ramp);
+- ``report.png``: throughput and latency per batch over time (`impulse.loadtest.plot`; needs
+  matplotlib, the ``load`` extra: without it the PNG is skipped).
+
+Latencies are in ms, rates in events/s, times in s since the start of the run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Sequence
+
+from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_stats
+from impulse.loadtest.plot import plot_runs
+from impulse.loadtest.ramp import RampResult
+from impulse.loadtest.run import LoadResult
+
+__all__ = ["summary_text", "ramp_text", "write_report"]
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _latency_lines(result: LoadResult) -> list[str]:
+    latency = percentiles_ms(result.latency)
+    names = [name for name, _ in PERCENTILES] + ["max"]
+    head = "  end-to-end latency (ms)" + "".join(f"{n:>10}" for n in names)
+    values = " " * 25 + "".join(f"{_ms(latency[n]):>10}" for n in names)
+    return [head, values]
+
+
+def summary_text(result: LoadResult) -> str:
+    """The end-of-run table: target vs achieved, events, errors, latency percentiles, Spark phases."""
+    c = result.config
+    verdict = result.verdict
+    lines = [
+        f"impulse-load summary: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
+        f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
+        f"  {'':<24}{'target':>14}{'achieved':>14}",
+        f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
+        f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",
+        f"  {'errors':<24}{'':>14}{result.errors:>14,}",
+        f"  {'MB (Arrow)':<24}{'':>14}{result.bytes / 2**20:>14,.1f}",
+        f"  {'batches':<24}{'':>14}{len(result.batches):>14,}",
+        f"  {'time (s)':<24}{c.duration_s:>14,.1f}{result.duration_s:>14,.1f}",
+        f"  sustained: {verdict}",
+        "",
+        *_latency_lines(result),
+        "",
+        f"  {'Spark phase (ms)':<24}{'mean':>10}{'max':>10}",
+    ]
+    for phase, stats in phase_stats(result.batches).items():
+        lines.append(f"    {phase:<22}{stats['mean']:>10,.1f}{stats['max']:>10,.0f}")
+    if result.receiver is not None:
+        rows = result.receiver["rows"]
+        check = "= the committed events" if rows == result.events else f"≠ {result.events:,} committed events"
+        lines += ["", f"  embedded receiver: {rows:,} rows accepted in {result.receiver['requests']:,} requests "
+                      f"({result.receiver['duplicates']:,} duplicates ignored) {check}"]
+    return "\n".join(lines)
+
+
+def ramp_text(ramp: RampResult) -> str:
+    """One row per step and the highest sustained rate."""
+    c = ramp.config
+    lines = [
+        f"impulse-load ramp: {c.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
+        f"{ramp.ramp.step_duration_s:g}s per step; sustained = {ramp.bound}",
+        f"  {'target/s':>12}{'achieved/s':>12}{'events':>12}{'errors':>8}{'p50 ms':>10}{'p99 ms':>10}"
+        f"{'p99.9 ms':>10}{'max ms':>10}  sustained",
+    ]
+    for step in ramp.steps:
+        latency = percentiles_ms(step.latency)
+        lines.append(f"  {step.target_rate:>12,.0f}{step.achieved_rate:>12,.0f}{step.events:>12,}{step.errors:>8,}"
+                     f"{_ms(latency['p50']):>10}{_ms(latency['p99']):>10}{_ms(latency['p99.9']):>10}"
+                     f"{_ms(latency['max']):>10}  {step.verdict}")
+    best = ramp.highest_sustained_rate
+    lines.append(f"highest sustained rate: {best:,.0f} events/s" if best is not None
+                 else "highest sustained rate: none (the first step was not sustained)")
+    if ramp.interrupted:
+        lines.append("(interrupted: the ramp did not reach its end)")
+    return "\n".join(lines)
+
+
+def _write_csv(path: Path, rows: Sequence[dict]) -> None:
+    fields: list[str] = []
+    for row in rows:
+        fields += [k for k in row if k not in fields]
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _summary_row(result: LoadResult) -> dict:
+    row = result.summary()
+    for phase, stats in phase_stats(result.batches).items():
+        row[f"{phase}MeanMs"] = stats["mean"]
+        row[f"{phase}MaxMs"] = stats["max"]
+    return row
+
+
+def write_report(result: LoadResult | RampResult, directory: str | Path) -> dict[str, Path]:
+    """Write report.json, summary.csv, batches.csv and report.png into `directory`; returns their paths."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("report.json", "summary.csv", "batches.csv", "report.png")}
+    if isinstance(result, RampResult):
+        runs = result.steps
+        document = result.to_dict()
+        title = (f"impulse-load ramp: {result.config.sink}, highest sustained "
+                 + (f"{result.highest_sustained_rate:,.0f} events/s" if result.highest_sustained_rate else "rate: none"))
+    else:
+        runs = [result]
+        document = {"mode": "run", **result.to_dict()}
+        title = (f"impulse-load: {result.sink}, target {result.target_rate:,.0f} events/s, "
+                 f"achieved {result.achieved_rate:,.0f}")
+    paths["report.json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    _write_csv(paths["summary.csv"], [_summary_row(r) for r in runs])
+    batch_rows = []
+    origin = (runs[0].schedule_start_us or runs[0].started_us) if runs else 0
+    for run in runs:
+        batch_rows += [{"targetRate": run.target_rate, **b.row(origin)} for b in run.batches]
+    _write_csv(paths["batches.csv"], batch_rows or [{"targetRate": "", **{f"{p}Ms": "" for p in PHASES}}])
+    try:
+        plot_runs(runs, paths["report.png"], title)
+    except ImportError:  # matplotlib is optional (the 'load' extra): the numbers are all in the other files
+        del paths["report.png"]
+    return paths

@@ -1,0 +1,327 @@
+"""One load run: impulse → sink as a streaming query, watched until every event is committed.
+
+Sequence of `run_load`:
+
+1. Pre-flight, before any load (and, for the project's sinks and ``noop``, before Spark starts):
+   the run's values, the impulse options and the sink's writer (`impulse.loadtest.target`); any
+   problem raises a one-line `LoadError`.
+2. The Spark session (the caller's, or `impulse.loadtest.session.make_session`), the format lookup
+   of a third-party sink, the one-time warm-up.
+3. The query: ``impulse`` with ``eventsPerSecond``, ``numPartitions``, ``payloadBytes`` and
+   ``limit`` = rate × duration (``startTime`` unset: the schedule starts when the first batch is
+   planned; ``downtime`` default), written to the sink with a new checkpoint, a processing-time
+   trigger, and for the project's sinks ``metricsPath``.
+4. Watching, a few times a second: new batches (`impulse.loadtest.metrics.Collector`), the display,
+   and the end: every event delivered (the normal end: the stream ran dry, the query is idle), the
+   query failed, a stop was requested (Ctrl-C: the harness waits up to 10 s for the running batch
+   to finish, so nothing is cut in half; a second Ctrl-C stops at once), or the drain time ran out.
+5. The query is stopped and the run's last progress read: a `LoadResult`.
+
+Counting is exact: the report's events are the events of committed batches, which is what a
+target deduplicating per event (or written exactly once by our sinks) holds — except after a
+forced stop, when the batch that was cut may have left some partitions written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from connectors.errors import ConnectorError
+from connectors.latency import LatencyHistogram
+from impulse.loadtest.bound import Verdict, assess
+from impulse.loadtest.config import LoadConfig, LoadError
+from impulse.loadtest.display import Display
+from impulse.loadtest.metrics import Batch, Collector, achieved_rate, merged_latency, percentiles_ms, phase_stats
+from impulse.loadtest.receiver import Receiver
+from impulse.loadtest.session import make_session, warm_up
+from impulse.loadtest.target import check_format, preflight, redact_options
+
+__all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options"]
+
+_POLL_S = 0.25
+_GRACE_S = 10.0             # how long a requested stop waits for the running batch to finish
+_FIRST_BATCH_S = 300.0      # how long the query may take to complete its first batch
+_LATENCY_KEYS = {"p50": "latencyP50Ms", "p95": "latencyP95Ms", "p99": "latencyP99Ms", "p99.9": "latencyP999Ms",
+                 "max": "latencyMaxMs", "mean": "latencyMeanMs"}
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1_000
+
+
+class StopRequest:
+    """Asks a run to stop (thread- and signal-safe): the first `request` stops between two batches, the second at once."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.requests = 0
+
+    def request(self) -> None:
+        self.requests += 1
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def forced(self) -> bool:
+        return self.requests > 1
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+
+@dataclass
+class LoadResult:
+    """What one run measured. Rates in events/s, times in epoch µs unless named otherwise."""
+
+    config: LoadConfig
+    sink: str
+    options: dict                      # as given, secrets hidden
+    query_id: str | None
+    batches: list[Batch]
+    schedule_start_us: int | None      # impulse startTime: when the first batch was planned
+    started_us: int                    # when the query was started
+    finished_us: int
+    outcome: str                       # completed | interrupted | timed out | failed
+    error: str | None = None
+    receiver: dict | None = None       # the embedded receiver's counts for this run (webhook default)
+    _latency: LatencyHistogram | None = field(default=None, repr=False)
+
+    @property
+    def target_rate(self) -> float:
+        return self.config.rate
+
+    @property
+    def target_events(self) -> int:
+        return self.config.total_events
+
+    @property
+    def events(self) -> int:
+        """Events delivered and committed."""
+        return self.batches[-1].delivered if self.batches else 0
+
+    @property
+    def errors(self) -> int:
+        """Failed task attempts the sink recovered from (partitions retried) plus 1 if the query failed."""
+        return sum(b.retried for b in self.batches) + (1 if self.outcome == "failed" else 0)
+
+    @property
+    def achieved_rate(self) -> float:
+        return achieved_rate(self.batches, self.target_events, self.schedule_start_us)
+
+    @property
+    def latency(self) -> LatencyHistogram:
+        if self._latency is None:
+            self._latency = merged_latency(self.batches)
+        return self._latency
+
+    @property
+    def bytes(self) -> int:
+        return sum(b.bytes for b in self.batches)
+
+    @property
+    def duration_s(self) -> float:
+        """From the schedule's start (or the query's) to the last acknowledgement."""
+        origin = self.schedule_start_us or self.started_us
+        end = self.batches[-1].ack_us if self.batches else self.finished_us
+        return max(0.0, (end - origin) / 1e6)
+
+    @property
+    def verdict(self) -> Verdict:
+        return assess(self, self.config.max_latency_s)
+
+    def summary(self) -> dict:
+        """The headline numbers (one CSV row, one JSON object)."""
+        latency = percentiles_ms(self.latency)
+        out = {
+            "sink": self.sink, "partitions": self.config.partitions, "payloadBytes": self.config.payload_bytes,
+            "trigger": self.config.trigger, "durationS": self.config.duration_s,
+            "targetRate": self.target_rate, "achievedRate": round(self.achieved_rate, 1),
+            "targetEvents": self.target_events, "events": self.events, "errors": self.errors,
+            "batches": len(self.batches), "bytes": self.bytes, "outcome": self.outcome,
+            "sustained": self.verdict.sustained,
+        }
+        out.update({_LATENCY_KEYS[name]: value for name, value in latency.items()})
+        if self.receiver is not None:
+            out["receiverRows"] = self.receiver["rows"]
+        return out
+
+    def to_dict(self) -> dict:
+        origin = self.schedule_start_us or self.started_us
+        config = asdict(self.config)
+        config["options"] = self.options
+        return {
+            "summary": self.summary(),
+            "config": config,
+            "queryId": self.query_id,
+            "scheduleStartUs": self.schedule_start_us, "startedUs": self.started_us, "finishedUs": self.finished_us,
+            "error": self.error,
+            "verdict": {"sustained": self.verdict.sustained, "reasons": list(self.verdict.reasons)},
+            "latencyMs": percentiles_ms(self.latency),
+            "latencyHistogram": self.latency.to_dict(),
+            "phasesMs": phase_stats(self.batches),
+            "receiver": self.receiver,
+            "batches": [b.row(origin) for b in self.batches],
+        }
+
+
+def impulse_options(config: LoadConfig) -> dict[str, str]:
+    """The options of the impulse source for a run (validated like the source will)."""
+    options = {
+        "eventsPerSecond": repr(float(config.rate)),
+        "numPartitions": str(config.partitions),
+        "payloadBytes": str(config.payload_bytes),
+        "limit": str(config.total_events),
+    }
+    if config.max_events_per_trigger:
+        options["maxEventsPerTrigger"] = str(config.max_events_per_trigger)
+    from impulse.options import ImpulseOptions
+
+    try:
+        ImpulseOptions.from_options(options)
+    except ConnectorError as exc:
+        raise LoadError(f"impulse: {exc}") from exc
+    return options
+
+
+def _option(options: dict, name: str) -> str | None:
+    return next((v for k, v in options.items() if k.lower() == name.lower()), None)
+
+
+def _exception_text(exc: Any) -> str:
+    """The most telling line of a streaming query's exception (the Python error, if there is one)."""
+    text = str(getattr(exc, "desc", None) or exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^([\w.]+\.)?\w*(Error|Exception): ", line)]
+    return (errors[-1] if errors else lines[0] if lines else repr(exc))[:500]
+
+
+def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, stop: Any = None,
+             receiver: Receiver | None = None, label: str | None = None) -> LoadResult:
+    """Run one load test; see the module docstring. Raises `LoadError` before any load is sent.
+
+    `spark`: a session to use (left running); default `make_session(config.master)`. `display`: where
+    progress goes (None: silent). `stop`: a `StopRequest` (or any object with ``is_set()``) that ends
+    the run early; the result then covers what was committed. `receiver`: the embedded receiver the
+    sink writes to, whose counts go into the result.
+    """
+    config.validate()
+    target = preflight(config.sink, config.options, config.payload_bytes)
+    source_options = impulse_options(config)
+    spark = spark or make_session(config.master)
+    check_format(spark, config.sink)
+    if config.warmup:
+        if display is not None:
+            display.line("warming up (Spark's Python workers; nothing is sent to the sink)…")
+        warm_up(spark, config.partitions, config.sink)
+
+    workdir = tempfile.mkdtemp(prefix="impulse-load-")
+    checkpoint = config.checkpoint_dir or os.path.join(workdir, "checkpoint")
+    sink_options = dict(target.options)
+    metrics_path = None
+    if target.reports_metrics:
+        metrics_path = _option(sink_options, "metricsPath")
+        if metrics_path is None:
+            metrics_path = sink_options["metricsPath"] = os.path.join(workdir, "metrics.jsonl")
+    metrics_offset = os.path.getsize(metrics_path) if metrics_path and os.path.exists(metrics_path) else 0
+    received_before = receiver.counts() if receiver is not None else None
+
+    trigger_ms = round(config.trigger_s * 1000)
+    writer = (
+        spark.readStream.format("impulse").options(**source_options).load()
+        .writeStream.format(config.sink).options(**sink_options)
+        .option("checkpointLocation", checkpoint)
+        .queryName(f"impulse-load-{os.getpid()}-{int(time.time() * 1000)}")
+        .trigger(processingTime=f"{trigger_ms} milliseconds")
+    )
+    if display is not None:
+        display.start(label or _label(config), config.rate, config.total_events)
+    started_us = _now_us()
+    query = writer.start()
+    collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
+                          payload_bytes=config.payload_bytes, metrics_path=metrics_path,
+                          metrics_offset=metrics_offset,
+                          commit_id=_option(sink_options, "commitId") or str(query.id))
+    outcome, error = "completed", None
+    try:
+        outcome, error = _watch(query, collector, config, display, stop, started_us)
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+    finally:
+        try:
+            if query.isActive:
+                query.stop()
+            collector.poll(final=True)
+        finally:
+            if display is not None:
+                display.finish()
+            shutil.rmtree(workdir, ignore_errors=True)
+    if outcome != "completed" and collector.done and outcome != "failed":
+        outcome = "completed"   # the last batch committed while the stop was waiting for it
+    result = LoadResult(config=config, sink=config.sink, options=redact_options(config.options),
+                        query_id=str(query.id), batches=collector.batches,
+                        schedule_start_us=collector.schedule_start_us, started_us=started_us,
+                        finished_us=_now_us(), outcome=outcome, error=error)
+    if receiver is not None and received_before is not None:
+        after = receiver.counts()
+        result.receiver = {"rows": after.rows - received_before.rows,
+                           "requests": after.requests - received_before.requests,
+                           "duplicates": after.duplicates - received_before.duplicates,
+                           "bytes": after.bytes - received_before.bytes}
+    return result
+
+
+def _label(config: LoadConfig) -> str:
+    return (f"impulse-load: {config.sink}, {config.rate:,.0f} events/s for {config.duration_s:g}s "
+            f"({config.total_events:,} events), {config.partitions} partitions, {config.payload_bytes} B payload, "
+            f"trigger {config.trigger}")
+
+
+def _watch(query, collector: Collector, config: LoadConfig, display: Display | None, stop: Any,
+           started_us: int) -> tuple[str, str | None]:
+    """Poll until the run ends; returns (outcome, error)."""
+    while True:
+        collector.poll()
+        now = _now_us()
+        if display is not None:
+            display.update(collector, now, waiting="starting the query (the first micro-batch)")
+        if collector.done:
+            return "completed", None
+        if not query.isActive:
+            exc = query.exception()
+            return ("failed", _exception_text(exc)) if exc is not None else ("interrupted", "the query was stopped")
+        if stop is not None and stop.is_set():
+            _stop_between_batches(query, stop)
+            return "interrupted", None
+        if collector.schedule_start_us is None:
+            if now - started_us > _FIRST_BATCH_S * 1e6:
+                return "timed out", f"no micro-batch completed within {_FIRST_BATCH_S:g}s of the query's start"
+        elif now - collector.schedule_start_us > (config.duration_s + config.drain_s) * 1e6:
+            return "timed out", (f"{collector.delivered:,} of {collector.total:,} events delivered "
+                                 f"{config.duration_s + config.drain_s:g}s after the start")
+        if stop is not None and hasattr(stop, "wait"):
+            stop.wait(_POLL_S)
+        else:
+            time.sleep(_POLL_S)
+
+
+def _stop_between_batches(query, stop: Any) -> None:
+    """Wait (≤ 10 s, unless the stop is forced) for the running micro-batch to finish, then stop."""
+    deadline = time.monotonic() + _GRACE_S
+    while time.monotonic() < deadline and not getattr(stop, "forced", False):
+        try:
+            if not query.isActive or not query.status.get("isTriggerActive", False):
+                break
+        except Exception:  # the query went away meanwhile
+            break
+        time.sleep(0.05)
+    if query.isActive:
+        query.stop()

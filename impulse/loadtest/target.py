@@ -1,0 +1,129 @@
+"""The sink under load: which names are valid, the pre-flight check, and the options the harness adds.
+
+Pre-flight (before any load, before Spark even starts for the project's sinks): the sink's writer is
+built on the driver exactly as Spark will build it, ``data_sources()[name](options).streamWriter(schema,
+False)``, so a bad option raises the sink's own `OptionError` and an unreachable target its `SinkError`
+(Redis PING, Kafka metadata, webhook TCP connect). Both become a one-line `LoadError`.
+
+The project's sinks also get ``metricsPath``: their driver appends one JSON line per committed batch
+(rows, bytes, ack time, latency histogram; see `connectors.protocol`), which the harness reads. Other
+sinks (Spark's ``noop``, any format Spark can load) are measured from the impulse offsets alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from connectors.errors import ConnectorError
+from impulse.loadtest.config import LoadError
+
+__all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "Target", "preflight", "check_format", "impulse_schema",
+           "redact_options"]
+
+PROJECT_SINKS = ("redis-sink", "kafka-sink", "webhook-sink")
+SPARK_SINKS = ("noop",)
+KNOWN_SINKS = SPARK_SINKS + PROJECT_SINKS
+
+_SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|sasl\.|api[-_.]?key", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A validated sink: its format name, whether it is one of ours (it reports metrics), its options."""
+
+    sink: str
+    options: Mapping[str, str]
+
+    @property
+    def reports_metrics(self) -> bool:
+        return self.sink in PROJECT_SINKS
+
+
+def impulse_schema(payload_bytes: int):
+    """The Spark schema of the impulse rows the sink receives (`impulse.events.spark_schema`: NOT NULL columns)."""
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
+
+    fields = [StructField("counter", LongType(), False), StructField("subtask_index", LongType(), False),
+              StructField("timestamp", TimestampType(), False)]
+    if payload_bytes > 0:
+        fields.append(StructField("payload", BinaryType(), False))
+    return StructType(fields)
+
+
+def _valid_names() -> str:
+    return ", ".join(KNOWN_SINKS)
+
+
+def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Target:
+    """Check a sink before the load: raise `LoadError` (one line) for a bad option or an unreachable target.
+
+    Names other than ``noop`` and the project's sinks are returned unchecked: `check_format` needs a
+    Spark session to look them up.
+    """
+    if not sink or sink != sink.strip():
+        raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()}")
+    if sink in PROJECT_SINKS:
+        from connectors import data_sources
+
+        check_options = dict(options)
+        if not any(k.lower() == "writeretries" for k in check_options):
+            check_options["writeRetries"] = "0"  # the protocol retries a failed check: a pre-flight fails at once
+        try:
+            source_cls = data_sources()[sink]
+            source_cls(check_options).streamWriter(impulse_schema(payload_bytes), False)
+        except ConnectorError as exc:
+            text = _one_line(exc)
+            raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc
+        except ImportError as exc:  # a sink module whose client library is missing
+            raise LoadError(f"{sink}: {exc}") from exc
+    return Target(sink, dict(options))
+
+
+def check_format(spark, sink: str) -> None:
+    """Raise `LoadError` unless Spark can write a stream to format `sink` (JVM or Python data source)."""
+    if sink in KNOWN_SINKS:
+        return
+    jvm = spark._jvm
+    try:
+        if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(sink):
+            return
+        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            sink, spark._jsparkSession.sessionState().conf())
+    except Exception as exc:  # py4j error: the format is not found
+        detail = str(exc).splitlines()[0] if "KAFKA_DATA_SOURCE_NOT_ENABLED" in str(exc) else ""
+        raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()} (or any streaming format this "
+                        f"Spark can load){'; ' + detail if detail else ''}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    notes = [" ".join(n.split()) for n in getattr(exc, "__notes__", ())]
+    return "; ".join([text, *notes])
+
+
+def redact_options(options: Mapping[str, str]) -> dict[str, str]:
+    """Options as they may appear in a report: secret-looking values hidden, URLs without user info."""
+    out = {}
+    for key, value in options.items():
+        if _SECRET_KEY.search(key):
+            out[key] = "<hidden>"
+        elif "://" in str(value):
+            out[key] = _redact_url(str(value))
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _redact_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        if parts.username is None and parts.password is None and not parts.query:
+            return url
+        host = parts.hostname or ""
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return "<hidden>"

@@ -1,0 +1,119 @@
+"""End-to-end load runs through the Python API, on the shared Spark session, against the real local targets.
+
+Each run is small (2 000 events/s for 3 s); the report's event count must equal what landed in the
+target, read back from Redis, Kafka or the HTTP receiver.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from impulse.loadtest import LoadConfig, LoadError, run_load, summary_text, write_report
+from tests.loadtest.helpers import assert_latency_plausible, assert_report_files, assert_result_plausible
+from tests.servers import free_port
+
+pytestmark = [pytest.mark.integration]
+
+RATE, SECONDS = 2_000, 3
+
+
+def _config(sink: str, options: dict, **overrides) -> LoadConfig:
+    return LoadConfig(sink=sink, options=options, rate=RATE, duration_s=SECONDS, partitions=2, payload_bytes=32,
+                      **overrides)
+
+
+@pytest.mark.redis
+def test_redis_run_counts_equal_the_keys_in_redis(spark, redis_server, tmp_path):
+    prefix = f"load-{uuid.uuid4().hex[:8]}:"
+    result = run_load(_config("redis-sink", {"url": redis_server.url, "keyPrefix": prefix}), spark=spark)
+
+    assert_result_plausible(result)
+    client = redis_server.client()
+    landed = sum(1 for _ in client.scan_iter(match=f"{prefix}*", count=10_000))
+    assert landed == result.events == RATE * SECONDS
+    assert result.bytes > 0  # from the sink's own metrics lines
+    report = assert_report_files_of(result, tmp_path)
+    assert report["summary"]["sink"] == "redis-sink" and report["summary"]["errors"] == 0
+    assert set(report["phasesMs"]) >= {"latestOffset", "addBatch", "walCommit", "commitOffsets", "queryPlanning",
+                                       "triggerExecution"}
+
+
+@pytest.mark.kafka
+def test_kafka_run_counts_equal_the_records_in_the_topic(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(f"load-{uuid.uuid4().hex[:8]}", partitions=2)
+    result = run_load(_config("kafka-sink", {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic}),
+                      spark=spark)
+
+    assert_result_plausible(result)
+    messages = kafka_broker.consume_all(topic)
+    assert len(messages) == result.events
+    events = {(row["subtask_index"], row["counter"]) for row in (json.loads(m.value()) for m in messages)}
+    assert len(events) == result.events  # no duplicate
+    assert_report_files_of(result, tmp_path)
+
+
+@pytest.mark.webhook
+def test_webhook_run_counts_equal_the_rows_the_receiver_accepted(spark, http_receiver, tmp_path):
+    path = f"/load-{uuid.uuid4().hex[:8]}"
+    result = run_load(_config("webhook-sink", {"url": http_receiver.url + path, "batchSize": 250}), spark=spark)
+
+    assert_result_plausible(result)
+    rows = [row for r in http_receiver.accepted_requests if r.path == path for row in r.json()]
+    assert len(rows) == result.events
+    assert len({(row["subtask_index"], row["counter"]) for row in rows}) == result.events
+    assert_report_files_of(result, tmp_path)
+
+
+def test_noop_latency_is_computed_from_the_offsets(spark, tmp_path):
+    result = run_load(_config("noop", {}), spark=spark)
+
+    assert_result_plausible(result)
+    # no metrics file: every batch's ack is its end (progress timestamp + triggerExecution)
+    assert all(b.ack_us == b.end_us for b in result.batches)
+    assert all(b.latency.count == b.rows for b in result.batches)
+    text = summary_text(result)
+    for word in ("target", "achieved", "p99.9", "triggerExecution", "addBatch", "errors"):
+        assert word in text
+    assert_report_files_of(result, tmp_path)
+
+
+def assert_report_files_of(result, tmp_path) -> dict:
+    write_report(result, tmp_path / "report")
+    report = assert_report_files(tmp_path / "report", result.events)
+    assert_latency_plausible(report["latencyMs"], result.duration_s)
+    assert len(report["batches"]) == len(result.batches)
+    return report
+
+
+# --------------------------------------------------------------------------- errors before any load is sent
+
+
+def test_unknown_sink_lists_the_valid_ones(spark):
+    with pytest.raises(LoadError, match=r"unknown sink 'redis'.*noop, redis-sink, kafka-sink, webhook-sink"):
+        run_load(_config("redis", {}), spark=spark)
+    assert not [q for q in spark.streams.active if (q.name or "").startswith("impulse-load")]
+
+
+def test_bad_sink_option_is_refused_before_spark_is_needed():
+    with pytest.raises(LoadError, match=r"redis-sink: .*'keyPrefx'.*known: .*keyPrefix"):
+        run_load(_config("redis-sink", {"url": "redis://127.0.0.1:6379", "keyPrefx": "x"}))  # no session made
+
+
+def test_unreachable_targets_are_refused_before_spark_is_needed():
+    port = free_port()
+    with pytest.raises(LoadError, match=rf"redis-sink: cannot reach Redis at redis://127.0.0.1:{port}"):
+        run_load(_config("redis-sink", {"url": f"redis://127.0.0.1:{port}"}))
+    with pytest.raises(LoadError, match=rf"webhook-sink: cannot reach http://127.0.0.1:{port}/x"):
+        run_load(_config("webhook-sink", {"url": f"http://127.0.0.1:{port}/x"}))
+
+
+def test_bad_run_values_are_refused():
+    with pytest.raises(LoadError, match="--rate must be > 0"):
+        run_load(LoadConfig(sink="noop", rate=0))
+    with pytest.raises(LoadError, match="--partitions must be ≥ 1"):
+        run_load(LoadConfig(sink="noop", partitions=0))
+    with pytest.raises(LoadError, match="--trigger"):
+        run_load(LoadConfig(sink="noop", trigger="soon"))
