@@ -96,10 +96,11 @@ class BatchRecorder:
         return [row for runs in self.calls.values() for row in runs[0]]
 
 
-def poll_query(query, condition: Callable[[], object], timeout: float = 120, what: str = "condition"):
+def poll_query(query, condition: Callable[[], object], timeout: float = 120, interval: float = 0.05,
+               what: str = "condition"):
     """`poll`, failing at once with the query's error if it stops."""
     def check():
         if not query.isActive:
             raise AssertionError(f"query stopped while waiting for {what}: {query.exception()}")
         return condition()
-    return poll(check, timeout=timeout, what=what)
+    return poll(check, timeout=timeout, interval=interval, what=what)
