@@ -19,6 +19,9 @@ class SinkAdapter(ABC):
     format: str
     #: words the error must contain when the target cannot be reached
     unreachable_message: str = "cannot reach"
+    #: whether the sink finds a replayed partition in the target and skips it; False for a sink that
+    #: resends with stable keys and relies on the target to dedupe (the webhook)
+    skips_replays: bool = True
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:

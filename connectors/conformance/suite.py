@@ -208,8 +208,10 @@ class SinkConformance:
         run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger,
                   options={"metricsPath": str(metrics)})
         replay = [m for m in _read_metrics(metrics) if m["batchId"] == last]
-        assert replay and replay[0]["writtenRows"] == 0 and replay[0]["rows"] > 0
-        assert replay[0]["skippedPartitions"] == replay[0]["partitions"] > 0
+        assert replay and replay[0]["rows"] > 0, "Spark did not replay the batch"
+        if adapter.skips_replays:
+            assert replay[0]["writtenRows"] == 0
+            assert replay[0]["skippedPartitions"] == replay[0]["partitions"] > 0
         self.check_landed(adapter, namespace, self.limit)
 
     def test_commit_twice(self, spark, adapter, namespace, tmp_path):
