@@ -13,7 +13,10 @@ Definitions (every time in epoch µs, every count in events):
   at ``anchorTime + offset(k − anchorCounters[i])`` (`impulse.schedule.Schedule`), which is its
   timestamp (no ``interval`` option);
 - **due(t)**: the events of the run's schedule due at time t, capped per partition by the run's
-  event budget (impulse ``limit``); **lag** of batch b = due(ack) − delivered;
+  event budget (impulse ``limit``); **lag** of batch b = due(ack) − delivered. It is the arithmetic
+  of impulse's ``reportLatestOffset`` evaluated at the ack; Spark's own view, **held back** =
+  ``sources[0].latestOffset`` − ``endOffset`` counters, is taken when the batch is planned and is
+  non-zero only when ``maxEventsPerTrigger`` holds events back;
 - **achieved rate**, steady state: the slope of a least-squares line through the points (ack,
   delivered) of the steady batches — all but the first (it pays for the query's start) and the last
   (the event budget cuts it short). A sink that keeps up delivers along a line of slope = the target
@@ -55,6 +58,7 @@ class Batch:
     rows: int                     # events in this batch
     delivered: int                # events delivered after it, in total
     lag: int                      # due(ack) − delivered
+    held_back: int                # Spark's latestOffset − endOffset when the batch was planned
     bytes: int                    # Arrow bytes handed to the sink (estimated for non-project sinks)
     retried: int                  # partitions that needed more than one task attempt (project sinks)
     durations: dict               # Spark's durationMs, ms per phase
@@ -63,7 +67,8 @@ class Batch:
     def row(self, origin_us: int) -> dict:
         """A flat dict for CSV/JSON: times in s since `origin_us`, latencies in ms."""
         out = {"batchId": self.batch_id, "timeS": round((self.ack_us - origin_us) / 1e6, 3),
-               "events": self.rows, "delivered": self.delivered, "lag": self.lag, "bytes": self.bytes,
+               "events": self.rows, "delivered": self.delivered, "lag": self.lag, "heldBack": self.held_back,
+               "bytes": self.bytes,
                "retriedPartitions": self.retried}
         for name, p in (("p50", 50.0), ("p99", 99.0)):
             out[f"latency{name.upper()}Ms"] = round(self.latency.percentile(p) / 1e3, 3)
@@ -189,6 +194,7 @@ class Collector:
     def _batch(self, data: dict) -> Batch:
         source = data["sources"][0]
         start, end = _offset(source.get("startOffset")), _offset(source["endOffset"])
+        latest = _offset(source.get("latestOffset")) or end
         if start is None:  # the first batch of a new query: everything before its end was 0
             start = {**end, "counters": [0] * len(end["counters"])}
         if self.offsets is None:
@@ -211,7 +217,8 @@ class Collector:
             retried = 0
         delivered = sum(end["counters"])
         return Batch(int(data["batchId"]), start_us, end_us, ack_us, rows, delivered,
-                     max(0, self.due(ack_us) - delivered), size, retried, durations, latency)
+                     max(0, self.due(ack_us) - delivered), max(0, sum(latest["counters"]) - delivered), size, retried,
+                     durations, latency)
 
 
 def _offset(value) -> dict | None:

@@ -67,15 +67,21 @@ def test_webhook_run_counts_equal_the_rows_the_receiver_accepted(spark, http_rec
     assert_report_files_of(result, tmp_path)
 
 
-def test_noop_latency_is_computed_from_the_offsets(spark, tmp_path):
-    result = run_load(_config("noop", {}), spark=spark)
+def test_noop_latency_is_computed_from_the_offsets_and_admission_control_shows_as_lag(spark, tmp_path):
+    # at most 1 000 events per trigger (≥ 1 s apart) of the 2 000 due each second: this run cannot keep up
+    result = run_load(_config("noop", {}, max_events_per_trigger=1_000), spark=spark)
 
     assert_result_plausible(result)
     # no metrics file: every batch's ack is its end (progress timestamp + triggerExecution)
     assert all(b.ack_us == b.end_us for b in result.batches)
     assert all(b.latency.count == b.rows for b in result.batches)
+    assert max(b.rows for b in result.batches) <= 1_000
+    assert any(b.held_back > 0 for b in result.batches)  # Spark's latestOffset ahead of endOffset
+    assert max(b.lag for b in result.batches) > 1_000
+    assert result.achieved_rate < 0.95 * RATE
+    assert not result.verdict.sustained and "< 95% of the target 2,000" in result.verdict.reasons[0]
     text = summary_text(result)
-    for word in ("target", "achieved", "p99.9", "triggerExecution", "addBatch", "errors"):
+    for word in ("target", "achieved", "p99.9", "triggerExecution", "addBatch", "errors", "sustained: no"):
         assert word in text
     assert_report_files_of(result, tmp_path)
 
