@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", default=None, metavar="DIR",
                      help="write report.json, summary.csv, batches.csv and report.png into DIR")
     run.add_argument("--no-warmup", dest="warmup", action="store_false",
-                     help="skip the tiny noop query that starts Spark's Python workers before the measured run")
+                     help="skip the warm-up: a tiny query into a sink that writes nothing, run first so that "
+                          "Spark's Python workers are started and the sink's modules imported (default: on)")
     return parser
 
 
