@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from pyspark.sql.functions import window
 
 from impulse.options import ImpulseOptions
 from impulse.schedule import Schedule
@@ -110,8 +111,7 @@ def test_windowed_aggregate_gives_exact_counts(spark):
     """interval=10ms, 4 partitions, limit 1002: partition i holds counters 0..250 (i < 2) or 0..249."""
     name = unique("windows")
     stream = impulse(spark, delay="1us", numPartitions=4, limit=1002, interval="10ms", startTime=START_ISO)
-    counts = stream.groupBy(stream.subtask_index.isNotNull().alias("all"),
-                            __import__("pyspark.sql.functions", fromlist=["window"]).window("timestamp", "1 second")).count()
+    counts = stream.groupBy(window("timestamp", "1 second")).count()
     query = counts.writeStream.format("memory").outputMode("complete").queryName(name).trigger(availableNow=True).start()
     assert query.awaitTermination(120)
     got = {r[0]: r[1] for r in spark.sql(f"SELECT unix_micros(window.start) - {START_US}, `count` FROM {name}").collect()}
