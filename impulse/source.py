@@ -66,7 +66,8 @@ class ImpulseDataSource(DataSource):
     maxEventsPerTrigger : int ≥ 1, optional
         Admission control: at most this many events per micro-batch, shared fairly by partitions.
     rampUpTime : duration, optional
-        Grow the rate linearly from 0 to the full rate over this time after each (re)start.
+        Grow the rate linearly from 0 to the full rate over this time from the start, and again
+        from a restart that re-anchors the schedule (``downtime=skip``, or changed rate options).
     payloadBytes : int ≥ 0, default 0
         Size of a deterministic ``payload`` column (counter and subtask index, then filler).
     downtime : ``skip`` (default) | ``catchup``
@@ -161,6 +162,10 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         zeros = [0] * opts.num_partitions
         self._initial = {"startTime": start, "anchorTime": start, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
                          "anchorCounters": zeros, "counters": zeros}
+        if self._available_now_us is not None:
+            # Spark prepares AvailableNow before asking a new query for its initial offset: "now" is
+            # then at least the start, so the events due at the start are read.
+            self._available_now_us = max(self._available_now_us, start)
         return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:

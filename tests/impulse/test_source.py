@@ -146,6 +146,16 @@ def test_available_now_plans_up_to_the_time_it_was_prepared(clock):
     assert len(offsets) == 1 + 4  # 10 002 events, 3 000 per batch
 
 
+def test_available_now_prepared_before_the_initial_offset_reads_what_is_due_at_the_start(clock):
+    """Spark prepares AvailableNow before it asks a new query for its initial offset."""
+    r = reader(eventsPerSecond=1000, numPartitions=2)
+    r.prepareForTriggerAvailableNow()
+    clock.now += 1_000  # the initial offset is made a millisecond later
+    start = r.initialOffset()
+    offsets = drain(r, start)
+    assert offsets[-1]["counters"] == [1, 1]  # event 0 of each partition is due at the start
+
+
 def test_partitions_cover_start_to_end_and_skip_empty_ones(clock):
     r = reader(delay="1ms", numPartitions=3, startTime=0, limitPerPartition=100, downtime="catchup")
     start = {**r.initialOffset(), "counters": [10, 100, 0]}
