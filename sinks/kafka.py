@@ -60,7 +60,6 @@ _MANAGED = {
     "on_delivery": None, "error_cb": None, "delivery.report.only.error": None,
 }
 
-_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 _POLL_EVERY = 2_000      # serve callbacks every this many records
 _CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
 
@@ -105,6 +104,10 @@ class KafkaOptions:
                 raise OptionError(f"kafka.{key}", client[key], "no value: the kafka sink sets it itself"
                                   + (f"; use the option '{instead}'" if instead else ""))
         guarantee = reader.choice("deliveryGuarantee", GUARANTEES, EXACTLY_ONCE)
+        idempotence = next((v for k, v in client.items() if k.lower() == "enable.idempotence"), "true")
+        if guarantee == EXACTLY_ONCE and idempotence.strip().lower() in ("false", "0", "no"):
+            raise OptionError("kafka.enable.idempotence", idempotence, "true (or unset): transactions need it; "
+                              "use deliveryGuarantee 'at_least_once' for a producer without idempotence")
         topic = reader.string("topic")
         timeout_ms = reader.duration_us("transactionTimeout", 60_000_000) // 1_000
         if timeout_ms < 1_000:
@@ -131,7 +134,7 @@ class KafkaOptions:
         if self.exactly_once:
             conf["message.timeout.ms"] = min(conf["message.timeout.ms"], self.transaction_timeout_ms)
         conf.update(self.client)
-        conf["enable.idempotence"] = conf.get("enable.idempotence", True) if not self.exactly_once else True
+        conf.setdefault("enable.idempotence", True)
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
             conf["transaction.timeout.ms"] = self.transaction_timeout_ms
@@ -210,7 +213,7 @@ class _Connection:
         self.consumer = consumer
         self.transactional_id = transactional_id
         self.failures: list = []      # (KafkaError, topic, partition) of records the broker refused
-        self.fatal: list = []         # fatal errors reported through error_cb
+        self.fatal: list = []         # fatal errors, should error_cb report them (poll/flush usually raise them)
         self.in_transaction = False
         self.known_topics: set[str] = set()
 
@@ -299,7 +302,7 @@ class KafkaSink(Sink):
         with _mapped(opts, "connecting"):
             conn.producer = kafka.Producer({**opts.producer_config(txid), "on_delivery": conn.on_delivery,
                                             "error_cb": conn.on_error, "logger": opts.client_logger})
-            # Metadata first: the connection it opens spares init_transactions a 0.5 s coordinator retry.
+            # Metadata first: a missing topic fails here, before a transaction is started.
             self._check_topics(conn, [t for t in {opts.topic, opts.progress_topic if txid else None} if t])
             if txid is not None:
                 # Fencing first: a zombie attempt of this partition can no longer commit, and a
@@ -615,8 +618,10 @@ class KafkaSinkDataSource(DataSource):
         ``batch.size=1000000``, ``queue.buffering.max.messages=1000000``,
         ``queue.buffering.max.kbytes=262144``, ``compression.type=lz4``,
         ``message.timeout.ms=60000`` (at most ``transactionTimeout`` for exactly_once),
-        ``enable.idempotence=true``. ``kafka.transactional.id`` and
-        ``kafka.transaction.timeout.ms`` are refused: use the options below.
+        ``enable.idempotence=true``, ``enable.sparse.connections=false`` (a new transactional
+        producer otherwise often waits 0.5 s for its coordinator). ``kafka.transactional.id`` and
+        ``kafka.transaction.timeout.ms`` are refused: use the options below; so is
+        ``kafka.enable.idempotence=false`` with exactly_once.
     topic : str, optional
         Topic of the rows without a ``topic`` column value. Required unless the input has a
         ``topic`` column; it must exist when the query starts.
@@ -677,7 +682,19 @@ class KafkaSinkDataSource(DataSource):
 
     Each record batch is turned into produce() arguments with Arrow (values, keys, topics…), then
     produced record by record (librdkafka's API is per record), serving delivery reports as it
-    goes; a full local queue waits for room (back-pressure), nothing is dropped.
+    goes; a full local queue waits for room (back-pressure), nothing is dropped. Only failed
+    deliveries are reported back (``delivery.report.only.error``). An unknown topic in a ``topic``
+    column is refused with the broker's reason when first seen (not after librdkafka's 30 s wait).
+
+    Notes
+    -----
+    On the driver, every micro-batch checks that the cluster answers (5 s) and that ``topic`` and
+    ``progressTopic`` exist: an unreachable cluster is retried with the protocol's backoff
+    (``writeRetries``) before the query fails with "cannot reach Kafka at <servers>"; a missing
+    topic fails at once. Throughput: exactly_once costs one ``init_transactions``, one offset fetch
+    and one commit per partition and micro-batch (tens of ms; measurable only for small
+    micro-batches). Larger Arrow batches to the writer help
+    (``spark.sql.execution.arrow.maxRecordsPerBatch``, default 10000). See ``bench/kafka_sink.py``.
 
     Examples
     --------

@@ -360,6 +360,7 @@ def test_unreachable_cluster_is_named(spark, tmp_path):
     ({"topic": "t", "kafka.transactional.id": "x"}, None, "transactionalIdPrefix"),
     ({"topic": "t", "transactionTimeout": "10"}, None, "transactionTimeout"),
     ({"topic": "t", "kafak.linger.ms": "1"}, None, "kafak.linger.ms"),
+    ({"topic": "t", "kafka.enable.idempotence": "false"}, None, "kafka.enable.idempotence"),
     ({"topic": "t"}, "CAST(counter AS INT) AS partition, CAST(1 AS DOUBLE) AS value", "'value'"),
     ({"topic": "t"}, "CAST(counter AS STRING) AS value, 1 AS headers", "'headers'"),
 ])

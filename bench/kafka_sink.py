@@ -1,0 +1,300 @@
+"""Kafka sink throughput against a plain confluent-kafka producer loop and Spark's own Kafka sink.
+
+One run starts one local Apache Kafka broker (``tests.servers.KafkaBroker``, C2 JIT) and writes the
+same records — impulse's ``payload`` column (``--payload-bytes`` per record) as the value, no key,
+to a fresh 2-partition topic — with the same producer settings (the sink's defaults: acks=all,
+idempotence, ``linger.ms``, ``batch.size``, compression…), four ways:
+
+- ``plain``: one confluent-kafka ``Producer`` in this process, ``produce()`` over prebuilt values,
+  ``poll(0)`` every 1000 records, waits on ``BufferError``, ``flush()`` at the end (building the
+  values is not timed) — the floor any Python sink pays;
+- ``sink_at_least_once`` / ``sink_exactly_once``: impulse → ``kafka-sink`` through Spark
+  (``local[2]``, 2 partitions, micro-batches of ``--rows`` records, ``Trigger.AvailableNow``);
+- ``spark_kafka``: impulse → Spark's own ``format("kafka")`` (Java producer, at-least-once), from
+  ``spark.jars.packages`` ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>``, or
+  ``--spark-kafka-fallback`` when Maven Central does not have that version.
+
+Spark runs report steady state: rows / Σ triggerExecution of the micro-batches after ``--warmup``
+(source generation, Arrow transfer and Spark's per-batch overhead included). Every run is checked:
+the topic's ``read_committed`` end offsets must count every record written. Runs are interleaved
+``--repeat`` times; the medians are reported.
+
+    python bench/kafka_sink.py --rows 1000000 --payload-bytes 100 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from impulse.events import EventLayout, event_batches  # noqa: E402
+from impulse.schedule import Schedule  # noqa: E402
+from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
+from tests.servers import KafkaBroker  # noqa: E402
+
+CONTENDERS = ("plain", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
+CENTRAL = "https://repo1.maven.org/maven2"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="records per micro-batch (records)")
+    parser.add_argument("--batches", type=int, default=3, help="measured micro-batches per Spark run; the plain "
+                                                                "loop writes rows × batches records")
+    parser.add_argument("--warmup", type=int, default=1, help="micro-batches run before measuring (batches)")
+    parser.add_argument("--payload-bytes", type=int, default=100, help="bytes per record value (bytes)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds of all contenders; medians reported")
+    parser.add_argument("--compression", help="compression.type for every contender (default: the sink's, lz4)")
+    parser.add_argument("--arrow-max-records", type=int,
+                        help="spark.sql.execution.arrow.maxRecordsPerBatch (records per Arrow batch sent to a Python "
+                             "writer; Spark's default 10000)")
+    parser.add_argument("--spark-kafka-fallback", default="4.2.0",
+                        help="spark-sql-kafka version to use when the PySpark version is not on Maven Central")
+    parser.add_argument("--skip-spark-kafka", action="store_true", help="do not measure Spark's own Kafka sink")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    return parser.parse_args(argv)
+
+
+OVERRIDES: dict = {}
+
+
+def producer_settings() -> dict:
+    """The settings every contender uses: the sink's defaults (librdkafka names), with --compression."""
+    return {**PRODUCER_DEFAULTS, "enable.idempotence": True, **OVERRIDES}
+
+
+def java_settings() -> dict:
+    """The same settings for Spark's Java producer (``kafka.``-prefixed options)."""
+    conf = producer_settings()
+    return {
+        "kafka.acks": conf["acks"], "kafka.linger.ms": conf["linger.ms"], "kafka.batch.size": conf["batch.size"],
+        "kafka.compression.type": conf["compression.type"], "kafka.enable.idempotence": "true",
+        "kafka.buffer.memory": conf["queue.buffering.max.kbytes"] * 1024,
+        "kafka.delivery.timeout.ms": max(conf["message.timeout.ms"], conf["linger.ms"] + 30_000 + 1),
+    }
+
+
+def spark_kafka_package(fallback: str) -> tuple[str, str | None]:
+    """The spark-sql-kafka coordinates to use, and a note when the PySpark version is not on Central."""
+    import pyspark
+
+    wanted = pyspark.__version__
+    artifact = "spark-sql-kafka-0-10_2.13"
+    url = f"{CENTRAL}/org/apache/spark/{artifact}/{wanted}/{artifact}-{wanted}.pom"
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=20).close()
+        return f"org.apache.spark:{artifact}:{wanted}", None
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+    return (f"org.apache.spark:{artifact}:{fallback}",
+            f"{artifact}:{wanted} is not on Maven Central ({url}: 404); used {fallback} on the PySpark {wanted} runtime")
+
+
+# ------------------------------------------------------------------------------------------- contenders
+
+
+def run_plain(broker, topic: str, values: list, progress: bool) -> float:
+    from confluent_kafka import Producer
+
+    failures = []
+    producer = Producer({**producer_settings(), "bootstrap.servers": broker.bootstrap,
+                         "on_delivery": lambda err, msg: failures.append(err) if err else None,
+                         "delivery.report.only.error": True})
+    produce, poll = producer.produce, producer.poll
+    start = time.perf_counter()
+    next_report = start + 1.0
+    for begin in range(0, len(values), 1_000):
+        if progress and time.perf_counter() >= next_report:  # once a second, on a fixed schedule
+            next_report += 1.0
+            elapsed = time.perf_counter() - start
+            print(f"  plain: {begin:,} sent, {begin / elapsed:,.0f} records/s, {len(failures)} errors, "
+                  f"{len(producer):,} in flight", file=sys.stderr, flush=True)
+        for value in values[begin:begin + 1_000]:
+            try:
+                produce(topic, value)
+            except BufferError:  # local queue full: serve delivery reports until there is room
+                while True:
+                    poll(0.05)
+                    try:
+                        produce(topic, value)
+                        break
+                    except BufferError:
+                        continue
+        poll(0)
+    while producer.flush(1.0):
+        pass
+    seconds = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"plain producer: {len(failures)} records failed, first: {failures[0]}")
+    return seconds
+
+
+def run_spark(spark, broker, topic: str, kind: str, args) -> tuple[float, dict]:
+    """Steady-state records/s of one Spark query, and its mean phase times (ms per micro-batch)."""
+    total = args.rows * (args.warmup + args.batches)
+    frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1e9).option("numPartitions", 2)
+             .option("startTime", "0").option("payloadBytes", args.payload_bytes).option("limit", total)
+             .option("maxEventsPerTrigger", args.rows).load().selectExpr("payload AS value"))
+    with tempfile.TemporaryDirectory() as checkpoint:
+        writer = frame.writeStream.option("checkpointLocation", checkpoint).option("topic", topic) \
+            .option("kafka.bootstrap.servers", broker.bootstrap).trigger(availableNow=True)
+        if kind == "spark_kafka":
+            writer = writer.format("kafka").options(**{k: str(v) for k, v in java_settings().items()})
+        else:
+            guarantee = kind.removeprefix("sink_")
+            writer = writer.format("kafka-sink").option("deliveryGuarantee", guarantee) \
+                .options(**{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()})
+        query = writer.start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"{kind}: {query.exception()}")
+        progress = [p for p in query.recentProgress if p["numInputRows"]][args.warmup:]
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    phases = {k: round(statistics.mean(p["durationMs"].get(k, 0) for p in progress))
+              for k in ("addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets", "triggerExecution")}
+    return sum(p["numInputRows"] for p in progress) / seconds, phases
+
+
+def landed(broker, topic: str) -> int:
+    """Records a ``read_committed`` consumer sees (offsets would also count the transaction markers)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    ends = broker.end_offsets(topic, "read_committed")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "fetch.max.bytes": 52_428_800})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p, end in ends.items() if end > 0])
+    pending, count = {p for p, end in ends.items() if end > 0}, 0
+    try:
+        while pending:
+            for message in consumer.consume(10_000, timeout=1.0):
+                error = message.error()
+                if error is None:
+                    count += 1
+                elif error.code() == error._PARTITION_EOF and message.offset() >= ends[message.partition()]:
+                    pending.discard(message.partition())
+    finally:
+        consumer.close()
+    return count
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.compression:
+        OVERRIDES["compression.type"] = args.compression
+    note = None
+    package = None
+    if not args.skip_spark_kafka:
+        package, note = spark_kafka_package(args.spark_kafka_fallback)
+    contenders = [c for c in CONTENDERS if not (c == "spark_kafka" and args.skip_spark_kafka)]
+    layout = EventLayout(0, Schedule(0, 1.0), 0, None, args.payload_bytes)
+    plain_rows = args.rows * args.batches
+    values = [v for b in event_batches(0, 0, plain_rows, layout) for v in b.column("payload").to_pylist()]
+
+    from pyspark.sql import SparkSession
+
+    from connectors import register_all
+
+    builder = SparkSession.builder.master("local[2]").appName("bench-kafka-sink").config("spark.ui.enabled", "false")
+    if package:
+        builder = builder.config("spark.jars.packages", package)
+    if args.arrow_max_records:
+        builder = builder.config("spark.sql.execution.arrow.maxRecordsPerBatch", args.arrow_max_records)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_all(spark)
+
+    rates: dict[str, list[float]] = {c: [] for c in contenders}
+    phases: dict[str, list[dict]] = {c: [] for c in contenders if c != "plain"}
+    broker = KafkaBroker(jvm_options=[], heap="1g")
+    broker.start()
+    try:
+        for round_ in range(args.repeat):
+            for kind in contenders:
+                topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
+                if kind == "plain":
+                    rate = plain_rows / run_plain(broker, topic, values, not args.json)
+                    expected = plain_rows
+                else:
+                    rate, phase = run_spark(spark, broker, topic, kind, args)
+                    phases[kind].append(phase)
+                    expected = args.rows * (args.warmup + args.batches)
+                got = landed(broker, topic)
+                if got != expected:
+                    raise RuntimeError(f"{kind}: {got} records visible to read_committed, {expected} written")
+                broker.delete_topic(topic)
+                rates[kind].append(rate)
+                if not args.json:
+                    print(f"round {round_ + 1}/{args.repeat} {kind:<20} {rate:>12,.0f} records/s", flush=True)
+    finally:
+        broker.close()
+        spark.stop()
+
+    mb = args.payload_bytes / 1e6
+    result: dict = {"rows_per_batch": args.rows, "batches": args.batches, "payload_bytes": args.payload_bytes,
+                    "repeat": args.repeat, "arrow_max_records": args.arrow_max_records, "producer_settings": {k: v for k, v in producer_settings().items()},
+                    "spark_kafka_package": package, "note": note, "kafka_version": _kafka_version()}
+    for kind in contenders:
+        median = statistics.median(rates[kind])
+        result[kind] = {"records_per_s": round(median), "mb_per_s": round(median * mb, 2),
+                        "runs": [round(r) for r in rates[kind]]}
+        if kind in phases:
+            result[kind]["phase_ms"] = phases[kind][len(phases[kind]) // 2]
+    alo, eo, plain = (result[k]["records_per_s"] for k in ("sink_at_least_once", "sink_exactly_once", "plain"))
+    result["ratios"] = {"at_least_once_vs_plain": round(alo / plain, 3), "exactly_once_vs_at_least_once": round(eo / alo, 3),
+                        "exactly_once_vs_plain": round(eo / plain, 3)}
+    if "spark_kafka" in result:
+        spark_rate = result["spark_kafka"]["records_per_s"]
+        result["ratios"].update(at_least_once_vs_spark_kafka=round(alo / spark_rate, 3),
+                                exactly_once_vs_spark_kafka=round(eo / spark_rate, 3))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print(result, contenders)
+    return 0
+
+
+def _kafka_version() -> str:
+    from tests.servers import KAFKA_VERSION
+
+    return KAFKA_VERSION
+
+
+def _print(result: dict, contenders: list[str]) -> None:
+    print(f"\n{result['rows_per_batch']:,} records per micro-batch × {result['batches']} measured, "
+          f"{result['payload_bytes']} B values, 2 partitions, Kafka {result['kafka_version']}, "
+          f"median of {result['repeat']}")
+    labels = {"plain": "plain confluent-kafka loop", "sink_at_least_once": "kafka-sink at_least_once",
+              "sink_exactly_once": "kafka-sink exactly_once", "spark_kafka": "Spark format('kafka')"}
+    for kind in contenders:
+        r = result[kind]
+        print(f"{labels[kind]:<28} {r['records_per_s']:>12,.0f} records/s {r['mb_per_s']:>8.1f} MB/s")
+    for name, value in result["ratios"].items():
+        print(f"{name:<36} {value:.2f}")
+    if result["note"]:
+        print("note:", result["note"])
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as exc:  # a contender lost or refused records: the figures would be meaningless
+        print(f"kafka_sink benchmark failed: {exc}", file=sys.stderr)
+        sys.exit(1)
