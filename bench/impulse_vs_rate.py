@@ -52,20 +52,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def make_session(args):
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    spark = (SparkSession.builder.master(args.master).appName("impulse-vs-rate")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", args.driver_memory)
-             .config("spark.sql.shuffle.partitions", str(args.partitions))
-             .config("spark.executorEnv.PYTHONPATH", str(ROOT))
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
-    return spark
+    return local_session(args.master, "impulse-vs-rate", **{
+        "spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": args.partitions,
+        "spark.executorEnv.PYTHONPATH": ROOT})
 
 
 def source_frame(spark, name: str, args, fmt: str = "impulse"):

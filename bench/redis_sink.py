@@ -85,13 +85,9 @@ def run_sink(url: str, batches) -> float:
 
 
 def run_spark(url: str, rows: int, payload_bytes: int, batches: int) -> tuple[float, dict]:
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
+    spark = local_session("local[2]", "bench-redis-sink")
     warmup = 2
     with tempfile.TemporaryDirectory() as checkpoint:
         query = (spark.readStream.format("impulse").option("delay", "1us").option("numPartitions", 2)

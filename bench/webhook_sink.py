@@ -190,16 +190,9 @@ def _delta(before: dict, after: dict) -> dict:
 
 
 def spark_session(partitions: int):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    spark = (SparkSession.builder.master(f"local[{partitions}]").appName("bench-webhook-sink")
-             .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
-    return spark
+    return local_session(f"local[{partitions}]", "bench-webhook-sink", **{"spark.driver.memory": "2g"})
 
 
 def _check(name: str, run: dict, rows: int, requests: int) -> None:

@@ -15,21 +15,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 @pytest.fixture(scope="session")
 def spark():
     """A ``local[2,2]`` session (2 cores; a failed task is retried once), shared by every test."""
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    session = (
-        SparkSession.builder.master("local[2,2]")
-        .appName("impulse-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register_all(session)
+    session = local_session("local[2,2]", "impulse-tests", **{
+        "spark.sql.shuffle.partitions": 2, "spark.sql.streaming.stopTimeout": "30s", "spark.driver.memory": "2g"})
     yield session
     for query in session.streams.active:
         query.stop()

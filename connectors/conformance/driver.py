@@ -8,21 +8,14 @@ the limit is reached.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 
 def main(argv: list[str]) -> int:
     args = json.loads(argv[0])
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    spark = (SparkSession.builder.master("local[2]").appName("conformance-driver")
-             .config("spark.ui.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
+    spark = local_session("local[2]", "conformance-driver")
     frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
              .option("numPartitions", args["partitions"]).option("startTime", "0").option("limit", args["limit"])
              .option("maxEventsPerTrigger", args["per_trigger"]).load())

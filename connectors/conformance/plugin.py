@@ -7,22 +7,13 @@ two cores, one task retry, every data source of this project registered); a conf
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 
 @pytest.fixture(scope="session")
 def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    session = (SparkSession.builder.master("local[2,2]").appName("conformance")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register_all(session)
+    session = local_session("local[2,2]", "conformance", **{"spark.sql.shuffle.partitions": 2})
     yield session
     session.stop()

@@ -1,9 +1,7 @@
 """The Spark session of a load run, and its warm-up.
 
-`make_session` builds what the CLI runs on: ``local[*]`` by default, UI and console progress bar
-off, log level ERROR, every project data source registered (`connectors.register_all`). Python
-workers run this interpreter (``PYSPARK_PYTHON`` defaults to ``sys.executable``), which has the
-project installed.
+`make_session` builds what the CLI runs on: `connectors.session.local_session` (``local[*]`` by
+default, every project data source registered) keeping 1 000 progress updates for the report.
 
 `warm_up` runs, once per Spark application and sink, a tiny impulse → `impulse.loadtest.warmup` query:
 the first micro-batch of a session starts Spark's Python worker daemons and imports the sink's
@@ -13,10 +11,8 @@ Nothing is written to the sink under test.
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
 import shutil
+import tempfile
 
 __all__ = ["make_session", "warm_up"]
 
@@ -32,24 +28,10 @@ _MODULES = {
 
 def make_session(master: str = "local[*]", app_name: str = "impulse-load"):
     """A Spark session for the harness (the active one if there is one: its settings then stay)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
-    return spark
+    return local_session(master, app_name, **{"spark.sql.shuffle.partitions": 2,
+                                              "spark.sql.streaming.numRecentProgressUpdates": 1000})
 
 
 def warm_up(spark, partitions: int = 2, sink: str = "noop") -> None:

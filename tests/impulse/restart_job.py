@@ -13,9 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
-from connectors import register_all
+from connectors.session import local_session
 
 OPTIONS = {"delay": "1ms", "numPartitions": "4", "startTime": "0", "interval": "1ms", "payloadBytes": "24",
            "maxEventsPerTrigger": "200", "downtime": "catchup"}
@@ -23,15 +21,9 @@ OPTIONS = {"delay": "1ms", "numPartitions": "4", "startTime": "0", "interval": "
 
 def main(master: str, checkpoint: str) -> None:
     root = str(Path(__file__).resolve().parents[2])
-    spark = (SparkSession.builder.master(master).appName("impulse-cluster-restart")
-             .config("spark.ui.enabled", "false")
-             .config("spark.executor.memory", "512m")
-             .config("spark.executorEnv.PYTHONPATH", root)
-             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-             .config("spark.sql.shuffle.partitions", "2")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
+    spark = local_session(master, "impulse-cluster-restart", **{
+        "spark.executor.memory": "512m", "spark.executorEnv.PYTHONPATH": root,
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable, "spark.sql.shuffle.partitions": 2})
     calls: dict[int, list] = {}
 
     def record(df, batch_id):

@@ -1,0 +1,38 @@
+"""A local Spark session with every data source of this project registered.
+
+One builder for the tests, the conformance plugin and driver, the load harness and the benchmarks::
+
+    from connectors.session import local_session
+    spark = local_session("local[2,2]", "my-tests", **{"spark.driver.memory": "2g"})
+
+Python workers run this interpreter (``PYSPARK_PYTHON`` defaults to ``sys.executable``, which has the
+project installed), the UI and console progress bar are off and the log level is ERROR. If a session
+is already active its settings stay (Spark's ``getOrCreate``) and the data sources are registered on it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+__all__ = ["local_session"]
+
+
+def local_session(master: str = "local[*]", app_name: str = "impulse", **conf: Any):
+    """A ``SparkSession`` on `master` with `conf` (Spark property name → value) and our sources registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from connectors import register_all
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_all(spark)
+    return spark
