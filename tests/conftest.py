@@ -30,13 +30,7 @@ def spark():
 # runs instead. A server that cannot start fails the tests loudly; nothing is skipped.
 
 
-@pytest.fixture(scope="session")
-def redis_server():
-    """A ``tests.servers.RedisServer`` (``.url``, ``.client()``, ``.restart()``), without persistence."""
-    from tests.servers import RedisServer
-
-    url = os.environ.get("REDIS_URL")
-    server = RedisServer.external(url) if url else RedisServer()
+def _serving(server):
     try:
         server.start()
         yield server
@@ -45,17 +39,19 @@ def redis_server():
 
 
 @pytest.fixture(scope="session")
+def redis_server():
+    """A ``tests.servers.RedisServer`` (``.url``, ``.client()``, ``.restart()``), without persistence."""
+    from tests.servers import RedisServer
+
+    yield from _serving(RedisServer.from_env())
+
+
+@pytest.fixture(scope="session")
 def kafka_broker():
     """A ``tests.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
     from tests.servers import KafkaBroker
 
-    bootstrap = os.environ.get("KAFKA_BROKERS")
-    broker = KafkaBroker.external(bootstrap) if bootstrap else KafkaBroker()
-    try:
-        broker.start()
-        yield broker
-    finally:
-        broker.close()
+    yield from _serving(KafkaBroker.from_env())
 
 
 @pytest.fixture(scope="session")
@@ -64,9 +60,4 @@ def http_receiver():
     call ``http_receiver.reset()`` at the start of a test that counts requests."""
     from tests.servers import HttpReceiver
 
-    receiver = HttpReceiver()
-    try:
-        receiver.start()
-        yield receiver
-    finally:
-        receiver.close()
+    yield from _serving(HttpReceiver())

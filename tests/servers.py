@@ -172,16 +172,49 @@ class _Server:
 
 
 class _ProcessServer(_Server):
-    """A server that is a child process whose stdout/stderr go to ``<dir>/<name>.out``."""
+    """A server that is a child process whose stdout/stderr go to ``<dir>/<name>.out``.
+
+    ``external(address)`` wraps one someone else runs instead (the address comes from the environment
+    variable `external_env`): the client helpers work, start/stop are no-ops and ``restart()`` fails.
+    """
+
+    external_env = ""
 
     def __init__(self) -> None:
         super().__init__()
         self.proc: subprocess.Popen | None = None
         self.out_path = self.dir / f"{self.name}.out"
+        self._external: str | None = None
+
+    @classmethod
+    def external(cls, address: str):
+        server = cls()
+        server._external = address
+        return server
+
+    @classmethod
+    def from_env(cls):
+        """The server named by `external_env` if that variable is set, else a new one to start here."""
+        address = os.environ.get(cls.external_env)
+        return cls.external(address) if address else cls()
+
+    @property
+    def managed(self) -> bool:
+        return self._external is None
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return (not self.managed) or (self.proc is not None and self.proc.poll() is None)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.managed:
+            super().stop(timeout)
+
+    def restart(self, timeout: float = 30.0):
+        if not self.managed:
+            raise ServerError(f"{self.name}: cannot restart a server this process did not start ({self._external}); "
+                              f"unset {self.external_env}")
+        return super().restart(timeout)
 
     @property
     def log_path(self) -> Path:
@@ -243,11 +276,11 @@ class _ProcessServer(_Server):
 class RedisServer(_ProcessServer):
     """``redis-server`` on a free loopback port; with ``persistence`` an fsync-always AOF in its temp dir.
 
-    ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``): start/stop are no-ops
-    and ``restart()`` fails.
+    ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``).
     """
 
     name = "redis"
+    external_env = "REDIS_URL"
 
     def __init__(self, persistence: bool = False, port: int | None = None) -> None:
         super().__init__()
@@ -255,17 +288,6 @@ class RedisServer(_ProcessServer):
         self.port = port
         self.host = LOOPBACK
         self.log_path_ = self.dir / "redis.log"
-        self._external_url: str | None = None
-
-    @classmethod
-    def external(cls, url: str) -> "RedisServer":
-        server = cls()
-        server._external_url = url
-        return server
-
-    @property
-    def managed(self) -> bool:
-        return self._external_url is None
 
     @property
     def log_path(self) -> Path:
@@ -273,15 +295,11 @@ class RedisServer(_ProcessServer):
 
     @property
     def url(self) -> str:
-        if self._external_url is not None:
-            return self._external_url
+        if self._external is not None:
+            return self._external
         if self.port is None:
             raise ServerError("redis: not started yet (no port)")
         return f"redis://{self.host}:{self.port}/0"
-
-    @property
-    def running(self) -> bool:
-        return (not self.managed) or super().running
 
     def client(self, **kwargs):
         """A ``redis.Redis`` connected to this server (``decode_responses`` etc. pass through)."""
@@ -339,7 +357,7 @@ class RedisServer(_ProcessServer):
             client.close()
 
     def _stop(self, timeout: float) -> None:
-        if not self.managed or not self.running:
+        if not self.running:
             return
         # SHUTDOWN over a raw socket: redis-py treats the closed connection as an error and retries with backoff.
         command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n" if not self.persistence else b"*1\r\n$8\r\nSHUTDOWN\r\n"
@@ -348,11 +366,6 @@ class RedisServer(_ProcessServer):
             while sock.recv(4096):  # an error reply, or EOF once the server has exited
                 pass
         self._terminate(timeout)
-
-    def restart(self, timeout: float = 30.0):
-        if not self.managed:
-            raise ServerError(f"redis: cannot restart an external server ({self._external_url}); unset REDIS_URL")
-        return super().restart(timeout)
 
 
 # ----------------------------------------------------------------------------------------------- Kafka
@@ -441,11 +454,11 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 class KafkaBroker(_ProcessServer):
     """A single-node Apache Kafka (KRaft, broker and controller in one JVM) on free loopback ports.
 
-    ``KafkaBroker.external("host:port")`` wraps a broker someone else runs (``KAFKA_BROKERS``): the client
-    helpers work, start/stop are no-ops and ``restart()`` fails.
+    ``KafkaBroker.external("host:port")`` wraps a broker someone else runs (``KAFKA_BROKERS``).
     """
 
     name = "kafka"
+    external_env = "KAFKA_BROKERS"
     READY_TIMEOUT = 120.0
 
     # C1-only JIT: the JVM starts ~30% faster; steady-state speed is plenty for tests (pass [] to a benchmark).
@@ -462,22 +475,7 @@ class KafkaBroker(_ProcessServer):
         self.log_dir = self.dir / "data"
         self.properties_path = self.dir / "server.properties"
         self.broker_log = self.dir / "broker.log"
-        self._external: str | None = None
         self.startup_seconds: float | None = None  # time the last start() took until transactions worked
-
-    @classmethod
-    def external(cls, bootstrap: str) -> "KafkaBroker":
-        broker = cls()
-        broker._external = bootstrap
-        return broker
-
-    @property
-    def managed(self) -> bool:
-        return self._external is None
-
-    @property
-    def running(self) -> bool:
-        return (not self.managed) or super().running
 
     @property
     def log_path(self) -> Path:
@@ -549,8 +547,6 @@ class KafkaBroker(_ProcessServer):
         return cmd
 
     def _start(self) -> None:
-        if not self.managed:
-            return
         started = time.monotonic()
         jars = fetch_kafka()
         fixed_ports = self.port is not None
@@ -621,14 +617,7 @@ class KafkaBroker(_ProcessServer):
         return None
 
     def _stop(self, timeout: float) -> None:
-        if not self.managed:
-            return
         self._terminate(timeout)
-
-    def restart(self, timeout: float = 30.0):
-        if not self.managed:
-            raise ServerError(f"kafka: cannot restart an external broker ({self._external}); unset KAFKA_BROKERS")
-        return super().restart(timeout)
 
     def kill(self) -> None:
         """SIGKILL the broker (crash test); ``start()`` brings it back on the same ports and log dir."""
