@@ -3,11 +3,14 @@
 One run starts one local Apache Kafka broker (``tests.servers.KafkaBroker``, C2 JIT) and writes the
 same records — impulse's ``payload`` column (``--payload-bytes`` per record) as the value, no key,
 to a fresh 2-partition topic — with the same producer settings (the sink's defaults: acks=all,
-idempotence, ``linger.ms``, ``batch.size``, compression…), four ways:
+idempotence, ``linger.ms``, ``batch.size``, compression…), five ways:
 
 - ``plain``: one confluent-kafka ``Producer`` in this process, ``produce()`` over prebuilt values,
   ``poll(0)`` every 1000 records, waits on ``BufferError``, ``flush()`` at the end (building the
   values is not timed) — the floor any Python sink pays;
+- ``sink_write``: the same records as Arrow record batches (impulse's, 131072 rows each) through the
+  sink's own write path in this process, at_least_once — ``KafkaSink.open`` → ``write`` → ``close``,
+  no Spark: what the sink adds to a plain loop (Arrow → Python values, back-pressure, failure checks);
 - ``sink_at_least_once`` / ``sink_exactly_once``: impulse → ``kafka-sink`` through Spark
   (``local[2]``, 2 partitions, micro-batches of ``--rows`` records, ``Trigger.AvailableNow``);
 - ``spark_kafka``: impulse → Spark's own ``format("kafka")`` (Java producer, at-least-once), from
@@ -17,7 +20,7 @@ idempotence, ``linger.ms``, ``batch.size``, compression…), four ways:
 Spark runs report steady state: rows / Σ triggerExecution of the micro-batches after ``--warmup``
 (source generation, Arrow transfer and Spark's per-batch overhead included). Every run is checked:
 the topic's ``read_committed`` end offsets must count every record written. Runs are interleaved
-``--repeat`` times; the medians are reported.
+``--repeat`` times, in an order rotated each round; the medians are reported.
 
     python bench/kafka_sink.py --rows 1000000 --payload-bytes 100 --json
 """
@@ -36,6 +39,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -45,7 +50,7 @@ from impulse.schedule import Schedule  # noqa: E402
 from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
 from tests.servers import KafkaBroker  # noqa: E402
 
-CONTENDERS = ("plain", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
+CONTENDERS = ("plain", "sink_write", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
 CENTRAL = "https://repo1.maven.org/maven2"
 
 
@@ -143,6 +148,26 @@ def run_plain(broker, topic: str, values: list, progress: bool) -> float:
     return seconds
 
 
+def run_sink_write(broker, topic: str, batches: list) -> float:
+    """Seconds the sink's write path (at_least_once, no Spark) takes for `batches`, from open to close."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from connectors.protocol import WriteIdentity
+    from sinks.kafka import KafkaSinkDataSource
+
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "deliveryGuarantee": "at_least_once",
+               **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}
+    sink = KafkaSinkDataSource(options).streamWriter(StructType([StructField("value", BinaryType())]), False).sink
+    identity = WriteIdentity(f"bench-{uuid.uuid4().hex}", 0, 0, 0)
+    start = time.perf_counter()
+    conn = sink.open(identity)
+    try:
+        sink.write(conn, identity, iter(batches))
+    finally:
+        sink.close(conn)
+    return time.perf_counter() - start
+
+
 def run_spark(spark, broker, topic: str, kind: str, args) -> tuple[float, dict]:
     """Steady-state records/s of one Spark query, and its mean phase times (ms per micro-batch)."""
     total = args.rows * (args.warmup + args.batches)
@@ -206,31 +231,28 @@ def main(argv=None) -> int:
     contenders = [c for c in CONTENDERS if not (c == "spark_kafka" and args.skip_spark_kafka)]
     layout = EventLayout(0, Schedule(0, 1.0), 0, None, args.payload_bytes)
     plain_rows = args.rows * args.batches
-    values = [v for b in event_batches(0, 0, plain_rows, layout) for v in b.column("payload").to_pylist()]
+    batches = [pa.record_batch([b.column("payload")], names=["value"]) for b in event_batches(0, 0, plain_rows, layout)]
+    values = [v for b in batches for v in b.column(0).to_pylist()]
 
-    from pyspark.sql import SparkSession
+    from connectors.session import local_session
 
-    from connectors import register_all
-
-    builder = SparkSession.builder.master("local[2]").appName("bench-kafka-sink").config("spark.ui.enabled", "false")
-    if package:
-        builder = builder.config("spark.jars.packages", package)
-    if args.arrow_max_records:
-        builder = builder.config("spark.sql.execution.arrow.maxRecordsPerBatch", args.arrow_max_records)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    register_all(spark)
+    conf = {"spark.jars.packages": package, "spark.sql.execution.arrow.maxRecordsPerBatch": args.arrow_max_records}
+    spark = local_session("local[2]", "bench-kafka-sink", **{k: v for k, v in conf.items() if v})
 
     rates: dict[str, list[float]] = {c: [] for c in contenders}
-    phases: dict[str, list[dict]] = {c: [] for c in contenders if c != "plain"}
+    phases: dict[str, list[dict]] = {c: [] for c in contenders if c not in ("plain", "sink_write")}
     broker = KafkaBroker(jvm_options=[], heap="1g")
     broker.start()
     try:
         for round_ in range(args.repeat):
-            for kind in contenders:
+            shift = round_ % len(contenders)  # each contender goes first once: no order favours one
+            for kind in contenders[shift:] + contenders[:shift]:
                 topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
                 if kind == "plain":
                     rate = plain_rows / run_plain(broker, topic, values, not args.json)
+                    expected = plain_rows
+                elif kind == "sink_write":
+                    rate = plain_rows / run_sink_write(broker, topic, batches)
                     expected = plain_rows
                 else:
                     rate, phase = run_spark(spark, broker, topic, kind, args)
@@ -257,9 +279,10 @@ def main(argv=None) -> int:
                         "runs": [round(r) for r in rates[kind]]}
         if kind in phases:
             result[kind]["phase_ms"] = phases[kind][len(phases[kind]) // 2]
-    alo, eo, plain = (result[k]["records_per_s"] for k in ("sink_at_least_once", "sink_exactly_once", "plain"))
-    result["ratios"] = {"at_least_once_vs_plain": round(alo / plain, 3), "exactly_once_vs_at_least_once": round(eo / alo, 3),
-                        "exactly_once_vs_plain": round(eo / plain, 3)}
+    alo, eo, plain, write = (result[k]["records_per_s"]
+                             for k in ("sink_at_least_once", "sink_exactly_once", "plain", "sink_write"))
+    result["ratios"] = {"sink_write_vs_plain": round(write / plain, 3), "at_least_once_vs_plain": round(alo / plain, 3),
+                        "exactly_once_vs_at_least_once": round(eo / alo, 3), "exactly_once_vs_plain": round(eo / plain, 3)}
     if "spark_kafka" in result:
         spark_rate = result["spark_kafka"]["records_per_s"]
         result["ratios"].update(at_least_once_vs_spark_kafka=round(alo / spark_rate, 3),
@@ -281,11 +304,12 @@ def _print(result: dict, contenders: list[str]) -> None:
     print(f"\n{result['rows_per_batch']:,} records per micro-batch × {result['batches']} measured, "
           f"{result['payload_bytes']} B values, 2 partitions, Kafka {result['kafka_version']}, "
           f"median of {result['repeat']}")
-    labels = {"plain": "plain confluent-kafka loop", "sink_at_least_once": "kafka-sink at_least_once",
+    labels = {"plain": "plain confluent-kafka loop", "sink_write": "kafka-sink write path, no Spark",
+              "sink_at_least_once": "kafka-sink at_least_once",
               "sink_exactly_once": "kafka-sink exactly_once", "spark_kafka": "Spark format('kafka')"}
     for kind in contenders:
         r = result[kind]
-        print(f"{labels[kind]:<28} {r['records_per_s']:>12,.0f} records/s {r['mb_per_s']:>8.1f} MB/s")
+        print(f"{labels[kind]:<32} {r['records_per_s']:>12,.0f} records/s {r['mb_per_s']:>8.1f} MB/s")
     for name, value in result["ratios"].items():
         print(f"{name:<36} {value:.2f}")
     if result["note"]:
