@@ -62,6 +62,7 @@ _MANAGED = {
 }
 
 _POLL_EVERY = 2_000      # serve callbacks every this many records
+_IDLE_FOR_S = 600.0      # an at_least_once producer idle this long is closed, not reused (Spark's cache: 10 min)
 _CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
 
 
@@ -217,6 +218,8 @@ class _Connection:
         self.fatal: list = []         # fatal errors, should error_cb report them (poll/flush usually raise them)
         self.in_transaction = False
         self.known_topics: set[str] = set()
+        self.written = False          # write() returned: every record acknowledged, none failed
+        self.idle_since = 0.0
 
     def on_delivery(self, err, msg) -> None:
         if err is not None:
@@ -225,6 +228,28 @@ class _Connection:
     def on_error(self, err) -> None:
         if err.fatal():
             self.fatal.append(err)
+
+
+# at_least_once producers between tasks, per Python worker process and producer settings: like Spark's
+# Kafka sink (which caches its producers per executor), a task reuses the producer the previous task
+# of this worker left, instead of paying a new client, its connections and producer id (20-50 ms).
+# Only a producer whose write() succeeded is kept; exactly_once makes a fresh one per task attempt,
+# since its init_transactions is what fences an older attempt of the partition.
+_idle: dict[tuple, _Connection] = {}
+
+
+def _take_idle(key: tuple) -> _Connection | None:
+    """The producer a previous task left with these settings, unless it has been idle too long."""
+    conn = _idle.pop(key, None)
+    if conn is not None and time.monotonic() - conn.idle_since > _IDLE_FOR_S:
+        return None  # dropped: librdkafka closes it (its queue is empty)
+    return conn
+
+
+def _keep_idle(key: tuple, conn: _Connection) -> None:
+    conn.written = False
+    conn.idle_since = time.monotonic()
+    _idle[key] = conn
 
 
 class KafkaSink(Sink):
@@ -294,9 +319,16 @@ class KafkaSink(Sink):
                 log.warning("kafka-sink: could not fence %s after batch %d aborted: %s", txid, batch_id, exc)
 
     # -- executor -------------------------------------------------------------------------------
+    def _idle_key(self) -> tuple:
+        return tuple(sorted((k, str(v)) for k, v in self.options.producer_config().items()))
+
     def open(self, identity: WriteIdentity) -> _Connection:
         kafka = _import_kafka()
         opts = self.options
+        if not opts.exactly_once:
+            conn = _take_idle(self._idle_key())
+            if conn is not None:
+                return conn
         txid = transactional_id(opts.transactional_id_prefix, identity.commit_id, identity.partition_id) \
             if opts.exactly_once else None
         conn = _Connection(None, None, txid)
@@ -359,11 +391,18 @@ class KafkaSink(Sink):
                                                      opts.timeout_s)
                 producer.commit_transaction(opts.timeout_s)
                 conn.in_transaction = False
+        conn.written = True
         return None
 
     def close(self, conn: _Connection) -> None:
-        """Executor: abort what is still open, drop what is still queued, release the clients; never raises."""
+        """Executor: abort what is still open, drop what is still queued, release the clients; never raises.
+
+        An at_least_once producer whose write succeeded is kept for the next task of this Python worker.
+        """
         producer = conn.producer
+        if conn.written and conn.transactional_id is None and not conn.fatal and not conn.failures:
+            _keep_idle(self._idle_key(), conn)
+            return
         if producer is not None:
             if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
                 _quietly(lambda: producer.abort_transaction(min(self.options.timeout_s, 5.0)))
@@ -680,7 +719,10 @@ class KafkaSinkDataSource(DataSource):
 
     ``at_least_once``: an idempotent producer (no duplicates from librdkafka's own retries),
     flushed before the task returns; a retried task or replayed batch writes its rows again, so a
-    failure may duplicate, never lose, records. Cheaper: no transaction, no progress lookup.
+    failure may duplicate, never lose, records. Cheaper: no transaction, no progress lookup, and,
+    as in Spark's Kafka sink, producers are reused: a task keeps the producer the previous task of
+    its Python worker left after a successful write (same settings, idle < 10 min), which saves
+    20–50 ms a task; a producer that saw any failure is closed instead.
 
     Each record batch is turned into produce() arguments with Arrow (values, keys, topics…), then
     produced record by record (librdkafka's API is per record), serving delivery reports as it
