@@ -38,9 +38,10 @@ import impulse_vs_rate as bench  # noqa: E402  (sets sys.path and PYSPARK_PYTHON
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
+from connectors.worker import freeze_gc_once  # noqa: E402
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
-from impulse.source import ImpulseDataSource, ImpulsePartition, ImpulseStreamReader, _freeze_worker_gc  # noqa: E402
+from impulse.source import ImpulseDataSource, ImpulsePartition, ImpulseStreamReader  # noqa: E402
 
 
 # --- part "python" ------------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def variant_class(name: str, *, rows_per_batch: int | None = None, split: int = 
             return out
 
         def read(self, partition):
-            _freeze_worker_gc()  # as the real read() does
+            freeze_gc_once()  # as the real read() does
             if prebuilt:
                 batches = _prebuilt(partition.end - partition.first, rows_per_batch or 131_072)
             else:

@@ -52,6 +52,7 @@ from connectors.faults import FaultPlan
 from connectors.latency import LatencyHistogram
 from connectors.options import OptionReader
 from connectors.retry import Backoff, Retry
+from connectors.worker import freeze_gc_once
 
 __all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer"]
 
@@ -242,6 +243,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
             self.options.faults.hit(point, batch, partition, attempt)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
+        freeze_gc_once()
         identity = WriteIdentity.current(self.options.commit_id)
         fault = lambda point: self._fault(point, identity.batch_id, identity.partition_id, identity.attempt)  # noqa: E731
         fault("before_write")

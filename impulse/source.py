@@ -13,17 +13,16 @@ of the offsets and the options (`impulse.events`); the reader keeps no state tha
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from connectors.errors import OptionError
+from connectors.worker import freeze_gc_once
 from impulse.events import EventLayout, event_batches, spark_schema
 from impulse.options import DOWNTIME_SKIP, ImpulseOptions
 from impulse.schedule import Schedule
@@ -118,27 +117,8 @@ class ImpulsePartition(InputPartition):
 
 
 def _read(partition: ImpulsePartition) -> Iterator[pa.RecordBatch]:
-    _freeze_worker_gc()
+    freeze_gc_once()
     return event_batches(partition.subtask_index, partition.first, partition.end, partition.layout)
-
-
-_gc_frozen = False
-
-
-def _freeze_worker_gc() -> None:
-    """In a Spark Python worker, move the objects alive now out of the cyclic GC's reach, once.
-
-    A reused worker runs ``gc.collect()`` after every task. With pyarrow, numpy and pyspark (which
-    imports pandas) loaded it walks ~77K objects: ~35 ms of CPU per task, more than generating and
-    sending 1M rows. ``gc.freeze()`` moves those long-lived objects (modules, classes, functions) to
-    the permanent generation, so the collection only scans what later tasks create. Nothing is kept
-    alive by it: reference counting still frees every object; only a reference cycle among objects
-    frozen here would stay in memory. Not done outside a Spark task (no TaskContext).
-    """
-    global _gc_frozen
-    if not _gc_frozen and TaskContext.get() is not None:
-        gc.freeze()
-        _gc_frozen = True
 
 
 def now_us() -> int:

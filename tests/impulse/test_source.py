@@ -396,19 +396,3 @@ def test_admit_invariants_on_random_inputs():
         for i, j in itertools.permutations(range(n), 2):  # max-min fair
             if grants[i] < wants[i]:
                 assert grants[j] <= grants[i] + 1
-
-
-# --- the executor-side GC freeze --------------------------------------------------------------------
-
-def test_gc_is_frozen_only_inside_a_spark_task(monkeypatch):
-    import gc
-
-    calls = []
-    monkeypatch.setattr(gc, "freeze", lambda: calls.append(1))
-    monkeypatch.setattr(source, "_gc_frozen", False)
-    source._freeze_worker_gc()
-    assert calls == []  # the driver or a test: no TaskContext, nothing frozen
-    monkeypatch.setattr(source.TaskContext, "get", classmethod(lambda cls: object()))
-    source._freeze_worker_gc()
-    source._freeze_worker_gc()
-    assert calls == [1]  # once per worker process
