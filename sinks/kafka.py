@@ -260,6 +260,8 @@ class KafkaSink(Sink):
     def __init__(self, options: KafkaOptions, columns: _Columns) -> None:
         self.options = options
         self.columns = columns
+        # Which idle at_least_once producers this sink may reuse: those made with the same settings.
+        self._idle_key = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
 
     # -- driver ---------------------------------------------------------------------------------
     def check(self) -> None:
@@ -319,14 +321,11 @@ class KafkaSink(Sink):
                 log.warning("kafka-sink: could not fence %s after batch %d aborted: %s", txid, batch_id, exc)
 
     # -- executor -------------------------------------------------------------------------------
-    def _idle_key(self) -> tuple:
-        return tuple(sorted((k, str(v)) for k, v in self.options.producer_config().items()))
-
     def open(self, identity: WriteIdentity) -> _Connection:
         kafka = _import_kafka()
         opts = self.options
         if not opts.exactly_once:
-            conn = _take_idle(self._idle_key())
+            conn = _take_idle(self._idle_key)
             if conn is not None:
                 return conn
         txid = transactional_id(opts.transactional_id_prefix, identity.commit_id, identity.partition_id) \
@@ -401,7 +400,7 @@ class KafkaSink(Sink):
         """
         producer = conn.producer
         if conn.written and conn.transactional_id is None and not conn.fatal and not conn.failures:
-            _keep_idle(self._idle_key(), conn)
+            _keep_idle(self._idle_key, conn)
             return
         if producer is not None:
             if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout

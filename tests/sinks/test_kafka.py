@@ -403,10 +403,10 @@ def test_delivery_error_is_not_retried(kafka_broker):
 def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):
     """Like Spark's producer cache: the next task of a worker keeps the producer; a failed one's is dropped."""
     topic = kafka_broker.create_topic(_name("reuse"), partitions=1, config={"max.message.bytes": "1000"})
-    sink = sink_for(kafka_broker, topic, deliveryGuarantee="at_least_once")
     query = _name("q")
 
-    def task(batch_id: int, batch: pa.RecordBatch):
+    def task(sink: KafkaSink, batch_id: int, batch: pa.RecordBatch):
+        """One task's hooks, as the protocol calls them; the producer it used."""
         identity = WriteIdentity(query, batch_id, 0, 0)
         conn = sink.open(identity)
         try:
@@ -415,24 +415,18 @@ def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):
             sink.close(conn)
         return conn.producer
 
-    first = task(0, rows(0, 0, 10))
-    assert task(1, rows(0, 10, 20)) is first
+    at_least_once = sink_for(kafka_broker, topic, deliveryGuarantee="at_least_once")
+    first = task(at_least_once, 0, rows(0, 0, 10))
+    assert task(at_least_once, 1, rows(0, 10, 20)) is first
     too_large = pa.record_batch({"counter": pa.array([1], pa.int64()), "subtask_index": pa.array([0], pa.int64()),
                                  "pad": pa.array(["x" * 2_000])})
     with pytest.raises(DeliveryError):
-        task(2, too_large)
-    after_failure = task(3, rows(0, 20, 30))
+        task(at_least_once, 2, too_large)
+    after_failure = task(at_least_once, 3, rows(0, 20, 30))
     assert after_failure is not first
     assert events(kafka_broker, topic) == [(0, c) for c in range(30)]
 
-    exactly_once = sink_for(kafka_broker, topic)
-    producers = []
-    for batch_id in (0, 1):
-        identity = WriteIdentity(query + "-eo", batch_id, 0, 0)
-        conn = exactly_once.open(identity)
-        try:
-            exactly_once.write(conn, identity, iter([rows(0, 30 + batch_id, 31 + batch_id)]))
-        finally:
-            exactly_once.close(conn)
-        producers.append(conn.producer)
+    exactly_once = sink_for(kafka_broker, topic, transactionalIdPrefix=_name("eo"))
+    producers = [task(exactly_once, batch_id, rows(0, 30 + batch_id, 31 + batch_id)) for batch_id in (0, 1)]
     assert producers[0] is not producers[1]  # exactly_once: a fresh producer per task, whose init fences older ones
+    assert events(kafka_broker, topic) == [(0, c) for c in range(32)]
