@@ -62,7 +62,6 @@ _MANAGED = {
 }
 
 _POLL_EVERY = 2_000      # serve callbacks every this many records
-_IDLE_FOR_S = 600.0      # an at_least_once producer idle this long is closed, not reused (Spark's cache: 10 min)
 _CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
 
 
@@ -219,7 +218,6 @@ class _Connection:
         self.in_transaction = False
         self.known_topics: set[str] = set()
         self.written = False          # write() returned: every record acknowledged, none failed
-        self.idle_since = 0.0
 
     def on_delivery(self, err, msg) -> None:
         if err is not None:
@@ -230,26 +228,41 @@ class _Connection:
             self.fatal.append(err)
 
 
-# at_least_once producers between tasks, per Python worker process and producer settings: like Spark's
-# Kafka sink (which caches its producers per executor), a task reuses the producer the previous task
-# of this worker left, instead of paying a new client, its connections and producer id (20-50 ms).
-# Only a producer whose write() succeeded is kept; exactly_once makes a fresh one per task attempt,
-# since its init_transactions is what fences an older attempt of the partition.
-_idle: dict[tuple, _Connection] = {}
+class _IdleClients:
+    """Clients a finished task or check left in this Python process, for the next one with the same settings.
+
+    Spark keeps its Python workers between tasks and micro-batches (the writer's planner and committer
+    are long-lived too), so a client can outlive the call that made it, as Spark's Kafka sink caches
+    its producers per executor. Only a client whose last use succeeded is kept; one idle longer than
+    ``max_idle_s`` is dropped (librdkafka closes it) at the next take or keep of any key.
+    """
+
+    def __init__(self, max_idle_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_idle_s = max_idle_s
+        self.clock = clock
+        self._clients: dict[tuple, tuple[Any, float]] = {}
+
+    def take(self, key: tuple) -> Any | None:
+        self._expire()
+        client, _ = self._clients.pop(key, (None, 0.0))
+        return client
+
+    def keep(self, key: tuple, client: Any) -> None:
+        self._expire()
+        self._clients[key] = (client, self.clock())
+
+    def _expire(self) -> None:
+        now = self.clock()
+        for key in [k for k, (_, since) in self._clients.items() if now - since > self.max_idle_s]:
+            del self._clients[key]
 
 
-def _take_idle(key: tuple) -> _Connection | None:
-    """The producer a previous task left with these settings, unless it has been idle too long."""
-    conn = _idle.pop(key, None)
-    if conn is not None and time.monotonic() - conn.idle_since > _IDLE_FOR_S:
-        return None  # dropped: librdkafka closes it (its queue is empty)
-    return conn
-
-
-def _keep_idle(key: tuple, conn: _Connection) -> None:
-    conn.written = False
-    conn.idle_since = time.monotonic()
-    _idle[key] = conn
+# at_least_once producers between tasks: a new client, its connections and producer id cost 20-50 ms
+# a task. exactly_once makes a fresh producer per task attempt: its init_transactions is the fence.
+_idle_producers = _IdleClients(max_idle_s=600.0)  # Spark's producer cache: 10 min
+# The driver's metadata client between checks (every micro-batch, twice: planner and committer): a
+# connected client answers in ~2-3 ms, a new one takes ~10 ms (threads, connections, teardown).
+_idle_checkers = _IdleClients(max_idle_s=60.0)
 
 
 class KafkaSink(Sink):
@@ -260,24 +273,28 @@ class KafkaSink(Sink):
     def __init__(self, options: KafkaOptions, columns: _Columns) -> None:
         self.options = options
         self.columns = columns
-        # Which idle at_least_once producers this sink may reuse: those made with the same settings.
+        # Which idle clients (at_least_once producers, metadata clients) it may reuse: same settings.
         self._idle_key = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
 
     # -- driver ---------------------------------------------------------------------------------
     def check(self) -> None:
         """Driver, every micro-batch: the settings are valid, the cluster answers, the topics exist.
 
-        An unreachable cluster is a `TransientError` (the protocol retries the check with backoff, so a
-        broker restarting under a running query does not fail it); an unknown topic an `OptionError`.
+        Every check sends a metadata request; a client that answered is kept for the next check in
+        this Python process (`_idle_checkers`), one that failed is closed. An unreachable cluster is a
+        `TransientError` (the protocol retries the check with backoff, so a broker restarting under a
+        running query does not fail it); an unknown topic an `OptionError`.
         """
         kafka = _import_kafka()
         opts = self.options
-        try:
-            producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
-                                       "logger": _quiet})
-        except kafka.KafkaException as exc:
-            raise OptionError("kafka.*", _redacted(opts.client), f"settings librdkafka accepts ({exc.args[0].str()})") \
-                from exc
+        producer = _idle_checkers.take(self._idle_key)
+        if producer is None:
+            try:
+                producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
+                                           "logger": _quiet})
+            except kafka.KafkaException as exc:
+                raise OptionError("kafka.*", _redacted(opts.client),
+                                  f"settings librdkafka accepts ({exc.args[0].str()})") from exc
         try:
             metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
             for topic in sorted({t for t in (opts.topic, opts.progress_topic if opts.exactly_once else None) if t}):
@@ -296,9 +313,8 @@ class KafkaSink(Sink):
             raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
                                  f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
                                  "right?") from exc
-        finally:
-            _quietly(producer.purge)
-            _quietly(lambda: producer.flush(0))
+        else:
+            _idle_checkers.keep(self._idle_key, producer)  # it answered: the next check asks it again
 
     def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
         """Fence the failed partitions' writers: their open transactions are aborted now, not at timeout."""
@@ -325,7 +341,7 @@ class KafkaSink(Sink):
         kafka = _import_kafka()
         opts = self.options
         if not opts.exactly_once:
-            conn = _take_idle(self._idle_key)
+            conn = _idle_producers.take(self._idle_key)
             if conn is not None:
                 return conn
         txid = transactional_id(opts.transactional_id_prefix, identity.commit_id, identity.partition_id) \
@@ -400,7 +416,8 @@ class KafkaSink(Sink):
         """
         producer = conn.producer
         if conn.written and conn.transactional_id is None and not conn.fatal and not conn.failures:
-            _keep_idle(self._idle_key, conn)
+            conn.written = False
+            _idle_producers.keep(self._idle_key, conn)
             return
         if producer is not None:
             if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout

@@ -19,7 +19,7 @@ from connectors.errors import DeliveryError, FencedError, OptionError
 from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity
 from sinks.kafka import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, KafkaSink, KafkaSinkDataSource, _Columns, \
-    transactional_id
+    _IdleClients, _idle_checkers, transactional_id
 from tests.servers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
@@ -430,3 +430,42 @@ def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):
     producers = [task(exactly_once, batch_id, rows(0, 30 + batch_id, 31 + batch_id)) for batch_id in (0, 1)]
     assert producers[0] is not producers[1]  # exactly_once: a fresh producer per task, whose init fences older ones
     assert events(kafka_broker, topic) == [(0, c) for c in range(32)]
+
+
+def test_idle_clients_are_taken_once_and_expire():
+    now = [0.0]
+    idle = _IdleClients(max_idle_s=10.0, clock=lambda: now[0])
+    idle.keep(("a",), "client-a")
+    assert idle.take(("b",)) is None
+    assert idle.take(("a",)) == "client-a" and idle.take(("a",)) is None  # one user at a time
+    idle.keep(("a",), "client-a")
+    now[0] = 5.0
+    idle.keep(("b",), "client-b")
+    now[0] = 12.0  # a: idle 12 s, dropped; b: idle 7 s, kept
+    assert idle.take(("a",)) is None and idle.take(("b",)) == "client-b"
+
+
+def test_check_keeps_the_client_that_answered_and_drops_one_that_failed(kafka_broker):
+    """The driver's check asks the cluster every time, through one client per settings while it answers."""
+    topic = kafka_broker.create_topic(_name("checked"), partitions=1)
+    settings = {"deliveryGuarantee": "at_least_once", "kafka.client.id": _name("check")}
+    sink = sink_for(kafka_broker, topic, **settings)
+    missing = sink_for(kafka_broker, _name("missing"), **settings)
+    assert missing._idle_key == sink._idle_key  # the topic is not a client setting: they share a client
+
+    def kept():
+        client = _idle_checkers.take(sink._idle_key)
+        if client is not None:
+            _idle_checkers.keep(sink._idle_key, client)
+        return client
+
+    sink.check()
+    first = kept()
+    assert first is not None
+    sink.check()
+    assert kept() is first
+    with pytest.raises(OptionError, match="create it first"):
+        missing.check()
+    assert kept() is None
+    sink.check()
+    assert kept() not in (None, first)
