@@ -1,0 +1,396 @@
+"""A librdkafka producer that takes Arrow columns whole: the Kafka sink's write path.
+
+confluent-kafka's ``Producer.produce()`` takes one record per Python call and, for every record,
+allocates a delivery state and takes the GIL again when its delivery report is served (its
+``delivery.report.only.error`` is emulated in Python). This module calls the same librdkafka that
+confluent-kafka ships (``confluent_kafka.libs``), through `ctypes`, with:
+
+- ``rd_kafka_produce_batch``: one call per Arrow record batch and topic; each message's value and
+  key point into the Arrow buffers and are copied by librdkafka (``RD_KAFKA_MSG_F_COPY``), so the
+  batch may be released as soon as the call returns. No Python object per record.
+- librdkafka's own ``delivery.report.only.error``: a delivered record costs the Python thread
+  nothing; a failed one reaches `ArrowProducer.failures` when `poll`/`flush` serve it.
+- the transactional calls (``init_transactions`` … ``commit_transaction``) with the progress
+  offsets of a group given by its id (``rd_kafka_consumer_group_metadata_new``).
+
+Errors are raised as ``confluent_kafka.KafkaException(KafkaError(...))``, with librdkafka's code,
+reason and fatal / retriable / abortable flags, so callers handle them as they would
+confluent-kafka's own. Records with headers or a timestamp, which ``produce_batch`` cannot carry,
+go through ``rd_kafka_produceva`` one call per record (vectors built with numpy).
+
+Ordering: records of one topic partition are enqueued in row order. When the local queue is full
+(``queue.buffering.max.messages`` / ``.kbytes``) librdkafka refuses that record and every later
+one of the call, so the producer serves delivery reports and resumes from the first refused record:
+back-pressure, never a drop and never a reorder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+from ctypes import CFUNCTYPE, POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_ssize_t, c_void_p
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["ArrowProducer", "library"]
+
+_PRODUCER = 0
+_F_COPY = 0x2
+_F_PARTITION = 0x8
+_PURGE_QUEUE, _PURGE_INFLIGHT = 0x1, 0x2
+_ERR_QUEUE_FULL = -184
+_ERR_INVALID_ARG = -186
+_PARTITION_UA = -1
+_QUEUE_FULL_WAIT_MS = 50
+
+# rd_kafka_message_t (rdkafka.h): err, rkt, partition, payload, len, key, key_len, offset, _private.
+_MESSAGE = np.dtype({
+    "names": ["err", "rkt", "partition", "payload", "len", "key", "key_len", "offset", "private"],
+    "formats": ["<i4", "<u8", "<i4", "<u8", "<u8", "<u8", "<u8", "<i8", "<u8"],
+    "offsets": [0, 8, 16, 24, 32, 40, 48, 56, 64], "itemsize": 72,
+})
+# rd_kafka_vu_t: a vtype and a 64-byte union (pointer, size, ... at offsets 8, 16, 24).
+_VU = np.dtype({"names": ["vtype", "a", "b"], "formats": ["<i4", "<u8", "<u8"], "offsets": [0, 8, 16],
+                "itemsize": 72})
+_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_MSGFLAGS, _VT_TIMESTAMP, _VT_HEADERS = 2, 3, 4, 5, 7, 8, 10
+
+
+class _Message(ctypes.Structure):
+    _fields_ = [("err", c_int), ("rkt", c_void_p), ("partition", c_int32), ("payload", c_void_p),
+                ("len", c_size_t), ("key", c_void_p), ("key_len", c_size_t), ("offset", c_int64),
+                ("private", c_void_p)]
+
+
+class _MetadataTopic(ctypes.Structure):
+    _fields_ = [("topic", c_char_p), ("partition_cnt", c_int), ("partitions", c_void_p), ("err", c_int)]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [("broker_cnt", c_int), ("brokers", c_void_p), ("topic_cnt", c_int),
+                ("topics", POINTER(_MetadataTopic)), ("orig_broker_id", c_int32), ("orig_broker_name", c_char_p)]
+
+
+_DeliveryCallback = CFUNCTYPE(None, c_void_p, POINTER(_Message), c_void_p)
+
+_SIGNATURES: dict[str, tuple[Any, list]] = {
+    "rd_kafka_version": (c_int, []),
+    "rd_kafka_conf_new": (c_void_p, []),
+    "rd_kafka_conf_set": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, c_size_t]),
+    "rd_kafka_conf_set_dr_msg_cb": (None, [c_void_p, _DeliveryCallback]),
+    "rd_kafka_conf_destroy": (None, [c_void_p]),
+    "rd_kafka_new": (c_void_p, [c_int, c_void_p, c_char_p, c_size_t]),
+    "rd_kafka_destroy": (None, [c_void_p]),
+    "rd_kafka_topic_new": (c_void_p, [c_void_p, c_char_p, c_void_p]),
+    "rd_kafka_topic_destroy": (None, [c_void_p]),
+    "rd_kafka_topic_name": (c_char_p, [c_void_p]),
+    "rd_kafka_produce_batch": (c_int, [c_void_p, c_int32, c_int, c_void_p, c_int]),
+    "rd_kafka_produceva": (c_void_p, [c_void_p, c_void_p, c_size_t]),
+    "rd_kafka_headers_new": (c_void_p, [c_size_t]),
+    "rd_kafka_header_add": (c_int, [c_void_p, c_char_p, c_ssize_t, c_char_p, c_ssize_t]),
+    "rd_kafka_headers_destroy": (None, [c_void_p]),
+    "rd_kafka_poll": (c_int, [c_void_p, c_int]),
+    "rd_kafka_flush": (c_int, [c_void_p, c_int]),
+    "rd_kafka_outq_len": (c_int, [c_void_p]),
+    "rd_kafka_purge": (c_int, [c_void_p, c_int]),
+    "rd_kafka_fatal_error": (c_int, [c_void_p, c_char_p, c_size_t]),
+    "rd_kafka_metadata": (c_int, [c_void_p, c_int, c_void_p, POINTER(POINTER(_Metadata)), c_int]),
+    "rd_kafka_metadata_destroy": (None, [POINTER(_Metadata)]),
+    "rd_kafka_err2str": (c_char_p, [c_int]),
+    "rd_kafka_init_transactions": (c_void_p, [c_void_p, c_int]),
+    "rd_kafka_begin_transaction": (c_void_p, [c_void_p]),
+    "rd_kafka_send_offsets_to_transaction": (c_void_p, [c_void_p, c_void_p, c_void_p, c_int]),
+    "rd_kafka_commit_transaction": (c_void_p, [c_void_p, c_int]),
+    "rd_kafka_abort_transaction": (c_void_p, [c_void_p, c_int]),
+    "rd_kafka_consumer_group_metadata_new": (c_void_p, [c_char_p]),
+    "rd_kafka_consumer_group_metadata_destroy": (None, [c_void_p]),
+    "rd_kafka_topic_partition_list_new": (c_void_p, [c_int]),
+    "rd_kafka_topic_partition_list_add": (c_void_p, [c_void_p, c_char_p, c_int32]),
+    "rd_kafka_topic_partition_list_set_offset": (c_int, [c_void_p, c_char_p, c_int32, c_int64]),
+    "rd_kafka_topic_partition_list_destroy": (None, [c_void_p]),
+    "rd_kafka_error_code": (c_int, [c_void_p]),
+    "rd_kafka_error_string": (c_char_p, [c_void_p]),
+    "rd_kafka_error_is_fatal": (c_int, [c_void_p]),
+    "rd_kafka_error_is_retriable": (c_int, [c_void_p]),
+    "rd_kafka_error_txn_requires_abort": (c_int, [c_void_p]),
+    "rd_kafka_error_destroy": (None, [c_void_p]),
+}
+
+
+@lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    """The librdkafka that confluent-kafka was installed with (its wheel's copy, else the system's)."""
+    import confluent_kafka
+
+    package = os.path.dirname(confluent_kafka.__file__)
+    candidates = sorted(glob.glob(os.path.join(package, os.pardir, "confluent_kafka.libs", "librdkafka*.so*"))
+                        + glob.glob(os.path.join(package, ".dylibs", "librdkafka*.dylib")))
+    if not candidates:
+        found = ctypes.util.find_library("rdkafka")
+        candidates = [found] if found else []
+    if not candidates:
+        raise ImportError("no librdkafka found next to confluent-kafka or on the system")
+    lib = ctypes.CDLL(candidates[0])
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
+    if lib.rd_kafka_version() < 0x02000000:
+        raise ImportError(f"librdkafka {lib.rd_kafka_version():#x} at {candidates[0]} is older than 2.0")
+    return lib
+
+
+def _kafka_error(code: int, reason: str | None = None, **flags: bool):
+    from confluent_kafka import KafkaError
+
+    return KafkaError(code, reason or library().rd_kafka_err2str(code).decode(), **flags)
+
+
+def _raise_error(error: int | None) -> None:
+    """Raise an ``rd_kafka_error_t *`` (and free it) as a KafkaException; nothing for NULL."""
+    if not error:
+        return
+    from confluent_kafka import KafkaException
+
+    lib = library()
+    try:
+        exc = KafkaException(_kafka_error(
+            lib.rd_kafka_error_code(error), lib.rd_kafka_error_string(error).decode(),
+            fatal=bool(lib.rd_kafka_error_is_fatal(error)), retriable=bool(lib.rd_kafka_error_is_retriable(error)),
+            txn_requires_abort=bool(lib.rd_kafka_error_txn_requires_abort(error))))
+    finally:
+        lib.rd_kafka_error_destroy(error)
+    raise exc
+
+
+def _raise_code(code: int, reason: str | None = None) -> None:
+    if code:
+        from confluent_kafka import KafkaException
+
+        raise KafkaException(_kafka_error(code, reason))
+
+
+def _setting(value: Any) -> bytes:
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    return str(value).encode()
+
+
+def _ms(timeout_s: float) -> int:
+    return max(0, int(timeout_s * 1000))
+
+
+def _pointers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Addresses and lengths of each value of a binary array (0 and 0 for a null)."""
+    if array.type != pa.binary():
+        raise TypeError(f"expected a binary array, got {array.type}")
+    _, offsets_buffer, data = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
+    lengths = np.diff(offsets).astype(np.uint64)
+    addresses = offsets[:-1].astype(np.uint64) + np.uint64(data.address if data is not None else 0)
+    if array.null_count:
+        nulls = array.is_null().to_numpy(zero_copy_only=False)
+        addresses[nulls] = 0
+        lengths[nulls] = 0
+    return addresses, lengths
+
+
+class ArrowProducer:
+    """A librdkafka producer fed with Arrow arrays (see the module docstring).
+
+    ``config`` holds librdkafka properties (values as Python values; booleans as true/false).
+    ``delivery.report.only.error`` is always on: `failures` lists ``(KafkaError, topic, partition)``
+    of the records the broker refused, served by `poll` and `flush`. Not thread-safe.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        lib = library()
+        self.failures: list = []
+        self._topics: dict[str, int] = {}
+        self._rk: int | None = None
+        self._on_delivery = _DeliveryCallback(self._delivered)  # kept alive as long as the handle
+        settings = {"delivery.report.only.error": True, **config}
+        if not any(k in settings for k in ("debug", "log_level")):
+            settings["log_level"] = 0  # errors reach the caller as exceptions and failures, not stderr
+        conf = lib.rd_kafka_conf_new()
+        errstr = ctypes.create_string_buffer(512)
+        for name, value in settings.items():
+            if lib.rd_kafka_conf_set(conf, name.encode(), _setting(value), errstr, len(errstr)) != 0:
+                lib.rd_kafka_conf_destroy(conf)
+                _raise_code(_ERR_INVALID_ARG, errstr.value.decode())
+        lib.rd_kafka_conf_set_dr_msg_cb(conf, self._on_delivery)
+        rk = lib.rd_kafka_new(_PRODUCER, conf, errstr, len(errstr))
+        if not rk:
+            lib.rd_kafka_conf_destroy(conf)
+            _raise_code(_ERR_INVALID_ARG, errstr.value.decode())
+        self._rk = rk
+
+    def _delivered(self, _rk, message, _opaque) -> None:
+        m = message.contents
+        if m.err:
+            topic = library().rd_kafka_topic_name(m.rkt).decode() if m.rkt else None
+            self.failures.append((_kafka_error(m.err), topic, m.partition))
+
+    def _topic(self, name: str) -> int:
+        handle = self._topics.get(name)
+        if handle is None:
+            handle = library().rd_kafka_topic_new(self._rk, name.encode(), None)
+            if not handle:
+                _raise_code(_ERR_INVALID_ARG, f"invalid topic name {name!r}")
+            self._topics[name] = handle
+        return handle
+
+    # -- producing ------------------------------------------------------------------------------
+    def produce(self, topic: str, values: pa.Array, keys: pa.Array | None = None,
+                partitions: np.ndarray | None = None) -> None:
+        """Enqueue one record per row: values and keys binary arrays (null: none), partitions int32 (-1: any).
+
+        Blocks while the local queue is full, serving delivery reports; raises KafkaException for a
+        record librdkafka refuses at once (an unknown partition, a record over ``message.max.bytes``).
+        """
+        count = len(values)
+        if not count:
+            return
+        messages = np.zeros(count, _MESSAGE)
+        messages["payload"], messages["len"] = _pointers(values)
+        if keys is not None:
+            messages["key"], messages["key_len"] = _pointers(keys)
+        flags = _F_COPY
+        if partitions is not None:
+            messages["partition"] = partitions
+            flags |= _F_PARTITION
+        lib, rkt, done = library(), self._topic(topic), 0
+        address, stride = messages.ctypes.data, _MESSAGE.itemsize
+        while done < count:
+            done += lib.rd_kafka_produce_batch(rkt, _PARTITION_UA, flags, address + done * stride, count - done)
+            if done == count:
+                break
+            err = int(messages["err"][done])
+            if err != _ERR_QUEUE_FULL:
+                _raise_code(err, f"{lib.rd_kafka_err2str(err).decode()} (topic '{topic}', record {done} of {count})")
+            lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)  # back-pressure: room comes as the broker acks
+
+    def produce_each(self, topic: str, values: pa.Array, keys: pa.Array | None, partitions: np.ndarray | None,
+                     timestamps: np.ndarray | None, headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None
+                     ) -> None:
+        """Like `produce`, with per-record timestamps (ms since the epoch, 0: now) and headers: one call per record."""
+        count = len(values)
+        lib = library()
+        vus = np.zeros((count, 7), _VU)
+        vus["vtype"] = [_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_TIMESTAMP, _VT_HEADERS, _VT_MSGFLAGS]
+        vus["a"][:, 0] = self._topic(topic)
+        vus["a"][:, 1] = (partitions if partitions is not None else np.full(count, -1, np.int32)).astype(np.uint32)
+        vus["a"][:, 2], vus["b"][:, 2] = _pointers(values)
+        if keys is not None:
+            vus["a"][:, 3], vus["b"][:, 3] = _pointers(keys)
+        if timestamps is not None:
+            vus["a"][:, 4] = np.asarray(timestamps, dtype=np.int64).astype(np.uint64)
+        vus["a"][:, 6] = _F_COPY
+        address, stride = vus.ctypes.data, 7 * _VU.itemsize
+        for i in range(count):
+            row = headers[i] if headers is not None else None
+            handle = self._headers(row) if row else None
+            vus["a"][i, 5] = handle or 0
+            while True:
+                error = lib.rd_kafka_produceva(self._rk, address + i * stride, 7)
+                if not error:
+                    break  # librdkafka owns the headers now
+                if lib.rd_kafka_error_code(error) != _ERR_QUEUE_FULL:
+                    if handle:
+                        lib.rd_kafka_headers_destroy(handle)
+                    _raise_error(error)
+                lib.rd_kafka_error_destroy(error)
+                lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)
+
+    @staticmethod
+    def _headers(row: Sequence[tuple[str, bytes | None]]) -> int:
+        lib = library()
+        handle = lib.rd_kafka_headers_new(len(row))
+        for name, value in row:
+            lib.rd_kafka_header_add(handle, name.encode(), -1, value, -1 if value is None else len(value))
+        return handle
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        """Serve delivery reports (failures only); returns how many events were served."""
+        return library().rd_kafka_poll(self._rk, _ms(timeout_s))
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for every record to be acknowledged or failed; returns how many are left."""
+        library().rd_kafka_flush(self._rk, _ms(timeout_s))
+        return len(self)
+
+    def __len__(self) -> int:
+        return library().rd_kafka_outq_len(self._rk)
+
+    def purge(self) -> None:
+        """Drop the records not yet acknowledged (they fail with ``_PURGE_*``)."""
+        library().rd_kafka_purge(self._rk, _PURGE_QUEUE | _PURGE_INFLIGHT)
+
+    def fatal_error(self):
+        """The producer's fatal error (a `KafkaError`), if it has one: it cannot produce any more."""
+        errstr = ctypes.create_string_buffer(512)
+        code = library().rd_kafka_fatal_error(self._rk, errstr, len(errstr))
+        return _kafka_error(code, errstr.value.decode(), fatal=True) if code else None
+
+    # -- metadata -------------------------------------------------------------------------------
+    def topic_error(self, topic: str, timeout_s: float) -> str | None:
+        """Why ``topic`` cannot be written to (the broker's reason), or None if the cluster has it."""
+        lib = library()
+        metadata = POINTER(_Metadata)()
+        _raise_code(lib.rd_kafka_metadata(self._rk, 0, self._topic(topic), ctypes.byref(metadata), _ms(timeout_s)))
+        try:
+            found = [metadata.contents.topics[i] for i in range(metadata.contents.topic_cnt)]
+            for entry in found:
+                if entry.topic.decode() == topic:
+                    return lib.rd_kafka_err2str(entry.err).decode() if entry.err else None
+            return "not found"
+        finally:
+            lib.rd_kafka_metadata_destroy(metadata)
+
+    # -- transactions ---------------------------------------------------------------------------
+    def init_transactions(self, timeout_s: float) -> None:
+        _raise_error(library().rd_kafka_init_transactions(self._rk, _ms(timeout_s)))
+
+    def begin_transaction(self) -> None:
+        _raise_error(library().rd_kafka_begin_transaction(self._rk))
+
+    def send_offsets_to_transaction(self, topic: str, partition: int, offset: int, group_id: str,
+                                    timeout_s: float) -> None:
+        """Commit ``offset`` on (topic, partition) for consumer group ``group_id`` with the transaction."""
+        lib = library()
+        offsets = lib.rd_kafka_topic_partition_list_new(1)
+        group = lib.rd_kafka_consumer_group_metadata_new(group_id.encode())
+        try:
+            lib.rd_kafka_topic_partition_list_add(offsets, topic.encode(), partition)
+            lib.rd_kafka_topic_partition_list_set_offset(offsets, topic.encode(), partition, offset)
+            _raise_error(lib.rd_kafka_send_offsets_to_transaction(self._rk, offsets, group, _ms(timeout_s)))
+        finally:
+            lib.rd_kafka_consumer_group_metadata_destroy(group)
+            lib.rd_kafka_topic_partition_list_destroy(offsets)
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        _raise_error(library().rd_kafka_commit_transaction(self._rk, _ms(timeout_s)))
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        _raise_error(library().rd_kafka_abort_transaction(self._rk, _ms(timeout_s)))
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the handle (records still queued are dropped: flush first); idempotent."""
+        rk, self._rk = self._rk, None
+        if rk is None:
+            return
+        lib = library()
+        for handle in self._topics.values():
+            lib.rd_kafka_topic_destroy(handle)
+        self._topics.clear()
+        lib.rd_kafka_destroy(rk)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the library may be gone
+            pass
