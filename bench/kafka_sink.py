@@ -7,10 +7,10 @@ idempotence, ``linger.ms``, ``batch.size``, compression…), five ways:
 
 - ``plain``: one confluent-kafka ``Producer`` in this process, ``produce()`` over prebuilt values,
   ``poll(0)`` every 1000 records, waits on ``BufferError``, ``flush()`` at the end (building the
-  values is not timed) — the floor any Python sink pays;
+  values is not timed) — what a user writes by hand with confluent-kafka;
 - ``sink_write``: the same records as Arrow record batches (impulse's, 131072 rows each) through the
   sink's own write path in this process, at_least_once — ``KafkaSink.open`` → ``write`` → ``close``,
-  no Spark: what the sink adds to a plain loop (Arrow → Python values, back-pressure, failure checks);
+  no Spark: Arrow batches handed to librdkafka whole (``sinks.librdkafka``), back-pressure, failure checks;
 - ``sink_at_least_once`` / ``sink_exactly_once``: impulse → ``kafka-sink`` through Spark
   (``local[2]``, 2 partitions, micro-batches of ``--rows`` records, ``Trigger.AvailableNow``);
 - ``spark_kafka``: impulse → Spark's own ``format("kafka")`` (Java producer, at-least-once), from
@@ -201,7 +201,8 @@ def landed(broker, topic: str) -> int:
     ends = broker.end_offsets(topic, "read_committed")
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.max.bytes": 52_428_800})
+                         "enable.partition.eof": True, "fetch.max.bytes": 52_428_800,
+                         "max.partition.fetch.bytes": 52_428_800})  # 1 MB a fetch by default: minutes per run
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p, end in ends.items() if end > 0])
     pending, count = {p for p, end in ends.items() if end > 0}, 0
     try:

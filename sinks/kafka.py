@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,6 +17,7 @@ from connectors.errors import DeliveryError, FencedError, OptionError, SinkError
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
 from connectors.rows import as_binary, json_objects
+from sinks.librdkafka import ArrowProducer
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES"]
 
@@ -40,6 +42,9 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.kbytes": 262_144,
     "compression.type": "none",
     "message.timeout.ms": 60_000,
+    # Keys go to the partition the Java producer (and so Spark's Kafka sink) picks: murmur2, not
+    # librdkafka's default CRC32. Records without a key stick to one partition per batch, as in Java.
+    "partitioner": "murmur2_random",
     # Connect to every broker at once: with sparse connections, init_transactions often finds no
     # broker connection up yet and waits for librdkafka's 500 ms coordinator retry timer.
     "enable.sparse.connections": False,
@@ -61,7 +66,6 @@ _MANAGED = {
     "on_delivery": None, "error_cb": None, "delivery.report.only.error": None,
 }
 
-_POLL_EVERY = 2_000      # serve callbacks every this many records
 _CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
 
 
@@ -195,37 +199,40 @@ class _Columns:
 
 @dataclass
 class _Records:
-    """One record batch as the per-record arguments of ``produce()`` (None: the same for every record)."""
+    """The records of one topic in a record batch, as Arrow/numpy columns for `ArrowProducer`."""
 
-    values: list
-    keys: list | None = None
-    topics: list | None = None
-    partitions: list | None = None
-    headers: list | None = None
-    timestamps: list | None = None
-    distinct_topics: list = field(default_factory=list)
+    topic: str
+    values: pa.Array                            # binary; null: a tombstone
+    keys: pa.Array | None = None                # binary; null: no key
+    partitions: np.ndarray | None = None        # int32; -1: the partitioner picks
+    timestamps: np.ndarray | None = None        # int64 ms since the epoch; 0: now
+    headers: list | None = None                 # per record: [(key, value), …] or None
+
+    def take(self, topic: str, rows: pa.Array) -> "_Records":
+        """The records at ``rows`` (indices), for ``topic``."""
+        index = rows.to_numpy()
+        return _Records(
+            topic, self.values.take(rows), None if self.keys is None else self.keys.take(rows),
+            None if self.partitions is None else self.partitions[index],
+            None if self.timestamps is None else self.timestamps[index],
+            None if self.headers is None else [self.headers[i] for i in index],
+        )
 
 
 class _Connection:
-    """An executor's clients for one attempt of one partition, and what their callbacks reported."""
+    """An executor's clients for one attempt of one partition."""
 
-    def __init__(self, producer, consumer, transactional_id: str | None) -> None:
+    def __init__(self, producer: ArrowProducer | None, consumer, transactional_id: str | None) -> None:
         self.producer = producer
         self.consumer = consumer
         self.transactional_id = transactional_id
-        self.failures: list = []      # (KafkaError, topic, partition) of records the broker refused
-        self.fatal: list = []         # fatal errors, should error_cb report them (poll/flush usually raise them)
         self.in_transaction = False
         self.known_topics: set[str] = set()
         self.written = False          # write() returned: every record acknowledged, none failed
 
-    def on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self.failures.append((err, msg.topic(), msg.partition()))
-
-    def on_error(self, err) -> None:
-        if err.fatal():
-            self.fatal.append(err)
+    @property
+    def failed(self) -> bool:
+        return self.producer is not None and bool(self.producer.failures or self.producer.fatal_error())
 
 
 class _IdleClients:
@@ -348,8 +355,7 @@ class KafkaSink(Sink):
             if opts.exactly_once else None
         conn = _Connection(None, None, txid)
         with _mapped(opts, "connecting"):
-            conn.producer = kafka.Producer({**opts.producer_config(txid), "on_delivery": conn.on_delivery,
-                                            "error_cb": conn.on_error, "logger": opts.client_logger})
+            conn.producer = ArrowProducer(opts.producer_config(txid))
             # Metadata first: a missing topic fails here, before a transaction is started.
             self._check_topics(conn, [t for t in {opts.topic, opts.progress_topic if txid else None} if t])
             if txid is not None:
@@ -384,7 +390,6 @@ class KafkaSink(Sink):
                 pause = min(pause * 2, 1.0)
 
     def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
-        kafka = _import_kafka()
         opts = self.options
         producer = conn.producer
         with _mapped(opts, f"writing {identity}"):
@@ -392,18 +397,16 @@ class KafkaSink(Sink):
                 producer.begin_transaction()
                 conn.in_transaction = True
             for batch in batches:
-                if batch.num_rows:
-                    records = self._records(batch)
-                    self._check_topics(conn, records.distinct_topics)
+                for records in self._records(batch):
+                    self._check_topics(conn, [records.topic])
                     self._produce(conn, records)
                 producer.poll(0)
                 self._raise_failures(conn)
             self._flush(conn)
             self._raise_failures(conn)
             if conn.transactional_id is not None:
-                progress = kafka.TopicPartition(opts.progress_topic, 0, identity.batch_id + 1)
-                producer.send_offsets_to_transaction([progress], conn.consumer.consumer_group_metadata(),
-                                                     opts.timeout_s)
+                producer.send_offsets_to_transaction(opts.progress_topic, 0, identity.batch_id + 1,
+                                                     conn.transactional_id, opts.timeout_s)
                 producer.commit_transaction(opts.timeout_s)
                 conn.in_transaction = False
         conn.written = True
@@ -415,7 +418,7 @@ class KafkaSink(Sink):
         An at_least_once producer whose write succeeded is kept for the next task of this Python worker.
         """
         producer = conn.producer
-        if conn.written and conn.transactional_id is None and not conn.fatal and not conn.failures:
+        if conn.written and conn.transactional_id is None and not conn.failed:
             conn.written = False
             _idle_producers.keep(self._idle_key, conn)
             return
@@ -423,106 +426,73 @@ class KafkaSink(Sink):
             if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
                 _quietly(lambda: producer.abort_transaction(min(self.options.timeout_s, 5.0)))
             _quietly(producer.purge)
-            _quietly(lambda: producer.flush(0))  # a fenced producer raises its fatal error again here
+            _quietly(producer.close)
         if conn.consumer is not None:
             _quietly(conn.consumer.close)
 
     # -- records --------------------------------------------------------------------------------
-    def _records(self, batch: pa.RecordBatch) -> _Records:
-        """The produce() arguments of a record batch, computed with Arrow (no Python work per row)."""
+    def _records(self, batch: pa.RecordBatch) -> list[_Records]:
+        """A record batch as the records of each topic, computed with Arrow (no Python work per row)."""
+        if not batch.num_rows:
+            return []
         cols = self.columns
         names = batch.schema.names
 
         def column(name: str) -> pa.Array:
             return batch.column(names.index(name))
 
-        if cols.value:
-            values = as_binary(column("value"))
-        else:
-            values = json_objects(batch).cast(pa.binary())
-        records = _Records(_pylist(values))
+        values = as_binary(column("value")) if cols.value else json_objects(batch).cast(pa.binary())
+        records = _Records(self.options.topic, values)
         if cols.key:
-            records.keys = _pylist(as_binary(column("key")))
-        if cols.topic:
-            topics = column("topic").cast(pa.string())
-            if self.options.topic is not None:
-                topics = pc.fill_null(topics, self.options.topic)
-            elif topics.null_count:
-                raise DeliveryError("kafka-sink: a row has no topic (null 'topic' column) and there is no "
-                                    "'topic' option to fall back on")
-            records.topics = _pylist(topics)
-            records.distinct_topics = pc.unique(topics).to_pylist()
-        else:
-            records.distinct_topics = [self.options.topic]
+            records.keys = as_binary(column("key"))
         if cols.partition:
-            records.partitions = pc.fill_null(column("partition").cast(pa.int32()), -1).to_pylist()
+            records.partitions = pc.fill_null(column("partition").cast(pa.int32()), -1).to_numpy()
         if cols.headers:
             records.headers = [None if row is None else [(h["key"], h["value"]) for h in row]
                                for row in column("headers").to_pylist()]
         if cols.timestamp:
             stamps = column("timestamp")
             millis = stamps.cast(pa.timestamp("ms", stamps.type.tz), safe=False).cast(pa.int64())
-            records.timestamps = pc.fill_null(pc.max_element_wise(millis, 0), 0).to_pylist()  # 0: now
-        return records
+            records.timestamps = pc.fill_null(pc.max_element_wise(millis, 0), 0).to_numpy()  # 0: now
+        if not cols.topic:
+            return [records]
+        topics = column("topic").cast(pa.string())
+        if self.options.topic is not None:
+            topics = pc.fill_null(topics, self.options.topic)
+        elif topics.null_count:
+            raise DeliveryError("kafka-sink: a row has no topic (null 'topic' column) and there is no "
+                                "'topic' option to fall back on")
+        distinct = pc.unique(topics).to_pylist()
+        if len(distinct) == 1:
+            records.topic = distinct[0]
+            return [records]
+        return [records.take(topic, pc.indices_nonzero(pc.equal(topics, topic))) for topic in distinct]
 
     def _check_topics(self, conn: _Connection, topics: list) -> None:
         """Refuse a topic the cluster does not have now, not after librdkafka's 30 s metadata wait."""
         for topic in topics:
             if topic in conn.known_topics:
                 continue
-            found = conn.producer.list_topics(topic, timeout=self.options.timeout_s).topics.get(topic)
-            if found is None or found.error is not None:
-                reason = found.error.str() if found is not None and found.error is not None else "not found"
+            reason = conn.producer.topic_error(topic, self.options.timeout_s)
+            if reason is not None:
                 raise DeliveryError(f"kafka-sink: cannot write to topic '{topic}' at {self.options.bootstrap}: "
                                     f"{reason}")
             conn.known_topics.add(topic)
 
     def _produce(self, conn: _Connection, records: _Records) -> None:
+        """Hand the records to librdkafka, whole (or one call per record with timestamps or headers)."""
         producer = conn.producer
-        produce = producer.produce
-        poll = producer.poll
-        default_topic = self.options.topic
-        values = records.values
-        general = records.partitions is not None or records.headers is not None or records.timestamps is not None
-        step = _POLL_EVERY
-        for start in range(0, len(values), step):
-            chunk = values[start:start + step]
-            topics = records.topics[start:start + step] if records.topics is not None else repeat(default_topic)
-            keys = records.keys[start:start + step] if records.keys is not None else None
-            if not general and keys is None and records.topics is None:
-                for value in chunk:  # the common case, kept lean: a value per record, one topic
-                    try:
-                        produce(default_topic, value)
-                    except BufferError:
-                        _when_room(producer, lambda: produce(default_topic, value))
-            elif not general and keys is None:
-                for topic, value in zip(topics, chunk):
-                    try:
-                        produce(topic, value)
-                    except BufferError:
-                        _when_room(producer, lambda: produce(topic, value))
-            elif not general:
-                for topic, value, key in zip(topics, chunk, keys):
-                    try:
-                        produce(topic, value, key)
-                    except BufferError:
-                        _when_room(producer, lambda: produce(topic, value, key))
+        kafka = _import_kafka()
+        try:
+            if records.timestamps is None and records.headers is None:
+                producer.produce(records.topic, records.values, records.keys, records.partitions)
             else:
-                rows = zip(
-                    topics, chunk, keys if keys is not None else repeat(None),
-                    records.partitions[start:start + step] if records.partitions is not None else repeat(-1),
-                    records.timestamps[start:start + step] if records.timestamps is not None else repeat(0),
-                    records.headers[start:start + step] if records.headers is not None else repeat(None),
-                )
-                for topic, value, key, partition, timestamp, headers in rows:
-                    try:
-                        produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
-                    except BufferError:
-                        _when_room(producer, lambda: produce(topic, value, key, partition, timestamp=timestamp,
-                                                             headers=headers))
-            poll(0)
-            if conn.failures or conn.fatal:
-                return
+                producer.produce_each(records.topic, records.values, records.keys, records.partitions,
+                                      records.timestamps, records.headers)
+        except kafka.KafkaException:
+            producer.poll(0)  # a delivery that failed first (and broke the transaction) is the reason to report
+            self._raise_failures(conn)
+            raise
 
     def _flush(self, conn: _Connection) -> None:
         """Wait until every record is acknowledged or failed (librdkafka gives up after message.timeout.ms)."""
@@ -530,26 +500,23 @@ class KafkaSink(Sink):
         message_timeout_s = float(self.options.producer_config().get("message.timeout.ms", 300_000)) / 1e3
         deadline = time.monotonic() + message_timeout_s + self.options.timeout_s
         while producer.flush(1.0) > 0:
-            if conn.fatal:
+            if producer.fatal_error() is not None:
                 return
             if time.monotonic() > deadline:
                 raise TransientError(f"kafka-sink: {len(producer)} records still unacknowledged by "
                                      f"{self.options.bootstrap} after {message_timeout_s:g}s")
 
     def _raise_failures(self, conn: _Connection) -> None:
-        if conn.fatal:
-            raise _translate(conn.fatal[0], self.options, "writing")
-        if conn.failures:
-            err, topic, partition = conn.failures[0]
-            more = f" ({len(conn.failures)} records failed)" if len(conn.failures) > 1 else ""
+        fatal = conn.producer.fatal_error()
+        if fatal is not None:
+            raise _translate(fatal, self.options, "writing")
+        failures = conn.producer.failures
+        if failures:
+            err, topic, partition = failures[0]
+            more = f" ({len(failures)} records failed)" if len(failures) > 1 else ""
             where = f"topic '{topic}' partition {partition}" if partition is not None and partition >= 0 \
                 else f"topic '{topic}'"
             raise _translate(err, self.options, f"delivering to {where}", more=more)
-
-
-def _pylist(array: pa.Array) -> list:
-    """The values of a binary or string array as Python objects (via numpy: twice as fast as to_pylist)."""
-    return array.to_numpy(zero_copy_only=False).tolist()
 
 
 def _quietly(call: Callable[[], Any]) -> None:
@@ -558,17 +525,6 @@ def _quietly(call: Callable[[], Any]) -> None:
         call()
     except Exception as exc:  # noqa: BLE001
         log.debug("kafka-sink: clean-up call failed: %s", exc)
-
-
-def _when_room(producer, produce: Callable[[], None]) -> None:
-    """The local queue is full: serve delivery reports until the record fits (back-pressure, never drop)."""
-    while True:
-        producer.poll(0.05)
-        try:
-            produce()
-            return
-        except BufferError:
-            continue
 
 
 # -- error translation ------------------------------------------------------------------------------
@@ -670,7 +626,8 @@ class KafkaSinkDataSource(DataSource):
         ``host:port[,host:port…]``. Every ``kafka.<name>`` option is passed to librdkafka as
         ``<name>`` (security: ``kafka.security.protocol``, ``kafka.sasl.mechanism``,
         ``kafka.sasl.username``, ``kafka.ssl.ca.location``…; tuning: ``kafka.linger.ms``…).
-        Producer defaults: ``acks=all``, ``linger.ms=20``, ``batch.num.messages=10000``,
+        Producer defaults: ``acks=all``, ``partitioner=murmur2_random`` (a key lands in the partition
+        the Java producer, and so Spark's Kafka sink, picks), ``linger.ms=20``, ``batch.num.messages=10000``,
         ``batch.size=1000000``, ``queue.buffering.max.messages=1000000``,
         ``queue.buffering.max.kbytes=262144``, ``compression.type=none`` (as Spark's Kafka sink; set
         ``kafka.compression.type=lz4`` or ``zstd`` when the network or the brokers' disks are the limit),
@@ -740,11 +697,14 @@ class KafkaSinkDataSource(DataSource):
     its Python worker left after a successful write (same settings, idle < 10 min), which saves
     20–50 ms a task; a producer that saw any failure is closed instead.
 
-    Each record batch is turned into produce() arguments with Arrow (values, keys, topics…), then
-    produced record by record (librdkafka's API is per record), serving delivery reports as it
-    goes; a full local queue waits for room (back-pressure), nothing is dropped. Only failed
-    deliveries are reported back (``delivery.report.only.error``). An unknown topic in a ``topic``
-    column is refused with the broker's reason when first seen (not after librdkafka's 30 s wait).
+    Each record batch goes to librdkafka whole, per topic: `sinks.librdkafka.ArrowProducer` hands
+    it the addresses of the values and keys in the Arrow buffers (``rd_kafka_produce_batch``, one
+    call per record batch and topic; librdkafka copies them), so no Python object is made per record.
+    Rows with ``headers`` or ``timestamp`` take one librdkafka call per record (``produceva``). A
+    full local queue waits for room (back-pressure), nothing is dropped or reordered. Only failed
+    deliveries are reported back (librdkafka's own ``delivery.report.only.error``). An unknown topic
+    in a ``topic`` column is refused with the broker's reason when first seen (not after
+    librdkafka's 30 s wait).
 
     Notes
     -----

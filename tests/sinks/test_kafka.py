@@ -135,8 +135,11 @@ def test_second_run_with_the_same_commit_id_writes_nothing(spark, kafka_broker, 
 
 
 def test_key_value_topic_partition_headers_and_timestamp_columns(spark, kafka_broker, tmp_path):
-    even = kafka_broker.create_topic(_name("even"), partitions=3)
-    odd = kafka_broker.create_topic(_name("odd"), partitions=3)
+    # Timestamps from 2023: without retention.ms=-1 the broker's retention check (30 s after it starts,
+    # then every 5 min) may delete them before they are read back.
+    keep = {"retention.ms": "-1"}
+    even = kafka_broker.create_topic(_name("even"), partitions=3, config=keep)
+    odd = kafka_broker.create_topic(_name("odd"), partitions=3, config=keep)
     df = impulse(spark, 4_000, 2_000).selectExpr(
         "CAST(counter AS STRING) AS key",
         "CONCAT(subtask_index, ':', counter) AS value",
