@@ -18,8 +18,9 @@ idempotence, ``linger.ms``, ``batch.size``, compression…), five ways:
   ``--spark-kafka-fallback`` when Maven Central does not have that version.
 
 Spark runs report steady state: rows / Σ triggerExecution of the micro-batches after ``--warmup``
-(source generation, Arrow transfer and Spark's per-batch overhead included). Every run is checked:
-the topic's ``read_committed`` end offsets must count every record written. Runs are interleaved
+(source generation, Arrow transfer and Spark's per-batch overhead included). ``plain`` and
+``sink_write`` also report this process's CPU time per record (µs; librdkafka's threads included).
+Every run is checked: a ``read_committed`` consumer must see every record written. Runs are interleaved
 ``--repeat`` times, in an order rotated each round; the medians are reported.
 
     python bench/kafka_sink.py --rows 1000000 --payload-bytes 100 --json
@@ -241,6 +242,7 @@ def main(argv=None) -> int:
     spark = local_session("local[2]", "bench-kafka-sink", **{k: v for k, v in conf.items() if v})
 
     rates: dict[str, list[float]] = {c: [] for c in contenders}
+    cpu: dict[str, list[float]] = {"plain": [], "sink_write": []}  # µs of this process's CPU per record
     phases: dict[str, list[dict]] = {c: [] for c in contenders if c not in ("plain", "sink_write")}
     broker = KafkaBroker(jvm_options=[], heap="1g")
     broker.start()
@@ -249,12 +251,12 @@ def main(argv=None) -> int:
             shift = round_ % len(contenders)  # each contender goes first once: no order favours one
             for kind in contenders[shift:] + contenders[:shift]:
                 topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
-                if kind == "plain":
-                    rate = plain_rows / run_plain(broker, topic, values, not args.json)
-                    expected = plain_rows
-                elif kind == "sink_write":
-                    rate = plain_rows / run_sink_write(broker, topic, batches)
-                    expected = plain_rows
+                if kind in cpu:
+                    cpu_start = time.process_time()  # the Python thread and librdkafka's threads
+                    seconds = run_plain(broker, topic, values, not args.json) if kind == "plain" \
+                        else run_sink_write(broker, topic, batches)
+                    cpu[kind].append((time.process_time() - cpu_start) / plain_rows * 1e6)
+                    rate, expected = plain_rows / seconds, plain_rows
                 else:
                     rate, phase = run_spark(spark, broker, topic, kind, args)
                     phases[kind].append(phase)
@@ -278,11 +280,16 @@ def main(argv=None) -> int:
         median = statistics.median(rates[kind])
         result[kind] = {"records_per_s": round(median), "mb_per_s": round(median * mb, 2),
                         "runs": [round(r) for r in rates[kind]]}
+        if kind in cpu:
+            result[kind]["cpu_us_per_record"] = round(statistics.median(cpu[kind]), 3)
         if kind in phases:
             result[kind]["phase_ms"] = phases[kind][len(phases[kind]) // 2]
     alo, eo, plain, write = (result[k]["records_per_s"]
                              for k in ("sink_at_least_once", "sink_exactly_once", "plain", "sink_write"))
-    result["ratios"] = {"sink_write_vs_plain": round(write / plain, 3), "at_least_once_vs_plain": round(alo / plain, 3),
+    result["ratios"] = {"sink_write_vs_plain": round(write / plain, 3),
+                        "sink_write_cpu_vs_plain": round(result["sink_write"]["cpu_us_per_record"]
+                                                         / result["plain"]["cpu_us_per_record"], 3),
+                        "at_least_once_vs_plain": round(alo / plain, 3),
                         "exactly_once_vs_at_least_once": round(eo / alo, 3), "exactly_once_vs_plain": round(eo / plain, 3)}
     if "spark_kafka" in result:
         spark_rate = result["spark_kafka"]["records_per_s"]
@@ -310,7 +317,8 @@ def _print(result: dict, contenders: list[str]) -> None:
               "sink_exactly_once": "kafka-sink exactly_once", "spark_kafka": "Spark format('kafka')"}
     for kind in contenders:
         r = result[kind]
-        print(f"{labels[kind]:<32} {r['records_per_s']:>12,.0f} records/s {r['mb_per_s']:>8.1f} MB/s")
+        cpu = f"  {r['cpu_us_per_record']:.2f} µs CPU/record" if "cpu_us_per_record" in r else ""
+        print(f"{labels[kind]:<32} {r['records_per_s']:>12,.0f} records/s {r['mb_per_s']:>8.1f} MB/s{cpu}")
     for name, value in result["ratios"].items():
         print(f"{name:<36} {value:.2f}")
     if result["note"]:

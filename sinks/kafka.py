@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
