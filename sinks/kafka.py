@@ -29,8 +29,8 @@ GUARANTEES = (EXACTLY_ONCE, AT_LEAST_ONCE)
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "impulse-kafka-sink"
 
 # Throughput-minded producer defaults; every one can be overridden with a kafka.* option. Only
-# failures are reported back (delivery.report.only.error): a Python callback per delivered record
-# would cost more than the produce() call itself. No compression, as Spark's Kafka sink (the Java
+# failures are reported back (librdkafka's delivery.report.only.error, see sinks.librdkafka): a
+# delivered record costs the Python thread nothing. No compression, as Spark's Kafka sink (the Java
 # producer's default): on a CPU-bound executor lz4 cost more throughput than it saved.
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "acks": "all",
