@@ -45,6 +45,7 @@ _F_PARTITION = 0x8
 _PURGE_QUEUE, _PURGE_INFLIGHT = 0x1, 0x2
 _ERR_QUEUE_FULL = -184
 _ERR_INVALID_ARG = -186
+_ERR_UNKNOWN_PARTITION = -190
 _PARTITION_UA = -1
 _QUEUE_FULL_WAIT_MS = 50
 
@@ -210,6 +211,7 @@ class ArrowProducer:
         lib = library()
         self.failures: list = []
         self._topics: dict[str, int] = {}
+        self._partition_counts: dict[str, int] = {}  # from topic_error()
         self._rk: int | None = None
         self._on_delivery = _DeliveryCallback(self._delivered)  # kept alive as long as the handle
         settings = {"delivery.report.only.error": True, **config}
@@ -260,24 +262,32 @@ class ArrowProducer:
             messages["key"], messages["key_len"] = _pointers(keys)
         flags = _F_COPY
         if partitions is not None:
+            self._check_partitions(topic, partitions)
             messages["partition"] = partitions
             flags |= _F_PARTITION
         lib, rkt, done = library(), self._topic(topic), 0
-        address, stride = messages.ctypes.data, _MESSAGE.itemsize
+        address, stride, errors = messages.ctypes.data, _MESSAGE.itemsize, messages["err"]
         while done < count:
-            done += lib.rd_kafka_produce_batch(rkt, _PARTITION_UA, flags, address + done * stride, count - done)
-            if done == count:
+            # Returns how many it enqueued, not how many in a row: the first refused record tells.
+            lib.rd_kafka_produce_batch(rkt, _PARTITION_UA, flags, address + done * stride, count - done)
+            refused = np.flatnonzero(errors[done:])
+            if not len(refused):
                 break
-            err = int(messages["err"][done])
+            done += int(refused[0])
+            err = int(errors[done])
             if err != _ERR_QUEUE_FULL:
                 _raise_code(err, f"{lib.rd_kafka_err2str(err).decode()} (topic '{topic}', record {done} of {count})")
-            lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)  # back-pressure: room comes as the broker acks
+            # Queue full: this record and every later one of the call were refused. Back-pressure:
+            # room comes as the broker acknowledges.
+            lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)
 
     def produce_each(self, topic: str, values: pa.Array, keys: pa.Array | None, partitions: np.ndarray | None,
                      timestamps: np.ndarray | None, headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None
                      ) -> None:
         """Like `produce`, with per-record timestamps (ms since the epoch, 0: now) and headers: one call per record."""
         count = len(values)
+        if partitions is not None:
+            self._check_partitions(topic, partitions)
         lib = library()
         vus = np.zeros((count, 7), _VU)
         vus["vtype"] = [_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_TIMESTAMP, _VT_HEADERS, _VT_MSGFLAGS]
@@ -304,6 +314,19 @@ class ArrowProducer:
                     _raise_error(error)
                 lib.rd_kafka_error_destroy(error)
                 lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)
+
+    def _check_partitions(self, topic: str, partitions: np.ndarray) -> None:
+        """Refuse a partition the topic does not have before anything is enqueued.
+
+        (``rd_kafka_produce_batch`` would refuse it too, but keeps counting that record as queued:
+        ``flush`` could then never finish.) Checked against the count `topic_error` last saw.
+        """
+        known = self._partition_counts.get(topic)
+        beyond = np.flatnonzero(partitions >= known) if known is not None else ()
+        if len(beyond):
+            row = int(beyond[0])
+            _raise_code(_ERR_UNKNOWN_PARTITION, f"topic '{topic}' has no partition {int(partitions[row])} (it has "
+                        f"{known}; record {row} of {len(partitions)})")
 
     @staticmethod
     def _headers(row: Sequence[tuple[str, bytes | None]]) -> int:
@@ -345,7 +368,10 @@ class ArrowProducer:
             found = [metadata.contents.topics[i] for i in range(metadata.contents.topic_cnt)]
             for entry in found:
                 if entry.topic.decode() == topic:
-                    return lib.rd_kafka_err2str(entry.err).decode() if entry.err else None
+                    if entry.err:
+                        return lib.rd_kafka_err2str(entry.err).decode()
+                    self._partition_counts[topic] = entry.partition_cnt
+                    return None
             return "not found"
         finally:
             lib.rd_kafka_metadata_destroy(metadata)

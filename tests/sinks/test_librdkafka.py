@@ -84,12 +84,14 @@ def test_a_record_refused_at_once_raises(kafka_broker, producer):
     topic = _topic(kafka_broker, partitions=2)
     p = producer()
     assert p.topic_error(topic, 10) is None  # as the sink does first: the partition count is known
-    with pytest.raises(KafkaException) as refused:
-        p.produce(topic, pa.array([b"x"], pa.binary()), None, np.array([7], np.int32))
-    assert refused.value.args[0].name() == "_UNKNOWN_PARTITION"
-    with pytest.raises(KafkaException) as large:
-        p.produce(topic, pa.array([b"x" * 2_000_000], pa.binary()))  # over message.max.bytes (1 MB)
-    assert large.value.args[0].name() == "MSG_SIZE_TOO_LARGE"
+    with pytest.raises(KafkaException) as refused:  # before anything is enqueued
+        p.produce(topic, pa.array([b"a", b"b"], pa.binary()), None, np.array([0, 7], np.int32))
+    assert refused.value.args[0].name() == "_UNKNOWN_PARTITION" and "record 1 of 2" in refused.value.args[0].str()
+    with pytest.raises(KafkaException) as large:  # over message.max.bytes (1 MB), between two records taken
+        p.produce(topic, pa.array([b"x", b"y" * 2_000_000, b"z"], pa.binary()), None, np.array([0, 0, 1], np.int32))
+    assert large.value.args[0].name() == "MSG_SIZE_TOO_LARGE" and "record 1 of 3" in large.value.args[0].str()
+    assert p.flush(10) == 0
+    assert sorted(m.value() for m in kafka_broker.consume_all(topic)) == [b"x", b"z"]  # nothing twice
 
 
 def test_a_record_the_broker_refuses_is_a_failure(kafka_broker, producer):
