@@ -48,6 +48,7 @@ _ERR_INVALID_ARG = -186
 _ERR_UNKNOWN_PARTITION = -190
 _PARTITION_UA = -1
 _QUEUE_FULL_WAIT_MS = 50
+_EMPTY = ctypes.create_string_buffer(1)  # where an empty (not null) value points when Arrow has no data buffer
 
 # rd_kafka_message_t (rdkafka.h): err, rkt, partition, payload, len, key, key_len, offset, _private.
 _MESSAGE = np.dtype({
@@ -191,12 +192,29 @@ def _pointers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     _, offsets_buffer, data = array.buffers()
     offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
     lengths = np.diff(offsets).astype(np.uint64)
-    addresses = offsets[:-1].astype(np.uint64) + np.uint64(data.address if data is not None else 0)
+    base = data.address if data is not None and data.address else ctypes.addressof(_EMPTY)  # NULL: a null
+    addresses = offsets[:-1].astype(np.uint64) + np.uint64(base)
     if array.null_count:
         nulls = array.is_null().to_numpy(zero_copy_only=False)
         addresses[nulls] = 0
         lengths[nulls] = 0
     return addresses, lengths
+
+
+def _delivery_callback(failures: list) -> Any:
+    """librdkafka's delivery report callback, appending failed records to ``failures``.
+
+    A closure over the list, not a bound method: the producer holds the callback, and no reference
+    cycle keeps a dropped producer (and its librdkafka handle) alive until the cyclic GC runs.
+    """
+
+    def delivered(_rk, message, _opaque) -> None:
+        m = message.contents
+        if m.err:
+            topic = library().rd_kafka_topic_name(m.rkt).decode() if m.rkt else None
+            failures.append((_kafka_error(m.err), topic, m.partition))
+
+    return _DeliveryCallback(delivered)
 
 
 class ArrowProducer:
@@ -213,7 +231,7 @@ class ArrowProducer:
         self._topics: dict[str, int] = {}
         self._partition_counts: dict[str, int] = {}  # from topic_error()
         self._rk: int | None = None
-        self._on_delivery = _DeliveryCallback(self._delivered)  # kept alive as long as the handle
+        self._on_delivery = _delivery_callback(self.failures)  # kept alive as long as the handle
         settings = {"delivery.report.only.error": True, **config}
         if not any(k in settings for k in ("debug", "log_level")):
             settings["log_level"] = 0  # errors reach the caller as exceptions and failures, not stderr
@@ -229,12 +247,6 @@ class ArrowProducer:
             lib.rd_kafka_conf_destroy(conf)
             _raise_code(_ERR_INVALID_ARG, errstr.value.decode())
         self._rk = rk
-
-    def _delivered(self, _rk, message, _opaque) -> None:
-        m = message.contents
-        if m.err:
-            topic = library().rd_kafka_topic_name(m.rkt).decode() if m.rkt else None
-            self.failures.append((_kafka_error(m.err), topic, m.partition))
 
     def _topic(self, name: str) -> int:
         handle = self._topics.get(name)

@@ -153,7 +153,11 @@ def test_kafka_restart_keeps_committed_data(kafka_broker):
     after.begin_transaction()
     after.produce(topic, value=b"after-restart")
     after.commit_transaction(30)
-    assert [m.value() for m in kafka_broker.consume_all(topic)] == [b"before-restart", b"after-restart"]
+    # commit_transaction returns once the coordinator logged the commit; the markers reach the partition
+    # after that (and a restarted broker is slower), so the record becomes visible to read_committed soon.
+    values = lambda: [m.value() for m in kafka_broker.consume_all(topic)]  # noqa: E731
+    wait_until(lambda: values() == [b"before-restart", b"after-restart"], timeout=30,
+               message=lambda: f"read_committed sees {values()}")
 
 
 # ------------------------------------------------------------------------------------------- webhook

@@ -347,6 +347,28 @@ def test_record_too_large_fails_with_the_brokers_reason(spark, kafka_broker, tmp
     assert stable(kafka_broker, topic) and kafka_broker.consume_all(topic) == []
 
 
+def test_partition_the_topic_lacks_fails_before_anything_is_written(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic(_name("two"), partitions=2)
+    df = impulse(spark, 100).selectExpr("CAST(counter AS STRING) AS value", "CAST(counter % 3 AS INT) AS partition")
+    text = failure(df, kafka_broker, tmp_path / "ck", topic=topic)
+    assert "DeliveryError" in text and f"topic '{topic}' has no partition 2" in text
+    assert stable(kafka_broker, topic) and kafka_broker.consume_all(topic, "read_uncommitted") == []
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_a_full_local_queue_holds_the_writer_back(spark, kafka_broker, tmp_path, guarantee):
+    """A queue of 100 records for 20,000 per task: the writer waits for room, drops and reorders nothing."""
+    topic = kafka_broker.create_topic(_name("queue"), partitions=1)
+    df = impulse(spark, 40_000).selectExpr("CAST(subtask_index AS STRING) AS key", "to_json(struct(*)) AS value")
+    run(df, kafka_broker, tmp_path / "ck", topic=topic, deliveryGuarantee=guarantee,
+        **{"kafka.queue.buffering.max.messages": 100})
+    got = [json.loads(m.value()) for m in kafka_broker.consume_all(topic)]
+    assert sorted((e["subtask_index"], e["counter"]) for e in got) == expected(40_000)
+    for subtask in (0, 1):  # each task's records in its row order
+        counters = [e["counter"] for e in got if e["subtask_index"] == subtask]
+        assert counters == sorted(counters)
+
+
 def test_unreachable_cluster_is_named(spark, tmp_path):
     from tests.servers import free_port
 
