@@ -147,7 +147,8 @@ class KafkaOptions:
 
     @property
     def client_logger(self) -> logging.Logger:
-        """Where librdkafka logs go: nowhere (its errors reach us as exceptions), unless kafka.debug is set."""
+        """Where the confluent-kafka clients' logs go: nowhere (their errors reach us as exceptions), unless
+        kafka.debug is set. The executor's `ArrowProducer` is silent likewise, and logs to stderr with kafka.debug."""
         return log if any(k.lower() == "debug" for k in self.client) else _quiet
 
     def common_config(self) -> dict:
