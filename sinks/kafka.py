@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
@@ -42,7 +43,9 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "compression.type": "none",
     "message.timeout.ms": 60_000,
     # Keys go to the partition the Java producer (and so Spark's Kafka sink) picks: murmur2, not
-    # librdkafka's default CRC32. Records without a key stick to one partition per batch, as in Java.
+    # librdkafka's default CRC32. Records without a key or partition go one Arrow record batch to a
+    # partition, in turn (`_Connection.sticky_partition`): Java's sticky partitioning, without
+    # running librdkafka's partitioner per record.
     "partitioner": "murmur2_random",
     # Connect to every broker at once: with sparse connections, init_transactions often finds no
     # broker connection up yet and waits for librdkafka's 500 ms coordinator retry timer.
@@ -229,6 +232,25 @@ class _Connection:
         self.in_transaction = False
         self.known_topics: set[str] = set()
         self.written = False          # write() returned: every record acknowledged, none failed
+        self.next_partition: dict[str, int] = {}  # topic → where its next record batch without keys goes
+
+    def sticky_partition(self, topic: str) -> int:
+        """The partition for a record batch without keys or partitions: the topic's partitions in turn.
+
+        As the Java producer's sticky partitioner (and so Spark's Kafka sink), which sends records
+        without a key to one partition until a batch is full, then moves on: here a batch is one
+        Arrow record batch (at most ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows). The
+        first partition is random, so the tasks of a micro-batch start on different partitions.
+        ``-1`` (librdkafka's partitioner) when the partition count is unknown.
+        """
+        count = self.producer.partition_count(topic)
+        if not count:
+            return -1
+        partition = self.next_partition.get(topic)
+        if partition is None:
+            partition = random.randrange(count)
+        self.next_partition[topic] = (partition + 1) % count
+        return partition % count
 
     @property
     def failed(self) -> bool:
@@ -485,7 +507,9 @@ class KafkaSink(Sink):
         kafka = _import_kafka()
         try:
             if records.timestamps is None and records.headers is None:
-                producer.produce(records.topic, records.values, records.keys, records.partitions)
+                whole = records.keys is None and records.partitions is None
+                producer.produce(records.topic, records.values, records.keys, records.partitions,
+                                 conn.sticky_partition(records.topic) if whole else -1)
             else:
                 producer.produce_each(records.topic, records.values, records.keys, records.partitions,
                                       records.timestamps, records.headers)
@@ -607,7 +631,10 @@ class KafkaSinkDataSource(DataSource):
         JSON object holding every column (`connectors.rows.json_objects`: timestamps ISO-8601 UTC,
         binary base64).
     key : string or binary, optional
-        The record's key; without it records have no key (librdkafka's partitioner spreads them).
+        The record's key. Records without a ``key`` or ``partition`` column are spread as the Java
+        producer's sticky partitioner does (Spark's Kafka sink): each Arrow record batch (at most
+        ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows) goes whole to one partition, the next
+        batch to the next partition, from a random first one. A null key is partitioned per record.
     topic : string, optional
         The record's topic; null or absent: the ``topic`` option.
     partition : int, optional

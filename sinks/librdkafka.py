@@ -259,9 +259,11 @@ class ArrowProducer:
 
     # -- producing ------------------------------------------------------------------------------
     def produce(self, topic: str, values: pa.Array, keys: pa.Array | None = None,
-                partitions: np.ndarray | None = None) -> None:
+                partitions: np.ndarray | None = None, partition: int = _PARTITION_UA) -> None:
         """Enqueue one record per row: values and keys binary arrays (null: none), partitions int32 (-1: any).
 
+        ``partition`` ≥ 0 sends every record to that partition (``partitions`` must then be None):
+        librdkafka looks it up once for the call instead of running its partitioner per record.
         Blocks while the local queue is full, serving delivery reports; raises KafkaException for a
         record librdkafka refuses at once (an unknown partition, a record over ``message.max.bytes``).
         """
@@ -274,14 +276,18 @@ class ArrowProducer:
             messages["key"], messages["key_len"] = _pointers(keys)
         flags = _F_COPY
         if partitions is not None:
+            if partition != _PARTITION_UA:
+                raise ValueError("give either partitions (one per record) or partition (all records), not both")
             self._check_partitions(topic, partitions)
             messages["partition"] = partitions
             flags |= _F_PARTITION
+        elif partition != _PARTITION_UA:
+            self._check_partitions(topic, np.array([partition], dtype=np.int32))
         lib, rkt, done = library(), self._topic(topic), 0
         address, stride, errors = messages.ctypes.data, _MESSAGE.itemsize, messages["err"]
         while done < count:
             # Returns how many it enqueued, not how many in a row: the first refused record tells.
-            lib.rd_kafka_produce_batch(rkt, _PARTITION_UA, flags, address + done * stride, count - done)
+            lib.rd_kafka_produce_batch(rkt, partition, flags, address + done * stride, count - done)
             refused = np.flatnonzero(errors[done:])
             if not len(refused):
                 break
@@ -339,6 +345,10 @@ class ArrowProducer:
             row = int(beyond[0])
             _raise_code(_ERR_UNKNOWN_PARTITION, f"topic '{topic}' has no partition {int(partitions[row])} (it has "
                         f"{known}; record {row} of {len(partitions)})")
+
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions ``topic`` had when `topic_error` last asked the cluster (None: never asked)."""
+        return self._partition_counts.get(topic)
 
     @staticmethod
     def _headers(row: Sequence[tuple[str, bytes | None]]) -> int:

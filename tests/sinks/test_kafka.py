@@ -125,6 +125,24 @@ def test_writes_every_event_once(spark, kafka_broker, tmp_path, guarantee):
     assert last == (4 if guarantee == "exactly_once" else -1001)  # batches 0-3 → batch id + 1; none without transactions
 
 
+def test_records_without_key_go_one_record_batch_to_a_partition_in_turn(kafka_broker):
+    """As the Java producer's sticky partitioner: a whole batch to one partition, the next batch to the next."""
+    topic = kafka_broker.create_topic(_name("sticky"), partitions=3)
+    sink = sink_for(kafka_broker, topic, deliveryGuarantee="at_least_once")
+    identity = WriteIdentity(_name("q"), 0, 0, 0)
+    conn = sink.open(identity)
+    try:
+        sink.write(conn, identity, iter([rows(0, 100 * b, 100 * (b + 1)) for b in range(7)]))
+    finally:
+        sink.close(conn)
+    where: dict[int, set[int]] = {}
+    for message in kafka_broker.consume_all(topic):
+        where.setdefault(json.loads(message.value())["counter"] // 100, set()).add(message.partition())
+    assert sorted(where) == list(range(7)) and all(len(p) == 1 for p in where.values())  # each batch whole
+    order = [where[b].pop() for b in range(7)]
+    assert order == [(order[0] + b) % 3 for b in range(7)]  # every partition in turn
+
+
 def test_second_run_with_the_same_commit_id_writes_nothing(spark, kafka_broker, tmp_path):
     """A query re-created with a new checkpoint but the same commitId finds every partition committed."""
     topic = kafka_broker.create_topic(_name("rerun"), partitions=2)

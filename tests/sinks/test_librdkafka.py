@@ -65,6 +65,23 @@ def test_explicit_partitions_and_the_java_partitioner(kafka_broker, producer):
         assert landed[key] == (i % 3 if i < 30 else (_murmur2(key) & 0x7FFFFFFF) % 3)
 
 
+def test_one_partition_for_a_whole_call(kafka_broker, producer):
+    topic = _topic(kafka_broker, partitions=3)
+    p = producer()
+    assert p.topic_error(topic, 10) is None and p.partition_count(topic) == 3
+    values = pa.array([str(i).encode() for i in range(3_000)], pa.binary())
+    p.produce(topic, values, None, None, 2)
+    with pytest.raises(KafkaException) as refused:  # refused before anything is enqueued
+        p.produce(topic, values, None, None, 3)
+    assert refused.value.args[0].name() == "_UNKNOWN_PARTITION"
+    with pytest.raises(ValueError):
+        p.produce(topic, values, None, np.zeros(3_000, np.int32), 1)
+    assert p.flush(10) == 0 and p.failures == []
+    got = kafka_broker.consume_all(topic)
+    assert {m.partition() for m in got} == {2}
+    assert [int(m.value()) for m in got] == list(range(3_000))
+
+
 def test_timestamps_and_headers(kafka_broker, producer):
     topic = _topic(kafka_broker, **{"retention.ms": "-1"})
     p = producer()
