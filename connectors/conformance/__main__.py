@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     args, pytest_args = parse_args(sys.argv[1:] if argv is None else argv)
     os.environ["IMPULSE_CONFORMANCE_TARGET"] = json.dumps(vars(args))
     suite = Path(__file__).with_name("cli_suite.py")
-    return pytest.main([str(suite), "-p", "connectors.conformance.plugin", "-q", *pytest_args])
+    # -o addopts=: run in this process, whatever a pytest configuration around the checkout adds (this
+    # repository's runs its own tests on two xdist workers).
+    return pytest.main([str(suite), "-o", "addopts=", "-p", "connectors.conformance.plugin", "-q", *pytest_args])
 
 
 if __name__ == "__main__":

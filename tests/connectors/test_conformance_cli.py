@@ -1,0 +1,20 @@
+"""`python -m connectors.conformance`: the command a third party runs the suite with."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_cli_runs_the_suite_in_its_own_process():
+    """Run from this checkout, whose setup.cfg adds xdist workers for our own tests: the CLI must not."""
+    done = subprocess.run([sys.executable, "-m", "connectors.conformance", "redis-sink", "--url",
+                           "redis://127.0.0.1:1/0", "--", "-k", "no_such_case"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 5, done.stdout[-2000:] + done.stderr[-2000:]  # 5: ran, no case selected
+    assert "bringing up nodes" not in done.stdout, done.stdout[-2000:]
+    deselected = int(done.stdout.rsplit(" deselected", 1)[0].split()[-1])
+    assert deselected > 10  # the whole suite was collected
