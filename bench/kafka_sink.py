@@ -22,7 +22,8 @@ Spark runs report steady state: rows / Σ triggerExecution of the micro-batches 
 (source generation, Arrow transfer and Spark's per-batch overhead included). ``plain`` and
 ``sink_write`` also report this process's CPU time per record (µs; librdkafka's threads included).
 Every run is checked: a ``read_committed`` consumer must see every record written. Runs are interleaved
-``--repeat`` times, in an order rotated each round; the medians are reported.
+``--repeat`` times, in an order rotated each round, after ``--warmup-rounds`` rounds that are run the same
+way but not counted (their rates are listed under ``warmup_rounds``); the medians are reported.
 
     python bench/kafka_sink.py --rows 1000000 --payload-bytes 100 --json
 """
@@ -64,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=1, help="micro-batches run before measuring (batches)")
     parser.add_argument("--payload-bytes", type=int, default=100, help="bytes per record value (bytes)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds of all contenders; medians reported")
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="rounds of all contenders run first and not counted (the broker's and Spark's JIT warm "
+                             "up: a cold first round ran at 0.4-0.7x the later ones)")
     parser.add_argument("--compression", help="compression.type for every contender (default: the sink's, lz4)")
     parser.add_argument("--arrow-max-records", type=int,
                         help="spark.sql.execution.arrow.maxRecordsPerBatch (records per Arrow batch sent to a Python "
@@ -243,6 +247,7 @@ def main(argv=None) -> int:
     spark = local_session("local[2]", "bench-kafka-sink", **{k: v for k, v in conf.items() if v})
 
     rates: dict[str, list[float]] = {c: [] for c in contenders}
+    warmup: dict[str, list[int]] = {c: [] for c in contenders}  # not counted; reported
     cpu: dict[str, list[float]] = {"plain": [], "sink_write": []}  # µs of this process's CPU per record
     phases: dict[str, list[dict]] = {c: [] for c in contenders if c not in ("plain", "sink_write")}
     # Kafka's default flush policy (the OS writes back): the test suite's broker fsyncs every append
@@ -250,7 +255,7 @@ def main(argv=None) -> int:
     broker = KafkaBroker({"log.flush.interval.messages": 2**63 - 1}, jvm_options=[], heap="1g")
     broker.start()
     try:
-        for round_ in range(args.repeat):
+        for round_ in range(-args.warmup_rounds, args.repeat):
             shift = round_ % len(contenders)  # each contender goes first once: no order favours one
             for kind in contenders[shift:] + contenders[:shift]:
                 topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
@@ -268,16 +273,23 @@ def main(argv=None) -> int:
                 if got != expected:
                     raise RuntimeError(f"{kind}: {got} records visible to read_committed, {expected} written")
                 broker.delete_topic(topic)
-                rates[kind].append(rate)
+                if round_ < 0:
+                    warmup[kind].append(round(rate))
+                    for measured in (cpu.get(kind), phases.get(kind)):
+                        if measured:
+                            measured.pop()
+                else:
+                    rates[kind].append(rate)
                 if not args.json:
-                    print(f"round {round_ + 1}/{args.repeat} {kind:<20} {rate:>12,.0f} records/s", flush=True)
+                    label = "warm-up" if round_ < 0 else f"round {round_ + 1}/{args.repeat}"
+                    print(f"{label} {kind:<20} {rate:>12,.0f} records/s", flush=True)
     finally:
         broker.close()
         spark.stop()
 
     mb = args.payload_bytes / 1e6
     result: dict = {"rows_per_batch": args.rows, "batches": args.batches, "payload_bytes": args.payload_bytes,
-                    "repeat": args.repeat, "arrow_max_records": args.arrow_max_records, "producer_settings": {k: v for k, v in producer_settings().items()},
+                    "repeat": args.repeat, "warmup_rounds": warmup, "arrow_max_records": args.arrow_max_records, "producer_settings": {k: v for k, v in producer_settings().items()},
                     "spark_kafka_package": package, "note": note, "kafka_version": _kafka_version()}
     for kind in contenders:
         median = statistics.median(rates[kind])
@@ -314,7 +326,7 @@ def _kafka_version() -> str:
 def _print(result: dict, contenders: list[str]) -> None:
     print(f"\n{result['rows_per_batch']:,} records per micro-batch × {result['batches']} measured, "
           f"{result['payload_bytes']} B values, 2 partitions, Kafka {result['kafka_version']}, "
-          f"median of {result['repeat']}")
+          f"median of {result['repeat']} after {len(next(iter(result['warmup_rounds'].values())))} warm-up round(s)")
     labels = {"plain": "plain confluent-kafka loop", "sink_write": "kafka-sink write path, no Spark",
               "sink_at_least_once": "kafka-sink at_least_once",
               "sink_exactly_once": "kafka-sink exactly_once", "spark_kafka": "Spark format('kafka')"}
