@@ -23,7 +23,7 @@ Spark runs report steady state: rows / Σ triggerExecution of the micro-batches 
 ``sink_write`` also report this process's CPU time per record (µs; librdkafka's threads included).
 Every run is checked: a ``read_committed`` consumer must see every record written. Runs are interleaved
 ``--repeat`` times, in an order rotated each round, after ``--warmup-rounds`` rounds that are run the same
-way but not counted (their rates are listed under ``warmup_rounds``); the medians are reported.
+way but not counted (their rates are listed under ``warmup_rates``); the medians are reported.
 
     python bench/kafka_sink.py --rows 1000000 --payload-bytes 100 --json
 """
@@ -263,11 +263,10 @@ def main(argv=None) -> int:
                     cpu_start = time.process_time()  # the Python thread and librdkafka's threads
                     seconds = run_plain(broker, topic, values, not args.json) if kind == "plain" \
                         else run_sink_write(broker, topic, batches)
-                    cpu[kind].append((time.process_time() - cpu_start) / plain_rows * 1e6)
+                    measured = (time.process_time() - cpu_start) / plain_rows * 1e6
                     rate, expected = plain_rows / seconds, plain_rows
                 else:
-                    rate, phase = run_spark(spark, broker, topic, kind, args)
-                    phases[kind].append(phase)
+                    rate, measured = run_spark(spark, broker, topic, kind, args)
                     expected = args.rows * (args.warmup + args.batches)
                 got = landed(broker, topic)
                 if got != expected:
@@ -275,11 +274,9 @@ def main(argv=None) -> int:
                 broker.delete_topic(topic)
                 if round_ < 0:
                     warmup[kind].append(round(rate))
-                    for measured in (cpu.get(kind), phases.get(kind)):
-                        if measured:
-                            measured.pop()
                 else:
                     rates[kind].append(rate)
+                    (cpu if kind in cpu else phases)[kind].append(measured)  # µs per record, or phase ms
                 if not args.json:
                     label = "warm-up" if round_ < 0 else f"round {round_ + 1}/{args.repeat}"
                     print(f"{label} {kind:<20} {rate:>12,.0f} records/s", flush=True)
@@ -289,7 +286,7 @@ def main(argv=None) -> int:
 
     mb = args.payload_bytes / 1e6
     result: dict = {"rows_per_batch": args.rows, "batches": args.batches, "payload_bytes": args.payload_bytes,
-                    "repeat": args.repeat, "warmup_rounds": warmup, "arrow_max_records": args.arrow_max_records, "producer_settings": {k: v for k, v in producer_settings().items()},
+                    "repeat": args.repeat, "warmup_rounds": args.warmup_rounds, "warmup_rates": warmup, "arrow_max_records": args.arrow_max_records, "producer_settings": {k: v for k, v in producer_settings().items()},
                     "spark_kafka_package": package, "note": note, "kafka_version": _kafka_version()}
     for kind in contenders:
         median = statistics.median(rates[kind])
@@ -326,7 +323,7 @@ def _kafka_version() -> str:
 def _print(result: dict, contenders: list[str]) -> None:
     print(f"\n{result['rows_per_batch']:,} records per micro-batch × {result['batches']} measured, "
           f"{result['payload_bytes']} B values, 2 partitions, Kafka {result['kafka_version']}, "
-          f"median of {result['repeat']} after {len(next(iter(result['warmup_rounds'].values())))} warm-up round(s)")
+          f"median of {result['repeat']} after {result['warmup_rounds']} warm-up round(s)")
     labels = {"plain": "plain confluent-kafka loop", "sink_write": "kafka-sink write path, no Spark",
               "sink_at_least_once": "kafka-sink at_least_once",
               "sink_exactly_once": "kafka-sink exactly_once", "spark_kafka": "Spark format('kafka')"}

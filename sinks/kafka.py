@@ -246,11 +246,10 @@ class _Connection:
         count = self.producer.partition_count(topic)
         if not count:
             return -1
-        partition = self.next_partition.get(topic)
-        if partition is None:
-            partition = random.randrange(count)
-        self.next_partition[topic] = (partition + 1) % count
-        return partition % count
+        turn = self.next_partition.get(topic)
+        partition = (random.randrange(count) if turn is None else turn) % count
+        self.next_partition[topic] = partition + 1
+        return partition
 
     @property
     def failed(self) -> bool:

@@ -282,7 +282,7 @@ class ArrowProducer:
             messages["partition"] = partitions
             flags |= _F_PARTITION
         elif partition != _PARTITION_UA:
-            self._check_partitions(topic, np.array([partition], dtype=np.int32))
+            self._check_partitions(topic, np.broadcast_to(np.int32(partition), (count,)))  # a view: no copy
         lib, rkt, done = library(), self._topic(topic), 0
         address, stride, errors = messages.ctypes.data, _MESSAGE.itemsize, messages["err"]
         while done < count:

@@ -73,7 +73,7 @@ def test_one_partition_for_a_whole_call(kafka_broker, producer):
     p.produce(topic, values, None, None, 2)
     with pytest.raises(KafkaException) as refused:  # refused before anything is enqueued
         p.produce(topic, values, None, None, 3)
-    assert refused.value.args[0].name() == "_UNKNOWN_PARTITION"
+    assert refused.value.args[0].name() == "_UNKNOWN_PARTITION" and "no partition 3" in refused.value.args[0].str()
     with pytest.raises(ValueError):
         p.produce(topic, values, None, np.zeros(3_000, np.int32), 1)
     assert p.flush(10) == 0 and p.failures == []
