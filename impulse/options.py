@@ -21,6 +21,9 @@ class ImpulseOptions:
 
     `delay_us` is the time between two events of one partition, whichever of ``eventsPerSecond``
     (``numPartitions × 1e6 / eventsPerSecond``) or ``delay`` set it; it may be fractional.
+
+    `downtime` defaults to ``catchup`` when the timeline is pinned (``startTime`` or ``interval``
+    given) and to ``skip`` otherwise: a restart must not move a pinned timeline.
     """
 
     num_partitions: int
@@ -58,18 +61,22 @@ class ImpulseOptions:
             limits = tuple(limit // partitions + (1 if i < limit % partitions else 0) for i in range(partitions))
         elif per_partition is not None:
             limits = (per_partition,) * partitions
+        start_time_us = reader.time_us("startTime")
+        interval_us = reader.duration_us("interval")
+        pinned = start_time_us is not None or interval_us is not None
         parsed = cls(
             num_partitions=partitions,
             delay_us=delay_us,
             events_per_second=partitions * 1e6 / delay_us,
             limits=limits,
-            interval_us=reader.duration_us("interval"),
-            start_time_us=reader.time_us("startTime"),
+            interval_us=interval_us,
+            start_time_us=start_time_us,
             alignment_us=reader.duration_us("alignment"),
             max_events_per_trigger=reader.integer("maxEventsPerTrigger", minimum=1),
             ramp_up_us=reader.duration_us("rampUpTime", 0, positive=False),
             payload_bytes=reader.integer("payloadBytes", 0, minimum=0, maximum=64 * 1024 * 1024),
-            downtime=reader.choice("downtime", (DOWNTIME_SKIP, DOWNTIME_CATCHUP), DOWNTIME_SKIP),
+            downtime=reader.choice("downtime", (DOWNTIME_SKIP, DOWNTIME_CATCHUP),
+                                   DOWNTIME_CATCHUP if pinned else DOWNTIME_SKIP),
         )
         reader.finish()
         return parsed

@@ -69,12 +69,15 @@ class ImpulseDataSource(DataSource):
         from a restart that re-anchors the schedule (``downtime=skip``, or changed rate options).
     payloadBytes : int ≥ 0, default 0
         Size of a deterministic ``payload`` column (counter and subtask index, then filler).
-    downtime : ``skip`` (default) | ``catchup``
+    downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
         missed time gets no events. ``catchup`` (like Spark's ``rate``): every missed event is due at
         once, bounded per micro-batch by ``maxEventsPerTrigger`` when set; their timestamps are their
-        original scheduled times.
+        original scheduled times. ``startTime`` or ``interval`` *pins* the timeline, so the default is
+        then ``catchup``: a restart keeps every event's timestamp, what was due stays due, and the
+        stream equals the bounded batch read. An explicit ``skip`` with them is honoured (the pacing,
+        and without ``interval`` the timestamps, re-anchor at the restart).
 
     Notes
     -----

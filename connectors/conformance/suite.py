@@ -53,10 +53,9 @@ def expected_events(limit: int, partitions: int = PARTITIONS) -> list[tuple[int,
 
 
 def impulse_stream(spark, limit: int, per_trigger: int | None = None):
-    """Impulse events that are all due at once (start in 1970), replayable, caught up after a restart."""
+    """Impulse events that are all due at once (start in 1970), replayable; a restart keeps the pinned timeline."""
     reader = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
-              .option("numPartitions", PARTITIONS).option("startTime", "0").option("limit", limit)
-              .option("downtime", "catchup"))
+              .option("numPartitions", PARTITIONS).option("startTime", "0").option("limit", limit))
     if per_trigger:
         reader = reader.option("maxEventsPerTrigger", per_trigger)
     return reader.load()

@@ -59,7 +59,9 @@ def checkpoint_offsets(checkpoint: str | Path) -> dict[int, dict]:
 
 
 def committed_batches(checkpoint: str | Path) -> list[int]:
-    return sorted(int(p.name) for p in Path(checkpoint, "commits").iterdir() if p.name.isdigit())
+    """The batch ids in `<checkpoint>/commits` (none before the query made that folder)."""
+    commits = Path(checkpoint, "commits")
+    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
 
 
 def uncommit_last_batch(checkpoint: str | Path) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from connectors.session import local_session
 
 OPTIONS = {"delay": "1ms", "numPartitions": "4", "startTime": "0", "interval": "1ms", "payloadBytes": "24",
-           "maxEventsPerTrigger": "200", "downtime": "catchup"}
+           "maxEventsPerTrigger": "200"}
 
 
 def main(master: str, checkpoint: str) -> None:

@@ -22,6 +22,13 @@ def test_defaults():
     assert opts.ramp_up_us == 0 and opts.payload_bytes == 0 and opts.downtime == DOWNTIME_SKIP
 
 
+@pytest.mark.parametrize("pin", [{"startTime": "2020-01-01T00:00:00Z"}, {"interval": "1ms"}])
+def test_a_pinned_timeline_catches_up_by_default_and_an_explicit_skip_is_honoured(pin):
+    """startTime or interval pins the timeline: a restart must not move it, so the default is catchup."""
+    assert parse(eventsPerSecond=100, **pin).downtime == DOWNTIME_CATCHUP
+    assert parse(eventsPerSecond=100, downtime="skip", **pin).downtime == DOWNTIME_SKIP
+
+
 def test_rate_is_split_over_partitions_as_a_float():
     opts = parse(eventsPerSecond=1000, numPartitions=3)
     assert opts.delay_us == pytest.approx(3 * 1e6 / 1000)

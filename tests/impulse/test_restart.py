@@ -6,13 +6,18 @@ A crash between a batch's offsets and its commit is simulated by deleting the ba
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
+from connectors.conformance.suite import kill_tree
 from impulse.schedule import Schedule
-from tests.impulse.helpers import BatchRecorder, checkpoint_offsets, impulse, poll_query, uncommit_last_batch
+from tests.impulse.helpers import (BatchRecorder, checkpoint_offsets, committed_batches, impulse, poll, poll_query,
+                                   uncommit_last_batch)
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +71,7 @@ def assert_replays_identical(recorder: BatchRecorder, replayed: int) -> None:
 def test_restart_continues_counters_and_replays_identically(spark, tmp_path):
     """Deterministic: a backfill from the epoch, 100 events per micro-batch, limit raised on restart."""
     options = dict(delay="1ms", numPartitions=3, startTime=0, interval="1ms", payloadBytes=24,
-                   maxEventsPerTrigger=100, downtime="catchup")
+                   maxEventsPerTrigger=100)
     recorder = BatchRecorder()
     run_to_end(spark, tmp_path, recorder, limit=450, **options)
     assert sorted(recorder.calls) == [0, 1, 2, 3, 4]
@@ -79,8 +84,9 @@ def test_restart_continues_counters_and_replays_identically(spark, tmp_path):
 
 
 def test_restart_after_downtime_skips_the_missed_time(spark, tmp_path):
-    """downtime=skip (default): real-time rate; the schedule re-anchors at the restart, counters go on."""
-    options = dict(eventsPerSecond=400, numPartitions=2, payloadBytes=16, startTime=a_second_ago_ms())
+    """downtime=skip (the default without startTime/interval; explicit here, beside a startTime that only
+    places the first start): real-time rate; the schedule re-anchors at the restart, counters go on."""
+    options = dict(eventsPerSecond=400, numPartitions=2, payloadBytes=16, startTime=a_second_ago_ms(), downtime="skip")
     recorder = BatchRecorder()
     run_to_end(spark, tmp_path, recorder, **options)  # ~400 events: the second before the start
     replayed = uncommit_last_batch(tmp_path)
@@ -105,9 +111,10 @@ def test_restart_after_downtime_skips_the_missed_time(spark, tmp_path):
             assert ts < restart_us
 
 
-def test_restart_after_downtime_with_catchup_emits_the_missed_events(spark, tmp_path):
-    """downtime=catchup: the anchor stays; every event missed while down is due at once, on its original time."""
-    options = dict(eventsPerSecond=400, numPartitions=2, downtime="catchup", startTime=a_second_ago_ms())
+def test_restart_of_a_pinned_timeline_emits_the_missed_events(spark, tmp_path):
+    """startTime pins the timeline (default downtime=catchup): the anchor stays; every event missed while down
+    is due at once, on its original time."""
+    options = dict(eventsPerSecond=400, numPartitions=2, startTime=a_second_ago_ms())
     recorder = BatchRecorder()
     run_to_end(spark, tmp_path, recorder, **options)
     stopped = checkpoint_offsets(tmp_path)
@@ -154,3 +161,58 @@ def test_restart_with_other_num_partitions_fails_clearly(spark, tmp_path):
     assert "OptionError" in message and "option 'numPartitions'" in message
     assert "'3'" in message or " 3 " in message or "3 for" in message
     assert "2, the number of partitions in this query's checkpoint" in message
+
+
+# --- a pinned backfill (issue: a restart with the default downtime moved the timeline and lost the rest) ------
+
+BACKFILL = dict(eventsPerSecond=1_000_000_000, numPartitions=2, limit=60_000, maxEventsPerTrigger=5_000,
+                startTime="2020-01-01T00:00:00Z", payloadBytes=16)
+ALL_COLUMNS = "counter, subtask_index, unix_micros(timestamp) AS ts, hex(payload) AS payload"
+
+
+def to_parquet(spark, out, checkpoint, trigger: dict, **options):
+    return (impulse(spark, **options).writeStream.format("parquet").option("path", str(out))
+            .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
+
+
+def finish_backfill_and_compare(spark, out, checkpoint, options: dict) -> None:
+    """Restart with Trigger.AvailableNow (default downtime): every event lands once, equal to the batch read."""
+    query = to_parquet(spark, out, checkpoint, {"availableNow": True}, **options)
+    assert query.awaitTermination(180), "Trigger.AvailableNow did not end the query"
+    assert query.exception() is None
+    stream = spark.read.parquet(str(out)).selectExpr(*ALL_COLUMNS.split(", "))
+    batch = (spark.read.format("impulse").options(**{k: str(v) for k, v in options.items()}).load()
+             .selectExpr(*ALL_COLUMNS.split(", ")))
+    assert stream.count() == stream.select("subtask_index", "counter").distinct().count() == options["limit"]
+    assert stream.exceptAll(batch).count() == 0 and batch.exceptAll(stream).count() == 0
+
+
+def test_a_stopped_backfill_restarted_with_available_now_finishes_equal_to_the_batch_read(spark, tmp_path):
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+    query = to_parquet(spark, out, checkpoint, {"processingTime": "0 seconds"}, **BACKFILL)
+    try:
+        poll_query(query, lambda: len(committed_batches(checkpoint)) >= 3, what="3 committed batches")
+    finally:
+        query.stop()
+    before = spark.read.parquet(str(out)).count()
+    assert 15_000 <= before < BACKFILL["limit"], before
+    finish_backfill_and_compare(spark, out, checkpoint, BACKFILL)
+
+
+def test_a_killed_backfill_restarted_with_available_now_finishes_equal_to_the_batch_read(spark, tmp_path):
+    """The driver's whole process tree (Python workers included) gets SIGKILL mid-backfill."""
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+    args = {"format": "parquet", "options": {"path": str(out)}, "checkpoint": str(checkpoint),
+            "limit": 200_000, "per_trigger": 5_000, "partitions": 2}
+    options = dict(eventsPerSecond=1_000_000, numPartitions=2, startTime=0, limit=200_000, maxEventsPerTrigger=5_000)
+    process = subprocess.Popen([sys.executable, "-m", "connectors.conformance.driver", json.dumps(args)],
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        poll(lambda: process.poll() is not None or len(committed_batches(checkpoint)) >= 3,
+             timeout=180, what="3 committed batches in the driver process")
+        assert process.poll() is None, f"the driver exited early: {process.stderr.read().decode()[-2000:]}"
+    finally:
+        kill_tree(process.pid)
+        process.wait(30)
+    assert len(committed_batches(checkpoint)) < 40, "the kill came too late to cut the backfill"
+    finish_backfill_and_compare(spark, out, checkpoint, options)

@@ -157,7 +157,7 @@ def test_available_now_prepared_before_the_initial_offset_reads_what_is_due_at_t
 
 
 def test_partitions_cover_start_to_end_and_skip_empty_ones(clock):
-    r = reader(delay="1ms", numPartitions=3, startTime=0, limitPerPartition=100, downtime="catchup")
+    r = reader(delay="1ms", numPartitions=3, startTime=0, limitPerPartition=100)
     start = {**r.initialOffset(), "counters": [10, 100, 0]}
     end = r.latestOffset(start, ReadAllAvailable())
     parts = r.partitions(start, end)
@@ -208,6 +208,19 @@ def test_restart_with_skip_reanchors_and_counters_continue(clock):
     assert sorted(table.column("counter").to_pylist()) == sorted(list(range(1501, 2502)) * 2)
     times = table.filter(pa.compute.equal(table.column("subtask_index"), 0)).column("timestamp").cast(pa.int64()).to_pylist()
     assert times == [end["anchorTime"] + 2000 * k for k in range(1001)]
+
+
+@pytest.mark.parametrize("pin", [{"startTime": T0 // 1000}, {"interval": "1ms"}])
+def test_restart_of_a_pinned_timeline_keeps_the_anchor_by_default(clock, pin):
+    """startTime or interval with the default downtime: what was due before the restart stays due."""
+    first = reader(eventsPerSecond=1000, numPartitions=2, **pin)
+    last = run(first, first.initialOffset(), clock, 3)
+    clock.now += 60 * SECOND
+    restarted = reader(eventsPerSecond=1000, numPartitions=2, **pin)
+    end = restarted.latestOffset(last, ReadAllAvailable())
+    assert end == {**last, "counters": [31501, 31501]}
+    skipping = reader(eventsPerSecond=1000, numPartitions=2, downtime="skip", **pin)  # explicit: honoured
+    assert skipping.latestOffset(last, ReadAllAvailable())["anchorTime"] == clock.now
 
 
 def test_restart_with_catchup_makes_the_missed_events_due_at_once(clock):

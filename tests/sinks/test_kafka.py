@@ -221,7 +221,7 @@ def test_crash_mid_write_then_restart(spark, kafka_broker, tmp_path):
     text = failure(impulse(spark, 9_000, 3_000), kafka_broker, tmp_path / "ck", topic=topic,
                    **{"kafka.linger.ms": 0, "faultInjection": "point=mid_write,action=crash,batch=1,partition=0"})
     assert "batch 1" in text or "Python worker" in text or "crash" in text.lower() or "exited" in text
-    run(impulse(spark, 9_000, 3_000, downtime="catchup"), kafka_broker, tmp_path / "ck", topic=topic)
+    run(impulse(spark, 9_000, 3_000), kafka_broker, tmp_path / "ck", topic=topic)
     assert events(kafka_broker, topic) == expected(9_000)
     assert stable(kafka_broker, topic)
 
@@ -315,7 +315,7 @@ def test_broker_restart_mid_stream(spark, kafka_broker, tmp_path, outage):
         wait_until(written, 300, 0.5, "all events written or the query stopped")
     finally:
         query.stop()
-    run(impulse(spark, limit, 500, downtime="catchup"), kafka_broker, tmp_path / "ck", topic=topic)
+    run(impulse(spark, limit, 500), kafka_broker, tmp_path / "ck", topic=topic)
     assert events(kafka_broker, topic) == expected(limit)
     assert stable(kafka_broker, topic)
 
@@ -331,7 +331,7 @@ def test_at_least_once_survives_a_broker_restart(spark, kafka_broker, tmp_path):
         wait_until(lambda: not query.isActive or _count(kafka_broker, topic) >= limit, 300, 0.5)
     finally:
         query.stop()
-    run(impulse(spark, limit, 500, downtime="catchup"), kafka_broker, tmp_path / "ck", topic=topic,
+    run(impulse(spark, limit, 500), kafka_broker, tmp_path / "ck", topic=topic,
         deliveryGuarantee="at_least_once")
     assert sorted(set(events(kafka_broker, topic))) == expected(limit)
 

@@ -64,20 +64,18 @@ def namespace(name: str) -> str:
     return f"/{name}-{uuid.uuid4().hex[:8]}"
 
 
-def impulse(spark, limit: int, *, per_trigger: int | None = None, catchup: bool = False, **extra):
+def impulse(spark, limit: int, *, per_trigger: int | None = None, **extra):
     reader = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("startTime", "0")
               .option("limit", limit).option("numPartitions", 2))
     if per_trigger:
         reader = reader.option("maxEventsPerTrigger", per_trigger)
-    if catchup:
-        reader = reader.option("downtime", "catchup")
     return reader.options(**{k: str(v) for k, v in extra.items()}).load()
 
 
-def run(spark, checkpoint: Path, url: str, limit: int, *, per_trigger: int | None = None, catchup: bool = False,
+def run(spark, checkpoint: Path, url: str, limit: int, *, per_trigger: int | None = None,
         wait: float = 180, **options):
     """impulse → webhook-sink with Trigger.AvailableNow until the end; raises what the query raised."""
-    query = (impulse(spark, limit, per_trigger=per_trigger, catchup=catchup).writeStream.format("webhook-sink")
+    query = (impulse(spark, limit, per_trigger=per_trigger).writeStream.format("webhook-sink")
              .option("url", url).options(**{k: str(v) for k, v in options.items()})
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     try:
@@ -406,7 +404,7 @@ def test_receiver_restarted_mid_stream(spark, tmp_path):
         finally:
             query.stop()
         if len(landed(receiver, path)) < limit:  # the query failed while the receiver was down: restart it
-            run(spark, checkpoint, receiver.url + path, limit, catchup=True, batchSize=50)
+            run(spark, checkpoint, receiver.url + path, limit, batchSize=50)
         assert landed(receiver, path) == expected_events(limit)
         assert any(r.status == 200 for r in receiver.requests)
 
@@ -432,7 +430,7 @@ def test_replay_of_the_last_batch_resends_identical_keys(spark, http_receiver, t
     first = {r.idempotency_key: r.body for r in accepted(http_receiver, path)}
     last = uncommit_last_batch(checkpoint)  # as if the driver died before Spark logged the commit
     http_receiver.reset_behaviour()
-    again = run(spark, checkpoint, events, 1_000, per_trigger=400, batchSize=64, commitUrl=commit, catchup=True)
+    again = run(spark, checkpoint, events, 1_000, per_trigger=400, batchSize=64, commitUrl=commit)
     assert again.id == query.id
     replayed = [r for r in http_receiver.requests if r.path == path and r.duplicate]
     expected_keys = {k for k in first if KEY.match(k)["batch"] == str(last)}
