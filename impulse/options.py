@@ -9,10 +9,15 @@ from typing import Mapping
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 
-__all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP"]
+__all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
 DOWNTIME_SKIP = "skip"
 DOWNTIME_CATCHUP = "catchup"
+
+
+def split_limit(total: int, partitions: int) -> tuple[int, ...]:
+    """How a total `limit` is shared: partition i gets ``total // partitions``, plus one if ``i < total % partitions``."""
+    return tuple(total // partitions + (1 if i < total % partitions else 0) for i in range(partitions))
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class ImpulseOptions:
                               "at most one of 'limit' (total over all partitions) or 'limitPerPartition'")
         limits = None
         if limit is not None:
-            limits = tuple(limit // partitions + (1 if i < limit % partitions else 0) for i in range(partitions))
+            limits = split_limit(limit, partitions)
         elif per_partition is not None:
             limits = (per_partition,) * partitions
         start_time_us = reader.time_us("startTime")
