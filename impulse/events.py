@@ -5,10 +5,12 @@ that identity and of `EventLayout`, so a replayed range yields byte-identical ba
 
 - ``counter`` BIGINT, ``subtask_index`` BIGINT;
 - ``timestamp`` TIMESTAMP (UTC, µs): ``start + interval × counter`` when an interval is set, else the
-  event's scheduled emission time ``anchor + offset(counter − base)`` (see `impulse.schedule`);
+  event's scheduled emission time ``anchor + offset(counter − base)`` (see `impulse.schedule`); with
+  `Disorder`, minus the event's drawn delay;
 - ``payload`` BINARY of exactly `payload_bytes` bytes (only when > 0): the counter (8 bytes, big
   endian), then the subtask index (8 bytes, big endian), then the filler ``b"impulse."`` repeated;
-  truncated to the size when it is smaller than 16.
+  truncated to the size when it is smaller than 16;
+- every other column of a user schema: `impulse.fields`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from impulse import draws
 from impulse.schedule import Schedule
+from impulse.schema import RowSpec, arrow_schema, default_rows, spark_schema
 
-__all__ = ["EventLayout", "arrow_schema", "spark_schema", "event_batches", "ROWS_PER_BATCH"]
+__all__ = ["Disorder", "EventLayout", "arrow_schema", "spark_schema", "event_batches", "ROWS_PER_BATCH"]
 
 # 64K-256K rows per record batch were fastest through Spark's Python data source path.
 ROWS_PER_BATCH = 131_072
@@ -29,28 +33,31 @@ _MAX_BATCH_BYTES = 64 * 1024 * 1024  # keeps payload offsets in int32 and a batc
 _FILLER = np.frombuffer(b"impulse.", dtype=np.uint8)
 
 
-def arrow_schema(payload_bytes: int) -> pa.Schema:
-    """The Arrow schema of the batches; it must equal Spark's schema exactly (µs, UTC, not null)."""
-    fields = [
-        pa.field("counter", pa.int64(), nullable=False),
-        pa.field("subtask_index", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-    if payload_bytes > 0:
-        fields.append(pa.field("payload", pa.binary(), nullable=False))
-    return pa.schema(fields)
+@dataclass(frozen=True)
+class Disorder:
+    """Out-of-order and late event time: how far an event's ``timestamp`` lies before its schedule.
 
-
-def spark_schema(payload_bytes: int) -> str:
-    """The same schema as a Spark DDL string.
-
-    Every column is ``NOT NULL`` (no event has a null field). Besides being true, it is faster: Spark
-    turns each Arrow batch into rows with a generated projection, which for nullable columns calls
-    ``isNullAt`` (an Arrow validity-bit read, bounds-checked) on every value: ~19 % of the task
-    threads' samples in a profile, ~15-20 % less task CPU per row without it (`bench/README.md`).
+    Each event is delayed by an integer number of µs drawn uniformly in ``[0, max_delay_us]``; a
+    `late_rate` share of events (drawn independently) by a further `late_by_us`. Arrival (pacing) is
+    unchanged. Both draws are pure functions of (seed, subtask_index, counter): streams ``timestamp``/
+    ``disorder`` and ``timestamp``/``late`` of `impulse.draws`.
     """
-    ddl = "counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL, timestamp TIMESTAMP NOT NULL"
-    return ddl + (", payload BINARY NOT NULL" if payload_bytes > 0 else "")
+
+    max_delay_us: int
+    late_rate: float
+    late_by_us: int
+    seed: int
+
+    def delays_us(self, subtask: int, first: int, count: int) -> np.ndarray:
+        delays = np.zeros(count, dtype=np.int64)
+        if self.max_delay_us:
+            key = draws.stream_key(self.seed, "timestamp", "disorder")
+            delays += draws.integers(draws.words(key, subtask, first, count), 0, self.max_delay_us)
+        if self.late_rate:
+            key = draws.stream_key(self.seed, "timestamp", "late")
+            late = draws.uniform(draws.words(key, subtask, first, count)) < self.late_rate
+            delays[late] += self.late_by_us
+        return delays
 
 
 @dataclass(frozen=True)
@@ -62,35 +69,49 @@ class EventLayout:
     base_counter: int
     interval_us: int | None
     payload_bytes: int
+    rows: RowSpec | None = None  # None: the default columns
+    partitions: int = 1
+    disorder: Disorder | None = None
 
-    def timestamps_us(self, counters: np.ndarray) -> np.ndarray:
+    def __post_init__(self) -> None:
+        if self.rows is None:
+            object.__setattr__(self, "rows", default_rows(self.payload_bytes))
+
+    def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
         if self.interval_us is not None:
             timestamps = counters * self.interval_us
             timestamps += self.start_us
-            return timestamps
-        timestamps = self.schedule.offsets_us(counters - self.base_counter)
-        timestamps += self.schedule.anchor_us
+        else:
+            timestamps = self.schedule.offsets_us(counters - self.base_counter)
+            timestamps += self.schedule.anchor_us
+        if self.disorder is not None and len(counters):
+            timestamps -= self.disorder.delays_us(subtask, int(counters[0]), len(counters))
         return timestamps
 
 
 def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
                   rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
     """Yield the events ``counter ∈ [first, end)`` of one partition in record batches of ≤ `rows_per_batch` rows."""
-    schema = arrow_schema(layout.payload_bytes)
+    schema = layout.rows.arrow
     if layout.payload_bytes:
         rows_per_batch = max(1, min(rows_per_batch, _MAX_BATCH_BYTES // layout.payload_bytes))
     subtask = None  # the constant column, shared by every full-size batch (Arrow arrays are immutable)
     for lo in range(first, end, rows_per_batch):
         counters = np.arange(lo, min(lo + rows_per_batch, end), dtype=np.int64)
-        if subtask is None or len(subtask) != len(counters):
-            subtask = pa.array(np.full(len(counters), subtask_index, dtype=np.int64))
-        columns = [
-            pa.array(counters),
-            subtask,
-            pa.array(layout.timestamps_us(counters), type=pa.timestamp("us", tz="UTC")),
-        ]
-        if layout.payload_bytes > 0:
-            columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
+        columns = []
+        for column in layout.rows.columns:
+            if column == "counter":
+                columns.append(pa.array(counters))
+            elif column == "subtask_index":
+                if subtask is None or len(subtask) != len(counters):
+                    subtask = pa.array(np.full(len(counters), subtask_index, dtype=np.int64))
+                columns.append(subtask)
+            elif column == "timestamp":
+                columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
+            elif column == "payload":
+                columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
+            else:
+                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions))
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from connectors.errors import OptionError
 from connectors.options import OptionReader
+from impulse.fields import KINDS, PROPERTIES
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
@@ -42,6 +43,11 @@ class ImpulseOptions:
     ramp_up_us: int
     payload_bytes: int
     downtime: str
+    seed: int = 0
+    out_of_orderness_us: int = 0
+    late_rate: float = 0.0
+    late_by_us: int = 0
+    fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -66,6 +72,14 @@ class ImpulseOptions:
             limits = split_limit(limit, partitions)
         elif per_partition is not None:
             limits = (per_partition,) * partitions
+        late_rate = reader.number("lateRate", 0.0, minimum=0.0)
+        late_by = reader.duration_us("lateBy")
+        if late_rate > 1:
+            raise OptionError("lateRate", options.get("lateRate"), "a fraction from 0 to 1")
+        if (late_rate > 0) != (late_by is not None):
+            raise OptionError("lateRate/lateBy", {"lateRate": options.get("lateRate"), "lateBy": options.get("lateBy")},
+                              "both or neither: 'lateRate' (the share of late events, 0..1) and 'lateBy' "
+                              "(how much later than out-of-order they are, e.g. '1m')")
         start_time_us = reader.time_us("startTime")
         interval_us = reader.duration_us("interval")
         pinned = start_time_us is not None or interval_us is not None
@@ -82,9 +96,19 @@ class ImpulseOptions:
             payload_bytes=reader.integer("payloadBytes", 0, minimum=0, maximum=64 * 1024 * 1024),
             downtime=reader.choice("downtime", (DOWNTIME_SKIP, DOWNTIME_CATCHUP),
                                    DOWNTIME_CATCHUP if pinned else DOWNTIME_SKIP),
+            seed=reader.integer("seed", 0, minimum=-2 ** 63, maximum=2 ** 64 - 1),
+            out_of_orderness_us=reader.duration_us("outOfOrderness", 0, positive=False),
+            late_rate=late_rate,
+            late_by_us=late_by or 0,
+            fields=_fields(reader.prefixed("fields.")),
         )
         reader.finish()
         return parsed
+
+    @property
+    def disordered(self) -> bool:
+        """Whether event time is out of order (``outOfOrderness`` or ``lateRate``)."""
+        return bool(self.out_of_orderness_us or self.late_rate)
 
     def aligned_start(self, now_us: int) -> int:
         """The start time: `startTime` (or `now_us`), rounded down to a multiple of `alignment`."""
@@ -92,3 +116,22 @@ class ImpulseOptions:
         if self.alignment_us:
             start -= start % self.alignment_us
         return start
+
+
+def _fields(given: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``fields.<column>.<property>`` options by column (lower case); property names and kinds checked here,
+    so that a typo fails when the DataFrame is defined. The rest is checked against the schema (`impulse.schema`)."""
+    known = {p.lower(): p for p in PROPERTIES}
+    out: dict[str, dict[str, str]] = {}
+    for key, value in given.items():
+        column, dot, prop = key.rpartition(".")
+        option = "fields." + key
+        if not dot or not column:
+            raise OptionError(option, value, "an option named fields.<column>.<property>, e.g. fields.user_id.kind")
+        if prop.lower() not in known:
+            raise OptionError(option, value, f"a property of a generated column; unknown property '{prop}' "
+                                             f"(known: {', '.join(PROPERTIES)})")
+        if prop.lower() == "kind" and value.strip().lower() not in KINDS:
+            raise OptionError(option, value, "one of " + ", ".join(repr(k) for k in KINDS))
+        out.setdefault(column.lower(), {})[prop.lower()] = value
+    return out

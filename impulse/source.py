@@ -23,9 +23,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from connectors.errors import OptionError
 from connectors.worker import freeze_gc_once
-from impulse.events import EventLayout, event_batches, spark_schema
+from impulse.events import Disorder, EventLayout, event_batches
 from impulse.options import DOWNTIME_SKIP, ImpulseOptions
 from impulse.schedule import Schedule
+from impulse.schema import RowSpec, default_rows, row_spec, spark_schema
 
 __all__ = ["ImpulseDataSource", "ImpulseStreamReader", "ImpulseBatchReader", "ImpulsePartition"]
 
@@ -95,18 +96,33 @@ class ImpulseDataSource(DataSource):
     >>> spark.read.format("impulse").option("delay", "10ms").option("limit", 1000).load()  # doctest: +SKIP
     """
 
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        # Parsed when the DataFrame is defined: an error raised here reaches the user intact, with or
+        # without a user schema (DESIGN.md section 5).
+        self.parsed = ImpulseOptions.from_options(options)
+
     @classmethod
     def name(cls) -> str:
         return "impulse"
 
     def schema(self) -> str:
-        return spark_schema(ImpulseOptions.from_options(self.options).payload_bytes)
+        """The default columns (called by Spark only without a user schema; checks no ``fields.*`` is set)."""
+        self._rows(None)
+        return spark_schema(self.parsed.payload_bytes)
 
-    def streamReader(self, schema) -> "ImpulseStreamReader":
-        return ImpulseStreamReader(ImpulseOptions.from_options(self.options))
+    def streamReader(self, schema) -> "DataSourceStreamReader":
+        try:
+            return ImpulseStreamReader(self.parsed, self._rows(schema))
+        except OptionError as error:
+            return _Refused(error)
 
     def reader(self, schema) -> "ImpulseBatchReader":
-        return ImpulseBatchReader(ImpulseOptions.from_options(self.options))
+        return ImpulseBatchReader(self.parsed, self._rows(schema))
+
+    def _rows(self, schema) -> RowSpec:
+        opts = self.parsed
+        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes)
 
 
 @dataclass
@@ -132,8 +148,9 @@ def now_us() -> int:
 class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side plans offsets from the wall clock; `read()` (executors) depends on the partition only."""
 
-    def __init__(self, options: ImpulseOptions) -> None:
+    def __init__(self, options: ImpulseOptions, rows: RowSpec | None = None) -> None:
         self.options = options
+        self.rows = rows or default_rows(options.payload_bytes)
         self._initial: dict | None = None  # what initialOffset() returned in this process, if it ran
         self._resume_checked = False
         self._available_now_us: int | None = None
@@ -177,9 +194,8 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[ImpulsePartition]:
         schedule = Schedule(end["anchorTime"], end["delayUs"], end["rampUs"])
-        opts = self.options
         return [
-            ImpulsePartition(i, first, last, EventLayout(end["startTime"], schedule, base, opts.interval_us, opts.payload_bytes))
+            ImpulsePartition(i, first, last, _layout(self.options, self.rows, end["startTime"], schedule, base))
             for i, (first, last, base) in enumerate(zip(start["counters"], end["counters"], end["anchorCounters"]))
             if last > first
         ]
@@ -227,22 +243,43 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class ImpulseBatchReader(DataSourceReader):
     """A bounded read of the first `limit` events; needs ``limit`` or ``limitPerPartition``."""
 
-    def __init__(self, options: ImpulseOptions) -> None:
+    def __init__(self, options: ImpulseOptions, rows: RowSpec | None = None) -> None:
         if options.limits is None:
             raise OptionError("limit", None, "a limit ('limit' or 'limitPerPartition') for a batch read "
                                              "(spark.read): without one the impulse source is unbounded")
         self.options = options
+        self.rows = rows or default_rows(options.payload_bytes)
         self.start_us = options.aligned_start(now_us())
 
     def partitions(self) -> Sequence[ImpulsePartition]:
         opts = self.options
-        layout = EventLayout(self.start_us, Schedule(self.start_us, opts.delay_us, opts.ramp_up_us), 0,
-                             opts.interval_us, opts.payload_bytes)
+        layout = _layout(opts, self.rows, self.start_us, Schedule(self.start_us, opts.delay_us, opts.ramp_up_us), 0)
         return [ImpulsePartition(i, 0, cap, layout) for i, cap in enumerate(opts.limits) if cap > 0] or \
             [ImpulsePartition(0, 0, 0, layout)]
 
     def read(self, partition: ImpulsePartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
+
+
+class _Refused(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """What `streamReader` returns when the options do not fit the schema: it raises the `OptionError` on
+    the query's first call. Raised in ``streamReader()`` itself, PySpark 4.3 would replace it by its own
+    ``UnboundLocalError: cannot access local variable 'reader'`` (DESIGN.md section 5)."""
+
+    def __init__(self, error: OptionError) -> None:
+        self.error = error
+
+    def _raise(self, *args, **kwargs):
+        raise self.error
+
+    initialOffset = latestOffset = getDefaultReadLimit = prepareForTriggerAvailableNow = partitions = _raise
+    read = commit = reportLatestOffset = _raise
+
+
+def _layout(opts: ImpulseOptions, rows: RowSpec, start_us: int, schedule: Schedule, base: int) -> EventLayout:
+    disorder = Disorder(opts.out_of_orderness_us, opts.late_rate, opts.late_by_us, opts.seed) if opts.disordered else None
+    return EventLayout(start_us, schedule, base, opts.interval_us, opts.payload_bytes, rows, opts.num_partitions,
+                       disorder)
 
 
 def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:

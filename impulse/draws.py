@@ -1,0 +1,182 @@
+"""Counter-based random numbers: every draw a pure function of (stream key, partition, event counter).
+
+This is the algorithm a ``seed`` stands for; it is pinned, and a change to it is a change of what a
+seed means (say so in the release notes).
+
+**Streams.** A stream is Philox4x64-10 (``numpy.random.Philox``: numpy keeps every bit generator's
+output stable across releases) keyed by ``[stream key, subtask_index]``. The stream key is the first
+8 bytes (little endian) of ``blake2b("<seed>/<column>/<purpose>")``, so columns, purposes (the value,
+its null mask, its length…) and partitions draw from independent streams. Event ``c`` of a partition
+owns words ``[c·w, (c+1)·w)`` of its stream, ``w`` fixed per stream: a batch starting at event ``c``
+advances the generator by ``c·w // 4`` blocks and drops ``c·w % 4`` words. No transform below ever
+draws a variable number of words, so no value depends on batch boundaries, restarts or the machine.
+
+**Transforms** of one 64-bit word ``x`` (vectorised; IEEE-754 double arithmetic):
+
+- `uniform`: ``(x >> 11) · 2⁻⁵³`` in [0, 1); `open_uniform`: ``((x >> 11) + 0.5) · 2⁻⁵³`` in (0, 1);
+- `integers` in ``[lo, hi]``: ``lo + ⌊uniform · span⌋`` when the span is at most 2⁵³, else
+  ``lo + x mod span`` (bias below span / 2⁶⁴);
+- `normal`: Acklam's rational approximation of the inverse normal CDF (relative error < 1.15e-9) at
+  `open_uniform`; `exponential`: ``−mean · ln(1 − uniform)``;
+- `Zipf` ranks: the first ``min(N, 256)`` ranks by their exact cumulative weights, the rest by
+  inverting the midpoint integral of ``t⁻ˢ`` (each rank r > 256 carries ``∫ t⁻ˢ dt`` over
+  ``[r − ½, r + ½]``, within 1e-5 of ``r⁻ˢ``);
+- `choice` with weights: the first index whose cumulative weight share exceeds `uniform`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["stream_key", "words", "uniform", "open_uniform", "integers", "normal", "exponential", "zipf",
+           "choice"]
+
+_SHIFT = np.uint64(11)
+_TWO_M53 = 2.0 ** -53
+
+
+def stream_key(seed: int, column: str, purpose: str) -> int:
+    """The 64-bit key of one stream: `column` is the lower-cased column name, `purpose` what it draws."""
+    digest = hashlib.blake2b(f"{seed}/{column}/{purpose}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def words(key: int, subtask: int, first: int, count: int, per_event: int = 1) -> np.ndarray:
+    """The words of events ``[first, first + count)`` of one stream: uint64, shape (count,) or (count, per_event)."""
+    start = first * per_event
+    generator = np.random.Philox(key=np.array([key, subtask], dtype=np.uint64))
+    generator.advance(start // 4)
+    raw = generator.random_raw(count * per_event + start % 4)[start % 4:]
+    return raw if per_event == 1 else raw.reshape(count, per_event)
+
+
+def uniform(x: np.ndarray) -> np.ndarray:
+    """Doubles in [0, 1) from the top 53 bits."""
+    out = (x >> _SHIFT).astype(np.float64)
+    out *= _TWO_M53
+    return out
+
+
+def open_uniform(x: np.ndarray) -> np.ndarray:
+    """Doubles in (0, 1): never 0 or 1, for transforms with a logarithm."""
+    out = (x >> _SHIFT).astype(np.float64)
+    out += 0.5
+    out *= _TWO_M53
+    return out
+
+
+def integers(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Integers in ``[lo, hi]`` (int64; ``lo ≤ hi``, both within int64)."""
+    span = hi - lo + 1
+    if span <= 2 ** 53:
+        out = np.floor(uniform(x) * span).astype(np.int64)
+        np.minimum(out, span - 1, out=out)
+    elif span >= 2 ** 64:
+        return x.view(np.int64).copy()
+    else:
+        out = (x % np.uint64(span)).astype(np.int64)  # wraps for offsets ≥ 2⁶³, undone by the addition below
+    out += np.int64(lo)  # int64 arithmetic wraps: lo + (x mod span) lands in [lo, hi] even past 2⁶³
+    return out
+
+
+# Acklam's inverse normal CDF coefficients.
+_A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+      -3.066479806614716e+01, 2.506628277459239e+00)
+_B = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+      -1.328068155288572e+01)
+_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+      4.374664141464968e+00, 2.938163982698783e+00)
+_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+_P_LOW = 0.02425
+
+
+def _horner(coefficients: tuple[float, ...], x: np.ndarray, last: float | None = None) -> np.ndarray:
+    out = np.full_like(x, coefficients[0])
+    for c in coefficients[1:]:
+        out *= x
+        out += c
+    if last is not None:
+        out *= x
+        out += last
+    return out
+
+
+def normal(x: np.ndarray, mean: float = 0.0, stddev: float = 1.0) -> np.ndarray:
+    """Normal deviates by the inverse CDF: one word per value, no rejection."""
+    p = open_uniform(x)
+    q = p - 0.5
+    r = q * q
+    z = _horner(_A, r) * q / _horner(_B, r, 1.0)
+    tails = np.abs(q) > 0.5 - _P_LOW
+    if tails.any():
+        pt = p[tails]
+        upper = pt > 0.5
+        t = np.sqrt(-2.0 * np.log(np.where(upper, 1.0 - pt, pt)))
+        zt = _horner(_C, t) / _horner(_D, t, 1.0)
+        z[tails] = np.where(upper, -zt, zt)
+    if stddev != 1.0:
+        z *= stddev
+    if mean:
+        z += mean
+    return z
+
+
+def exponential(x: np.ndarray, mean: float) -> np.ndarray:
+    """Exponential deviates with the given mean (> 0)."""
+    out = np.log1p(-uniform(x))
+    out *= -mean
+    return out
+
+
+_HEAD = 256
+
+
+class Zipf:
+    """Ranks 0..N-1 where rank k has probability ∝ 1 / (k+1)^s (s ≥ 0); see the module docstring."""
+
+    def __init__(self, cardinality: int, exponent: float) -> None:
+        self.n, self.s = cardinality, exponent
+        head = np.arange(1, min(cardinality, _HEAD) + 1, dtype=np.float64) ** -exponent
+        self.cumulative = np.cumsum(head)
+        self.head_mass = float(self.cumulative[-1])
+        self.tail_from = self._integral(len(head) + 0.5)
+        tail = self._integral(cardinality + 0.5) - self.tail_from if cardinality > _HEAD else 0.0
+        self.total = self.head_mass + tail
+
+    def _integral(self, t: float | np.ndarray):
+        """An antiderivative of t^-s."""
+        return np.log(t) if self.s == 1.0 else t ** (1.0 - self.s) / (1.0 - self.s)
+
+    def _inverse(self, y: np.ndarray) -> np.ndarray:
+        return np.exp(y) if self.s == 1.0 else ((1.0 - self.s) * y) ** (1.0 / (1.0 - self.s))
+
+    def ranks(self, x: np.ndarray) -> np.ndarray:
+        """0-based ranks (int64) for the words `x`."""
+        v = uniform(x) * self.total
+        out = np.searchsorted(self.cumulative, v, side="right").astype(np.int64)
+        tail = v >= self.head_mass
+        if tail.any():
+            t = self._inverse(self.tail_from + (v[tail] - self.head_mass))
+            out[tail] = np.floor(t + 0.5).astype(np.int64) - 1
+        np.clip(out, 0, self.n - 1, out=out)
+        return out
+
+
+@lru_cache(maxsize=64)
+def zipf(cardinality: int, exponent: float) -> Zipf:
+    """A cached `Zipf` (its head table is built once per Python process)."""
+    return Zipf(cardinality, exponent)
+
+
+def choice(x: np.ndarray, weights: tuple[float, ...] | None, count: int) -> np.ndarray:
+    """Indices in ``[0, count)``: uniform, or with probability ∝ `weights`."""
+    if weights is None:
+        return integers(x, 0, count - 1)
+    cumulative = np.cumsum(weights, dtype=np.float64)
+    cumulative /= cumulative[-1]
+    out = np.searchsorted(cumulative, uniform(x), side="right").astype(np.int64)
+    np.minimum(out, count - 1, out=out)
+    return out

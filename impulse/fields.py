@@ -1,0 +1,508 @@
+"""Generated columns: a user schema plus ``fields.<column>.<property>`` options → vectorised generators.
+
+A column's value for an event is a pure function of (``seed``, the lower-cased column name, that column's
+options, ``subtask_index``, ``counter``): `impulse.draws` keys one random stream per (seed, column,
+purpose), and the value of event ``c`` uses only that event's words. The null mask draws from its own
+stream, so adding ``nullRate`` leaves the non-null values as they were. ``kind=sequence`` uses the
+event's *global index* ``counter × numPartitions + subtask_index`` (with a total ``limit`` of L events,
+the indices are exactly 0..L-1).
+
+Kinds, the types they take and their properties (besides ``kind``, ``nullRate`` and, on STRING, ``format``):
+
+==============  ==========================================  ==============================================
+kind            types                                       properties (default)
+==============  ==========================================  ==============================================
+sequence        integers, FLOAT, DOUBLE, DECIMAL, STRING    start (0), step (1)
+random          every type                                  numbers, DATE, TIMESTAMP: min, max; STRING:
+                                                            length or minLength..maxLength (16), or
+                                                            min/max with a format; BINARY: length (16);
+                                                            BOOLEAN: probability (0.5)
+normal          numbers, STRING                             mean (0), stddev (1), min, max (a clip)
+exponential     numbers, STRING                             mean (1)
+zipf            integers, STRING                            cardinality (required), exponent (1), min (0)
+values          all but BINARY                              values (required, comma-separated), weights
+uuid            STRING                                      —
+==============  ==========================================  ==============================================
+
+Defaults by type (no ``kind``): integers ``random`` over the type's whole range; FLOAT, DOUBLE
+``random`` in [0, 1); DECIMAL(p,s) ``random`` from 0 to its largest value; BOOLEAN ``random`` (0.5);
+STRING ``random`` of 16 characters; BINARY ``random`` of 16 bytes; DATE and TIMESTAMP ``random`` in
+[2000-01-01, 2030-01-01).
+
+Random strings are drawn from ``A-Z a-z 0-9``, one character per 16 bits (``⌊v·62 / 2¹⁶⌋``). Numbers on a
+STRING column are formatted by ``format``: literal text around one ``{}``, ``{:d}``, ``{:Nd}``,
+``{:0Nd}`` (integers) or ``{:.Nf}`` (decimals), as Python's `str.format` would (``user-{:06d}`` →
+``user-000042``). Integers from ``normal``/``exponential`` are rounded half to even and clipped to the type.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType, DoubleType,
+                               FloatType, IntegerType, LongType, ShortType, StringType, StructType, TimestampType)
+
+from connectors.errors import OptionError
+from connectors.options import OptionReader, parse_time_us
+from impulse import draws
+
+__all__ = ["Column", "ColumnType", "column_type", "generated_column", "KINDS", "PROPERTIES", "TYPE_NAMES"]
+
+KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid")
+PROPERTIES = ("kind", "nullRate", "format", "start", "step", "min", "max", "length", "minLength", "maxLength",
+              "probability", "mean", "stddev", "cardinality", "exponent", "values", "weights")
+TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP"
+_DAY_US = 86_400_000_000
+_EPOCH_2000_DAYS, _EPOCH_2030_DAYS = 10_957, 21_915
+_ALPHANUMERIC = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    """What the generators need to know of a Spark type: its family, Arrow type and integer bounds."""
+
+    name: str            # as in DDL, for messages
+    family: str          # int, float, decimal, boolean, string, binary, date, timestamp
+    arrow: pa.DataType
+    lo: int = 0          # integers: the type's range; decimals: the unscaled range
+    hi: int = 0
+    scale: int = 0
+
+
+_INTS = {ByteType: ("TINYINT", pa.int8(), 8), ShortType: ("SMALLINT", pa.int16(), 16),
+         IntegerType: ("INT", pa.int32(), 32), LongType: ("BIGINT", pa.int64(), 64)}
+
+
+def column_type(data_type: DataType) -> ColumnType | None:
+    """The `ColumnType` of a Spark type, or None when impulse cannot generate it."""
+    for spark, (name, arrow, bits) in _INTS.items():
+        if type(data_type) is spark:
+            return ColumnType(name, "int", arrow, -2 ** (bits - 1), 2 ** (bits - 1) - 1)
+    if isinstance(data_type, DecimalType):
+        p, s = data_type.precision, data_type.scale
+        top = min(10 ** p - 1, 2 ** 63 - 1)
+        return ColumnType(f"DECIMAL({p},{s})", "decimal", pa.decimal128(p, s), -top, top, s)
+    simple = {FloatType: ("FLOAT", "float", pa.float32()), DoubleType: ("DOUBLE", "float", pa.float64()),
+              BooleanType: ("BOOLEAN", "boolean", pa.bool_()), StringType: ("STRING", "string", pa.string()),
+              BinaryType: ("BINARY", "binary", pa.binary()), DateType: ("DATE", "date", pa.date32()),
+              TimestampType: ("TIMESTAMP", "timestamp", pa.timestamp("us", tz="UTC"))}
+    entry = simple.get(type(data_type))
+    return None if entry is None else ColumnType(*entry)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One generated column: everything `array` needs, small and picklable (sent to executors)."""
+
+    name: str
+    type: ColumnType
+    kind: str
+    params: tuple = ()            # the kind's parsed parameters, see `_parse`
+    null_rate: float = 0.0
+    fmt: tuple | None = None      # STRING from numbers: see `_parse_format`
+    keys: tuple[int, int, int] = field(default=(0, 0, 0))  # stream keys: value, null, length
+
+    @property
+    def nullable(self) -> bool:
+        return self.null_rate > 0
+
+    def array(self, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`."""
+        values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions)
+        if self.null_rate <= 0:
+            return values
+        nulls = draws.uniform(draws.words(self.keys[1], subtask, first, count)) < self.null_rate
+        return _with_nulls(values, nulls)
+
+    def _words(self, subtask: int, first: int, count: int, per_event: int = 1) -> np.ndarray:
+        return draws.words(self.keys[0], subtask, first, count, per_event)
+
+
+def generated_column(name: str, data_type: DataType, nullable: bool, properties: Mapping[str, str],
+                     seed: int) -> Column:
+    """Parse one column's ``fields.<name>.*`` (`properties`, keys lower-case) against its type.
+
+    Raises `OptionError` naming ``fields.<name>.<property>``, the value and what is allowed.
+    """
+    prefix = f"fields.{name}."
+    ctype = column_type(data_type)
+    if ctype is None:
+        raise OptionError(f"schema, column '{name}'", data_type.simpleString().upper(),
+                          f"a type impulse can generate: {TYPE_NAMES} (not arrays, maps or structs)")
+    reader = OptionReader({prefix + k: v for k, v in properties.items()}, name=f"column '{name}'")
+    kind = reader.choice(prefix + "kind", KINDS, "random")
+    allowed = _KIND_FAMILIES[kind]
+    if ctype.family not in allowed:
+        raise OptionError(prefix + "kind", kind, f"a kind for a {ctype.name} column: one of "
+                          + ", ".join(k for k in KINDS if ctype.family in _KIND_FAMILIES[k]))
+    null_rate = reader.number(prefix + "nullRate", 0.0, minimum=0.0) or 0.0
+    if null_rate > 1:
+        raise OptionError(prefix + "nullRate", properties.get("nullrate"), "a fraction from 0 to 1")
+    if null_rate > 0 and not nullable:
+        raise OptionError(prefix + "nullRate", properties.get("nullrate"),
+                          f"0 for a NOT NULL column; declare '{name}' nullable to give it nulls")
+    fmt, numbers = None, ctype
+    if ctype.family == "string" and kind not in ("values", "uuid") and (
+            kind != "random" or any(reader.has(prefix + p) for p in ("min", "max", "format"))):
+        # numbers on a STRING column: drawn as BIGINT or DOUBLE (by the format), then formatted
+        fmt = _parse_format(reader.string(prefix + "format", "{}"), prefix + "format")
+        continuous = fmt[1] == "float" or (kind in ("normal", "exponential") and fmt[1] == "plain")
+        numbers = ColumnType("STRING", "float" if continuous else "int", pa.int64(), -2 ** 63, 2 ** 63 - 1)
+    params = _parse(kind, numbers, reader, prefix)
+    reader.finish()
+    lower = name.lower()
+    keys = (draws.stream_key(seed, lower, "value"), draws.stream_key(seed, lower, "null"),
+            draws.stream_key(seed, lower, "length"))
+    return Column(name, ctype, kind, params, null_rate, fmt, keys)
+
+
+# --- parsing -------------------------------------------------------------------------------------------------
+
+_NUMBERS = ("int", "float", "decimal")
+_KIND_FAMILIES = {
+    "sequence": _NUMBERS + ("string",),
+    "random": _NUMBERS + ("boolean", "string", "binary", "date", "timestamp"),
+    "normal": _NUMBERS + ("string",),
+    "exponential": _NUMBERS + ("string",),
+    "zipf": ("int", "string"),
+    "values": _NUMBERS + ("boolean", "string", "date", "timestamp"),
+    "uuid": ("string",),
+}
+
+
+def _literal(ctype: ColumnType, text: str, option: str):
+    """A value of the column's type, as the generators hold it (ints, floats, unscaled decimals, days, µs)."""
+    family = ctype.family
+    text = text.strip()
+    try:
+        if family == "int":
+            value = int(text.replace("_", ""))
+            if not ctype.lo <= value <= ctype.hi:
+                raise OptionError(option, text, f"an integer from {ctype.lo} to {ctype.hi} (the range of {ctype.name})")
+            return value
+        if family == "float":
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError
+            return value
+        if family == "decimal":
+            unscaled = Decimal(text).scaleb(ctype.scale)
+            if unscaled != unscaled.to_integral_value():
+                raise OptionError(option, text, f"a decimal with at most {ctype.scale} digits after the point "
+                                                f"({ctype.name})")
+            value = int(unscaled)
+            if not ctype.lo <= value <= ctype.hi:
+                raise OptionError(option, text, f"a value that fits {ctype.name}")
+            return value
+        if family == "boolean":
+            return {"true": True, "false": False}[text.lower()]
+        if family == "date":
+            return date.fromisoformat(text).toordinal() - date(1970, 1, 1).toordinal()
+        if family == "timestamp":
+            return parse_time_us(text, option)
+        return text
+    except (ValueError, KeyError, InvalidOperation):
+        expected = {"int": "an integer", "float": "a number", "decimal": "a decimal number",
+                    "boolean": "true or false", "date": "an ISO date such as 2026-01-31",
+                    "timestamp": "an ISO-8601 time or epoch milliseconds"}[family]
+        raise OptionError(option, text, f"{expected} for the {ctype.name} column") from None
+
+
+def _literal_or(reader: OptionReader, ctype: ColumnType, option: str, default):
+    text = reader.string(option)
+    return default if text is None else _literal(ctype, text, option)
+
+
+def _parse(kind: str, ctype: ColumnType, reader: OptionReader, prefix: str) -> tuple:
+    """The kind's parameters for `Column.params`, in the units the generators use (see `_literal`)."""
+    family = ctype.family
+    if kind == "sequence":
+        one = 1.0 if family == "float" else 10 ** ctype.scale
+        return (_literal_or(reader, ctype, prefix + "start", 0.0 if family == "float" else 0),
+                _literal_or(reader, ctype, prefix + "step", one))
+    if kind == "random":
+        if family == "boolean":
+            p = reader.number(prefix + "probability", 0.5, minimum=0.0)
+            if p > 1:
+                raise OptionError(prefix + "probability", p, "a probability from 0 to 1")
+            return (p,)
+        if family in ("string", "binary"):
+            length = reader.integer(prefix + "length", None, minimum=0, maximum=1 << 20)
+            low = reader.integer(prefix + "minLength", None, minimum=0, maximum=1 << 20)
+            high = reader.integer(prefix + "maxLength", None, minimum=0, maximum=1 << 20)
+            if length is not None and (low is not None or high is not None):
+                raise OptionError(prefix + "length", length, "either 'length' or 'minLength'/'maxLength', not both")
+            if family == "binary" and (low is not None or high is not None):
+                raise OptionError(prefix + ("minLength" if low is not None else "maxLength"), low if low is not None else high,
+                                  "no such property for BINARY: use 'length'")
+            if length is None:
+                low = 16 if low is None and high is None else (low or 0)
+                high = low if high is None else high
+                if low > high:
+                    raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high},
+                                      "minLength ≤ maxLength")
+                return (low, high)
+            return (length, length)
+        defaults = {"int": (ctype.lo, ctype.hi), "float": (0.0, 1.0), "decimal": (0, ctype.hi),
+                    "date": (_EPOCH_2000_DAYS, _EPOCH_2030_DAYS - 1),
+                    "timestamp": (_EPOCH_2000_DAYS * _DAY_US, _EPOCH_2030_DAYS * _DAY_US - 1)}
+        lo = _literal_or(reader, ctype, prefix + "min", defaults[family][0])
+        hi = _literal_or(reader, ctype, prefix + "max", defaults[family][1])
+        if lo > hi:
+            raise OptionError(prefix + "min/max", {"min": reader.string(prefix + "min"), "max": reader.string(prefix + "max")},
+                              "min ≤ max")
+        return (lo, hi)
+    if kind == "normal":
+        mean = reader.number(prefix + "mean", 0.0)
+        stddev = reader.number(prefix + "stddev", 1.0, minimum=0.0)
+        clip_lo, clip_hi = (reader.number(prefix + p, None) for p in ("min", "max"))
+        if clip_lo is not None and clip_hi is not None and clip_lo > clip_hi:
+            raise OptionError(prefix + "min/max", {"min": clip_lo, "max": clip_hi}, "min ≤ max")
+        return (mean, stddev, clip_lo, clip_hi)
+    if kind == "exponential":
+        return (reader.number(prefix + "mean", 1.0, above=0.0),)
+    if kind == "zipf":
+        cardinality = reader.integer(prefix + "cardinality", None, minimum=1, maximum=1 << 40)
+        if cardinality is None:
+            raise OptionError(prefix + "cardinality", None, "the number of distinct values (an integer ≥ 1) for kind=zipf")
+        exponent = reader.number(prefix + "exponent", 1.0, minimum=0.0)
+        low = _literal_or(reader, ctype, prefix + "min", 0)
+        if low + cardinality - 1 > ctype.hi:
+            raise OptionError(prefix + "cardinality", cardinality,
+                              f"at most {ctype.hi - low + 1}: min + cardinality - 1 must fit {ctype.name}")
+        return (cardinality, exponent, low)
+    if kind == "values":
+        text = reader.string(prefix + "values", required=True)
+        items = tuple(_literal(ctype, v, prefix + "values") for v in text.split(","))
+        weights_text = reader.string(prefix + "weights")
+        weights = None
+        if weights_text is not None:
+            try:
+                weights = tuple(float(w) for w in weights_text.split(","))
+            except ValueError:
+                raise OptionError(prefix + "weights", weights_text, "comma-separated numbers ≥ 0") from None
+            if len(weights) != len(items) or min(weights) < 0 or sum(weights) <= 0 or not all(map(math.isfinite, weights)):
+                raise OptionError(prefix + "weights", weights_text,
+                                  f"{len(items)} numbers ≥ 0 (one per value), not all 0")
+        return (items, weights)
+    return ()  # uuid
+
+
+_SPEC = re.compile(r"^(?:(?P<zero>0)?(?P<width>\d+)?d?|\.(?P<digits>\d+)f)$")
+
+
+def _parse_format(text: str, option: str) -> tuple:
+    """``prefix{spec}suffix`` → (prefix, 'plain'|'int'|'float', width or digits, zero-pad, suffix)."""
+    expected = "text around one '{}', '{:d}', '{:Nd}', '{:0Nd}' or '{:.Nf}', e.g. 'user-{:06d}'"
+    try:
+        parts = list(string.Formatter().parse(text))
+    except ValueError:
+        raise OptionError(option, text, expected) from None
+    fields = [i for i, (_, name, _, _) in enumerate(parts) if name is not None]
+    if len(fields) != 1:
+        raise OptionError(option, text, expected)
+    i = fields[0]
+    _, name, spec, conversion = parts[i]
+    match = _SPEC.match(spec or "")
+    if name not in ("", "0") or conversion or not match:
+        raise OptionError(option, text, expected)
+    prefix = "".join(p[0] for p in parts[:i + 1])
+    suffix = "".join(p[0] for p in parts[i + 1:])
+    if match["digits"] is not None:
+        return (prefix, "float", int(match["digits"]), False, suffix)
+    return (prefix, "int" if spec else "plain", int(match["width"] or 0), bool(match["zero"]), suffix)
+
+
+# --- generation ----------------------------------------------------------------------------------------------
+
+def _numbers_to_type(column: Column, values: np.ndarray) -> pa.Array:
+    """int64/float64 numbers → the column's Arrow type (rounding, clipping, scaling, formatting)."""
+    ctype = column.type
+    if column.fmt is not None:
+        return _format(values, column.fmt)
+    if ctype.family == "int":
+        if values.dtype.kind == "f":
+            values = np.clip(np.rint(values), ctype.lo, ctype.hi)
+        return pa.array(values.astype(ctype.arrow.to_pandas_dtype()), type=ctype.arrow)
+    if ctype.family == "float":
+        return pa.array(values.astype(ctype.arrow.to_pandas_dtype()), type=ctype.arrow)
+    if values.dtype.kind == "f":  # decimal from a continuous kind
+        values = np.clip(np.rint(values * 10.0 ** ctype.scale), ctype.lo, ctype.hi).astype(np.int64)
+    return _decimals(values, ctype.arrow)
+
+
+def _decimals(unscaled: np.ndarray, arrow: pa.DataType) -> pa.Array:
+    """Decimal128 from int64 unscaled values (two little-endian words each, sign-extended)."""
+    words = np.empty((len(unscaled), 2), dtype=np.int64)
+    words[:, 0] = unscaled
+    words[:, 1] = unscaled >> 63
+    return pa.Array.from_buffers(arrow, len(unscaled), [None, pa.py_buffer(words)])
+
+
+def _sequence(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    start, step = column.params
+    index = np.arange(first, first + count, dtype=np.int64)
+    index *= partitions
+    index += subtask
+    if isinstance(start, float):
+        return _numbers_to_type(column, start + step * index.astype(np.float64))
+    index *= np.int64(step)  # int64 arithmetic: beyond the type's range values wrap around
+    index += np.int64(start)
+    return _numbers_to_type(column, index)
+
+
+def _random(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    family = column.type.family
+    if family == "boolean":
+        return pa.array(draws.uniform(column._words(subtask, first, count)) < column.params[0])
+    if family in ("string", "binary") and column.fmt is None:
+        return _random_bytes(column, subtask, first, count)
+    lo, hi = column.params
+    x = column._words(subtask, first, count)
+    if isinstance(lo, float):
+        values = draws.uniform(x)
+        values *= hi - lo
+        values += lo
+        return _numbers_to_type(column, values)
+    values = draws.integers(x, lo, hi)
+    if family == "date":
+        return pa.array(values.astype(np.int32), type=pa.date32())
+    if family == "timestamp":
+        return pa.array(values, type=column.type.arrow)
+    return _numbers_to_type(column, values)
+
+
+def _random_bytes(column: Column, subtask: int, first: int, count: int) -> pa.Array:
+    low, high = column.params
+    text = column.type.family == "string"
+    per_word = 4 if text else 8
+    per_event = max(1, -(-high // per_word))
+    raw = column._words(subtask, first, count, per_event).reshape(count, per_event)
+    if text:
+        chunks = raw.view(np.uint16).reshape(count, per_event * 4).astype(np.uint32)
+        chunks *= 62
+        chunks >>= 16
+        data = _ALPHANUMERIC[chunks[:, :high]]
+    else:
+        data = raw.view(np.uint8).reshape(count, per_event * 8)[:, :high]
+    if low == high:
+        lengths = None
+        flat = np.ascontiguousarray(data).reshape(-1)
+        offsets = np.arange(0, (count + 1) * high, high, dtype=np.int64)
+    else:
+        lengths = draws.integers(draws.words(column.keys[2], subtask, first, count), low, high)
+        flat = data[np.arange(high) < lengths[:, None]]
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+    large = pa.large_string() if text else pa.large_binary()
+    array = pa.Array.from_buffers(large, count, [None, pa.py_buffer(offsets), pa.py_buffer(flat)])
+    return array.cast(column.type.arrow)
+
+
+def _normal(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    mean, stddev, lo, hi = column.params
+    values = draws.normal(column._words(subtask, first, count), mean, stddev)
+    if lo is not None or hi is not None:
+        np.clip(values, lo, hi, out=values)
+    return _numbers_to_type(column, values)
+
+
+def _exponential(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    return _numbers_to_type(column, draws.exponential(column._words(subtask, first, count), column.params[0]))
+
+
+def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    cardinality, exponent, low = column.params
+    ranks = draws.zipf(cardinality, exponent).ranks(column._words(subtask, first, count))
+    if low:
+        ranks += np.int64(low)
+    return _numbers_to_type(column, ranks)
+
+
+def _values(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    items, weights = column.params
+    index = draws.choice(column._words(subtask, first, count), weights, len(items))
+    ctype = column.type
+    if ctype.family == "decimal":
+        return _decimals(np.array(items, dtype=np.int64)[index], ctype.arrow)
+    if ctype.family == "timestamp":
+        return pa.array(np.array(items, dtype=np.int64)[index], type=ctype.arrow)
+    if ctype.family == "date":
+        return pa.array(np.array(items, dtype=np.int32)[index], type=ctype.arrow)
+    return pa.array(items, type=ctype.arrow).take(pa.array(index))
+
+
+def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+    """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
+    raw = column._words(subtask, first, count, 2).view(np.uint8).reshape(count, 16).copy()
+    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40
+    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
+    hexes = np.empty((count, 36), dtype=np.uint8)
+    digits = np.empty((count, 32), dtype=np.uint8)
+    digits[:, 0::2] = _HEX[raw >> 4]
+    digits[:, 1::2] = _HEX[raw & 0x0F]
+    hexes[:, [8, 13, 18, 23]] = ord("-")
+    for source, target in ((slice(0, 8), slice(0, 8)), (slice(8, 12), slice(9, 13)), (slice(12, 16), slice(14, 18)),
+                           (slice(16, 20), slice(19, 23)), (slice(20, 32), slice(24, 36))):
+        hexes[:, target] = digits[:, source]
+    offsets = np.arange(0, (count + 1) * 36, 36, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(hexes)])
+
+
+_KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,
+                "zipf": _zipf, "values": _values, "uuid": _uuid}
+
+
+def _format(values: np.ndarray, fmt: tuple) -> pa.Array:
+    """Numbers → strings as ``str.format`` with the parsed `fmt` would, vectorised with pyarrow."""
+    prefix, spec, width, zero, suffix = fmt
+    negative = None
+    if spec == "plain" and values.dtype.kind == "f":
+        body = pc.cast(pa.array(values), pa.string())  # the shortest text that reads back as the same double
+    elif spec == "float":
+        scaled = np.rint(values * 10.0 ** width).astype(np.int64)
+        negative = scaled < 0
+        magnitude = np.abs(scaled)
+        whole = pc.cast(pa.array(magnitude // 10 ** width), pa.string())
+        if width:
+            fraction = pc.utf8_lpad(pc.cast(pa.array(magnitude % 10 ** width), pa.string()), width, "0")
+            body = pc.binary_join_element_wise(whole, fraction, ".")
+        else:
+            body = whole
+    else:
+        if values.dtype.kind == "f":
+            values = np.rint(values).astype(np.int64)
+        negative = values < 0
+        body = pc.cast(pa.array(np.abs(values)), pa.string())
+        if zero and width:  # the sign counts in the width: -42 with {:06d} is '-00042'
+            body = pc.utf8_lpad(body, max(width - 1, 0), "0")
+            body = pc.if_else(pa.array(negative), body, pc.utf8_lpad(body, width, "0"))
+    if negative is not None and negative.any():
+        body = pc.if_else(pa.array(negative), pc.binary_join_element_wise("-", body, ""), body)
+    if spec == "int" and width and not zero:
+        body = pc.utf8_lpad(body, width, " ")
+    if prefix or suffix:
+        body = pc.binary_join_element_wise(prefix, body, suffix, "")
+    return body
+
+
+def _with_nulls(values: pa.Array, nulls: np.ndarray) -> pa.Array:
+    """`values` with the rows where `nulls` is true set to null (a validity bitmap, no copy of the data)."""
+    if not nulls.any():
+        return values
+    if values.offset:
+        values = pa.concat_arrays([values])
+    validity = np.packbits(~nulls, bitorder="little")
+    buffers = values.buffers()
+    return pa.Array.from_buffers(values.type, len(values), [pa.py_buffer(validity)] + buffers[1:],
+                                 null_count=int(nulls.sum()))
