@@ -211,6 +211,8 @@ def _literal(ctype: ColumnType, text: str, option: str):
         if family == "timestamp":
             return parse_time_us(text, option)
         return text
+    except OptionError:
+        raise
     except (ValueError, KeyError, InvalidOperation):
         expected = {"int": "an integer", "float": "a number", "decimal": "a decimal number",
                     "boolean": "true or false", "date": "an ISO date such as 2026-01-31",
