@@ -110,12 +110,16 @@ def tree_cpu_s(root_pid: int) -> dict[str, float]:
     return {"jvm_tasks": tasks / ticks, "jvm_other": (jvm - tasks) / ticks, "python": python / ticks}
 
 
-def run_query(spark, name: str, args, label: str, fmt: str = "impulse") -> dict:
-    """One query into the noop sink; returns rows/s and mean phases over the measured micro-batches."""
+def run_query(spark, name: str, args, label: str, fmt: str = "impulse", frame=None) -> dict:
+    """One query into the noop sink; returns rows/s and mean phases over the measured micro-batches.
+
+    The stream is `frame` when given (a streaming DataFrame of ``args.rows_per_batch`` rows per
+    micro-batch), else `source_frame` of `name`."""
     last_batch = args.warmup_batches + args.batches - 1
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     cpu = {}
-    query = source_frame(spark, name, args, fmt).writeStream.format("noop").queryName(f"bench_{name}").start()
+    frame = source_frame(spark, name, args, fmt) if frame is None else frame
+    query = frame.writeStream.format("noop").queryName(f"bench_{name}").start()
     started = time.monotonic()
     next_report = started + 1.0
     try:
