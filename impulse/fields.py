@@ -64,7 +64,6 @@ TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLE
 _DAY_US = 86_400_000_000
 _EPOCH_2000_DAYS, _EPOCH_2030_DAYS = 10_957, 21_915
 _ALPHANUMERIC = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -446,19 +445,24 @@ def _values(column: Column, subtask: int, first: int, count: int, partitions: in
 
 def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
     """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
-    raw = column._words(subtask, first, count, 2).view(np.uint8).reshape(count, 16).copy()
-    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40
-    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
-    hexes = np.empty((count, 36), dtype=np.uint8)
-    digits = np.empty((count, 32), dtype=np.uint8)
-    digits[:, 0::2] = _HEX[raw >> 4]
-    digits[:, 1::2] = _HEX[raw & 0x0F]
-    hexes[:, [8, 13, 18, 23]] = ord("-")
-    for source, target in ((slice(0, 8), slice(0, 8)), (slice(8, 12), slice(9, 13)), (slice(12, 16), slice(14, 18)),
-                           (slice(16, 20), slice(19, 23)), (slice(20, 32), slice(24, 36))):
-        hexes[:, target] = digits[:, source]
+    raw = column._words(subtask, first, count, 2).view(np.uint8).reshape(count, 16)
+    raw[:, 6] &= 0x0F
+    raw[:, 6] |= 0x40
+    raw[:, 8] &= 0x3F
+    raw[:, 8] |= 0x80
+    digits = np.empty((count, 17), dtype=np.uint16)  # two hex digits per byte, then "--" to pick dashes from
+    digits[:, :16] = _HEX_PAIRS[raw]
+    digits[:, 16] = _DASHES
+    text = np.take(digits.view(np.uint8), _UUID_LAYOUT, axis=1)  # C order (fancy indexing may not be)
     offsets = np.arange(0, (count + 1) * 36, 36, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(hexes)])
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+
+
+_HEX_PAIRS = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), dtype=np.uint16)
+_DASHES = np.frombuffer(b"--", dtype=np.uint16)[0]
+# byte positions in `digits` (34 bytes a row) of the 36 characters: 8-4-4-4-12 hex digits, dashes from byte 32
+_UUID_LAYOUT = np.array(list(range(0, 8)) + [32] + list(range(8, 12)) + [32] + list(range(12, 16)) + [32]
+                        + list(range(16, 20)) + [32] + list(range(20, 32)))
 
 
 _KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,
