@@ -450,19 +450,41 @@ def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int)
     raw[:, 6] |= 0x40
     raw[:, 8] &= 0x3F
     raw[:, 8] |= 0x80
-    digits = np.empty((count, 17), dtype=np.uint16)  # two hex digits per byte, then "--" to pick dashes from
-    digits[:, :16] = _HEX_PAIRS[raw]
-    digits[:, 16] = _DASHES
-    text = np.take(digits.view(np.uint8), _UUID_LAYOUT, axis=1)  # C order (fancy indexing may not be)
+    lanes = _hex_lanes(raw.view(np.uint32))  # (count, 4): the 8 hex characters of each 4 bytes
+    text = np.empty(count, dtype=_UUID_TEXT)
+    text["a"], text["b"], text["c"] = lanes[:, 0], lanes[:, 1], lanes[:, 1] >> 32
+    text["d"], text["e"], text["f"] = lanes[:, 2], lanes[:, 2] >> 32, lanes[:, 3]
+    for dash in ("d1", "d2", "d3", "d4"):
+        text[dash] = ord("-")
     offsets = np.arange(0, (count + 1) * 36, 36, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
 
 
-_HEX_PAIRS = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), dtype=np.uint16)
-_DASHES = np.frombuffer(b"--", dtype=np.uint16)[0]
-# byte positions in `digits` (34 bytes a row) of the 36 characters: 8-4-4-4-12 hex digits, dashes from byte 32
-_UUID_LAYOUT = np.array(list(range(0, 8)) + [32] + list(range(8, 12)) + [32] + list(range(12, 16)) + [32]
-                        + list(range(16, 20)) + [32] + list(range(20, 32)))
+# 36 bytes a row: 8 hex, '-', 4, '-', 4, '-', 4, '-', 12 (written as 4 + 8)
+_UUID_TEXT = np.dtype({"names": ["a", "d1", "b", "d2", "c", "d3", "d", "d4", "e", "f"],
+                       "formats": ["<u8", "u1", "<u4", "u1", "<u4", "u1", "<u4", "u1", "<u4", "<u8"],
+                       "offsets": [0, 8, 9, 13, 14, 18, 19, 23, 24, 28], "itemsize": 36})
+_M16 = np.uint64(0x0000FFFF0000FFFF)
+_M8 = np.uint64(0x00FF00FF00FF00FF)
+_NIBBLES = np.uint64(0x000F000F000F000F)
+
+
+def _hex_lanes(words: np.ndarray) -> np.ndarray:
+    """Lower-case hex text of uint32 values, 8 ASCII characters packed in a uint64 each (SWAR, in memory order)."""
+    y = words.astype(np.uint64)
+    y |= y << np.uint64(16)
+    y &= _M16
+    y |= y << np.uint64(8)
+    y &= _M8  # each byte in its own 16-bit slot
+    pairs = (y >> np.uint64(4)) & _NIBBLES  # high nibble first in memory
+    pairs |= (y & _NIBBLES) << np.uint64(8)
+    letters = pairs + np.uint64(0x0606060606060606)
+    letters >>= np.uint64(4)
+    letters &= np.uint64(0x0101010101010101)
+    letters *= np.uint64(ord("a") - ord("0") - 10)
+    pairs += np.uint64(0x3030303030303030)
+    pairs += letters
+    return pairs
 
 
 _KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,
