@@ -111,10 +111,6 @@ class Column:
     fmt: tuple | None = None      # STRING from numbers: see `_parse_format`
     keys: tuple[int, int, int] = field(default=(0, 0, 0))  # stream keys: value, null, length
 
-    @property
-    def nullable(self) -> bool:
-        return self.null_rate > 0
-
     def array(self, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
         """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`."""
         values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions)
@@ -144,7 +140,7 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
     if ctype.family not in allowed:
         raise OptionError(prefix + "kind", kind, f"a kind for a {ctype.name} column: one of "
                           + ", ".join(k for k in KINDS if ctype.family in _KIND_FAMILIES[k]))
-    null_rate = reader.number(prefix + "nullRate", 0.0, minimum=0.0) or 0.0
+    null_rate = reader.number(prefix + "nullRate", 0.0, minimum=0.0)
     if null_rate > 1:
         raise OptionError(prefix + "nullRate", properties.get("nullrate"), "a fraction from 0 to 1")
     if null_rate > 0 and not nullable:
