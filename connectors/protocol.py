@@ -319,11 +319,14 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
         "partitions": len(messages),
         "skippedPartitions": skipped,
         "retriedPartitions": sum(m.attempt > 0 for m in messages),
+        "retriedRows": sum(m.rows for m in messages if m.attempt > 0),
         "replayed": bool(messages) and skipped == len(messages),
         "writeStartUs": min((m.started_us for m in messages), default=0),
         "ackUs": max((m.acked_us for m in messages), default=0),
         "committedUs": _now_us(),
         "latency": latency.to_dict(),
+        # per partition written now: [acknowledgement µs, rows], the "delivery" part of each event's latency
+        "acks": [[m.acked_us, m.rows] for m in messages if not m.skipped],
     }
 
 
