@@ -7,8 +7,8 @@ count, sum and maximum) and are merged on the driver — percentiles are never a
 0.1 % of the value at every percentile up to p99.99; the encoded form can be read by any
 HdrHistogram implementation (Java's HistogramLogAnalyzer, Go's hdrhistogram).
 
-Recording is vectorised: values are rounded down to their HdrHistogram bucket with numpy and each
-distinct bucket is recorded once with its count (a partition of 5 000 events: ~2 ms).
+Recording is vectorised: HdrHistogram's slot of every value is computed with numpy and the counts
+added at once (a partition of 5 000 events: < 1 ms; `HdrHistogram.record_value` per value: ~10 ms).
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ __all__ = ["LatencyHistogram", "HIGHEST_US", "SIGNIFICANT_DIGITS"]
 
 HIGHEST_US = 3_600_000_000  # 1 hour; a longer latency is recorded as 1 hour (the exact max is kept)
 SIGNIFICANT_DIGITS = 3
-_SUB_BUCKET_BITS = 11       # 2 × 10^3 → 2048 sub-buckets: values keep their 11 leading bits
 
 
 def _new() -> HdrHistogram:
     return HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
-def _bucket_floor(us: np.ndarray) -> np.ndarray:
-    """Each value rounded down to the lowest value of its HdrHistogram bucket (int64 µs ≥ 0)."""
-    _, exponent = np.frexp(us.astype(np.float64))           # value < 2^exponent: its bit length
-    shift = np.maximum(exponent - _SUB_BUCKET_BITS, 0).astype(np.int64)
-    return (us >> shift) << shift
+def _counts_index(hdr: HdrHistogram, us: np.ndarray) -> np.ndarray:
+    """HdrHistogram's ``_counts_index_for``, vectorised: the counts slot of each value (int64 µs in range)."""
+    _, bit_length = np.frexp((us | hdr.sub_bucket_mask).astype(np.float64))  # exact: values < 2^53
+    bucket = bit_length.astype(np.int64) - hdr.unit_magnitude - (hdr.sub_bucket_half_count_magnitude + 1)
+    sub_bucket = us >> (bucket + hdr.unit_magnitude)
+    return ((bucket + 1) << hdr.sub_bucket_half_count_magnitude) + (sub_bucket - hdr.sub_bucket_half_count)
 
 
 class LatencyHistogram:
@@ -57,10 +57,13 @@ class LatencyHistogram:
         if len(latencies_us) == 0:
             return
         latencies_us = np.maximum(np.asarray(latencies_us, dtype=np.int64), 0)
-        values, counts = np.unique(_bucket_floor(np.minimum(latencies_us, HIGHEST_US)), return_counts=True)
         hdr = self.hdr
-        for value, n in zip(values.tolist(), counts.tolist()):
-            hdr.record_value(value, n)
+        clipped = np.minimum(latencies_us, HIGHEST_US)
+        counts = np.ctypeslib.as_array(hdr.counts)
+        counts += np.bincount(_counts_index(hdr, clipped), minlength=hdr.counts_len).astype(counts.dtype)
+        hdr.total_count += len(clipped)
+        hdr.min_value = min(hdr.min_value, int(clipped.min()))
+        hdr.max_value = max(hdr.max_value, int(clipped.max()))
         self.count += len(latencies_us)
         self.total_us += int(latencies_us.sum(dtype=np.float64))
         self.max_us = max(self.max_us, int(latencies_us.max()))

@@ -47,3 +47,14 @@ def _recorded(values):
     histogram = LatencyHistogram()
     histogram.record(values)
     return histogram
+
+
+def test_vectorised_recording_fills_the_slots_hdrhistogram_would():
+    samples = np.concatenate([np.arange(0, 5_000), np.random.default_rng(3).integers(1, 3_600_000_000, 20_000)])
+    reference = HdrHistogram(1, 3_600_000_000, 3)
+    for value in samples.tolist():
+        reference.record_value(value)
+    ours = _recorded(samples).hdr
+    assert list(ours.counts) == list(reference.counts)
+    assert (ours.get_total_count(), ours.get_min_value(), ours.get_max_value()) == \
+        (reference.get_total_count(), reference.get_min_value(), reference.get_max_value())
