@@ -96,13 +96,9 @@ def _series(run: Run, window_s: float = 1.0) -> tuple[list[float], list[float], 
 
 def plot_compare(runs: Sequence[Run], path: str | Path) -> Path:
     """Overlay throughput (top) and p99 latency (bottom) of `runs` per micro-batch into the PNG at `path`."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from impulse.loadtest.plot import finish_panels, two_panels
 
-    path = Path(path)
-    figure = Figure(figsize=(10, 6.4), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    rate_axes, latency_axes = figure.subplots(2, 1, sharex=True)
+    figure, rate_axes, latency_axes = two_panels((10, 6.4))
     colors = [f"C{i % 10}" for i in range(len(runs))]
     p99_values = []
     for run, color in zip(runs, colors):
@@ -114,24 +110,12 @@ def plot_compare(runs: Sequence[Run], path: str | Path) -> Path:
             rate_axes.axhline(target, color=color, linestyle=":", linewidth=1)
         latency_axes.plot(times, p99, "o-", color=color, markersize=2.5, linewidth=1,
                           label=f"{run.name}: p99 {run.latency_ms.get('p99', 0):,.0f} ms overall")
-        p99_values += [v for v in p99 if v > 0]
-    rate_axes.set_title(f"impulse-load compare: {len(runs)} runs — throughput and p99 per micro-batch "
-                        "(dotted: each run's target)", fontsize=10)
-    rate_axes.set_ylabel("events/s (trailing 1 s)")
-    rate_axes.set_ylim(bottom=0)
-    rate_axes.grid(alpha=0.3)
-    rate_axes.legend(loc="lower right", fontsize=8)
-    if p99_values and max(p99_values) / max(min(p99_values), 1e-3) > 50:
-        latency_axes.set_yscale("log")
-    else:
-        latency_axes.set_ylim(bottom=0)
-    latency_axes.set_ylabel("p99 end-to-end latency (ms)")
-    latency_axes.set_xlabel("seconds since the start of each run")
-    latency_axes.grid(alpha=0.3, which="both")
-    latency_axes.legend(loc="upper right", fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+        p99_values += p99
+    return finish_panels(figure, rate_axes, latency_axes, path,
+                         title=f"impulse-load compare: {len(runs)} runs — throughput and p99 per micro-batch "
+                               "(dotted: each run's target)",
+                         rate_label="events/s (trailing 1 s)", latency_label="p99 end-to-end latency (ms)",
+                         x_label="seconds since the start of each run", latency_values=p99_values)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
