@@ -8,6 +8,9 @@ The call sequence of one micro-batch:
 
 1. Driver, at every batch: ``streamWriter()`` parses the options (`OptionError` on a bad one) and
    calls `Sink.check` (a clear `SinkError` if the target cannot be reached): nothing is written.
+   A check that passed is not repeated for the same sink and options in the same process for
+   `CHECK_EVERY_S` (10 s): it opened a connection per micro-batch on the latency path; a target lost
+   in between fails the write with the same kind of error (retried, then naming the target).
 2. Executor, for each partition P, task attempt A — `ProtocolWriter.write`:
    a. fault point ``before_write``;
    b. `Sink.open`, then `Sink.is_committed`: if the target's own record says (Q, P) already committed
@@ -54,7 +57,11 @@ from connectors.options import OptionReader
 from connectors.retry import Backoff, Retry
 from connectors.worker import freeze_gc_once
 
-__all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer"]
+__all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer",
+           "CHECK_EVERY_S"]
+
+CHECK_EVERY_S = 10.0
+_checked: dict[tuple, float] = {}   # (sink name, options) → time.monotonic() of the last check that passed
 
 log = logging.getLogger("impulse.connectors")
 
@@ -319,11 +326,14 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
         "partitions": len(messages),
         "skippedPartitions": skipped,
         "retriedPartitions": sum(m.attempt > 0 for m in messages),
+        "retriedRows": sum(m.rows for m in messages if m.attempt > 0),
         "replayed": bool(messages) and skipped == len(messages),
         "writeStartUs": min((m.started_us for m in messages), default=0),
         "ackUs": max((m.acked_us for m in messages), default=0),
         "committedUs": _now_us(),
         "latency": latency.to_dict(),
+        # per partition written now: [acknowledgement µs, rows], the "delivery" part of each event's latency
+        "acks": [[m.acked_us, m.rows] for m in messages if not m.skipped],
     }
 
 
@@ -343,7 +353,10 @@ def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[
     reader.finish()
     # Spark makes a writer for every micro-batch: a target that is briefly down (restarting) mid-stream
     # must not fail the query, so a TransientError from the check is retried like a write.
-    protocol.retry.call(sink.check, what=f"{sink.name} reachability check")
+    key = (sink.name, tuple(sorted((str(k).lower(), str(v)) for k, v in options.items())))
+    if time.monotonic() - _checked.get(key, float("-inf")) >= CHECK_EVERY_S:
+        protocol.retry.call(sink.check, what=f"{sink.name} reachability check")
+        _checked[key] = time.monotonic()
     return ProtocolWriter(sink, protocol)
 
 

@@ -13,9 +13,11 @@ Python API, e.g. with a session of your own::
 
 Modules, one job each: `config` (what to run), `target` (sink names, pre-flight check, option
 redaction), `session` (Spark session, warm-up), `receiver` (embedded HTTP receiver), `metrics`
-(per-batch measurements: delivered, lag, latency, achieved rate), `bound` (when a rate is
-sustained), `run` (one run), `ramp` (step mode), `display` (live progress), `report` (summary
-table, JSON, CSV), `plot` (PNG), `cli` (flags, signals, exit codes).
+(per-batch measurements: delivered, lag, latency split into schedule delay and delivery, achieved
+rate), `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run`
+(one run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``),
+`report` (summary table, JSON, CSV), `plot` (PNG), `compare` (``impulse-load compare DIR…``),
+`cli` (flags, signals, exit codes).
 """
 
 from impulse.loadtest.bound import Verdict, assess

@@ -40,6 +40,8 @@ def assess(result, max_latency_s: float) -> Verdict:
     reasons = []
     if result.outcome == "failed":
         reasons.append(f"the query failed: {result.error}")
+    elif result.outcome == "aborted":
+        reasons.append(f"aborted: {result.error}")
     elif result.outcome == "interrupted":
         reasons.append("interrupted before every event was delivered")
     elif result.outcome == "timed out":

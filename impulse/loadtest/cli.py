@@ -2,8 +2,11 @@
 
 Exit codes: 0 the run completed (a ramp: ran to its end); 1 the query failed, did not deliver every
 event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag, an unknown sink,
-a bad sink option or an unreachable target (one line on stderr, no traceback); 130 stopped by
-Ctrl-C / SIGTERM (the report still covers what ran).
+a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
+99 a ``--threshold`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
+(the report still covers what ran).
+
+``impulse-load compare DIR…`` compares the reports of earlier runs (`impulse.loadtest.compare`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from impulse.loadtest.target import KNOWN_SINKS
 
 __all__ = ["main", "build_parser"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_THRESHOLDS, EXIT_INTERRUPTED = 0, 1, 2, 99, 130
 
 _EPILOG = """\
 examples:
@@ -34,6 +37,9 @@ examples:
                --partitions 4 --payload-bytes 256
   impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --rate 100k
   impulse-load --sink noop --ramp 100k:100k:2M --step-duration 10s --output report/
+  impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \
+               --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
+  impulse-load compare runs/redis runs/kafka                # one table and one overlay plot of earlier --output DIRs
 
 A step (and a run) is sustained when it completed, achieved >= 95% of its target rate in steady
 state (the lag did not grow faster than 5% of the rate) and its p99 latency <= --max-latency.
@@ -79,6 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     ramp.add_argument("--max-latency", default=f"{DEFAULT_MAX_LATENCY_S:g}s", metavar="DURATION",
                       help=f"p99 end-to-end latency above which a step (or run) is not sustained "
                            f"(default {DEFAULT_MAX_LATENCY_S:g}s)")
+    gate = parser.add_argument_group("thresholds (a CI gate)")
+    gate.add_argument("--threshold", action="append", default=[], metavar="EXPR",
+                      help="a pass/fail check, repeatable: 'p50|p95|p99|p99.9|p99.99|max <|<= DURATION' (end-to-end "
+                           "latency), 'rate >= PERCENT' (achieved / target), 'errors == N', 'lag < EVENTS'; any failure "
+                           "exits 99 after the report")
+    gate.add_argument("--abort-on-fail", action="store_true",
+                      help="stop the run as soon as a threshold has failed for good (e.g. more events above the p99 "
+                           "bound than 1%% of the run)")
+    gate.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                      help="serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while the run lasts "
+                           "(needs prometheus-client, the 'load' extra; 0 = a free port, printed)")
+    gate.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDRESS",
+                      help="the address the metrics endpoint binds (default 127.0.0.1)")
     run = parser.add_argument_group("run")
     run.add_argument("--master", default=DEFAULT_MASTER, metavar="URL",
                      help=f"Spark master (default {DEFAULT_MASTER})")
@@ -109,10 +128,19 @@ def _config(args: argparse.Namespace) -> tuple[LoadConfig, RampConfig | None]:
         if args.drain_timeout is not None else None,
         warmup=args.warmup,
         master=args.master,
+        thresholds=tuple(args.threshold),
+        abort_on_fail=args.abort_on_fail,
     )
     config.validate()
+    if args.abort_on_fail and not args.threshold:
+        raise LoadError("--abort-on-fail needs at least one --threshold")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise LoadError(f"--metrics-port must be a TCP port (0-65535), not {args.metrics_port}")
     ramp = None
     if args.ramp is not None:
+        if args.threshold:
+            raise LoadError("--threshold checks a single run; with --ramp the highest sustained rate is the result "
+                            "(bound it with --max-latency)")
         start, step, maximum = parse_ramp(args.ramp)
         ramp = RampConfig(start, step, maximum, parse_seconds(args.step_duration, "--step-duration"))
         ramp.validate()
@@ -126,6 +154,11 @@ def _error(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see the module docstring)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:
+        from impulse.loadtest.compare import main as compare_main
+
+        return compare_main(argv[1:])
     args = build_parser().parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
     from impulse.loadtest.display import Display
@@ -151,6 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
             preflight(config.sink, config.options, config.payload_bytes)
+            exporter = None
+            if args.metrics_port is not None:
+                from impulse.loadtest.prometheus import Exporter
+
+                exporter = stack.enter_context(Exporter(args.metrics_port, args.metrics_host))
+                display.line(f"Prometheus metrics at {exporter.url}")
         except LoadError as exc:
             return _error(str(exc))
 
@@ -166,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stack.callback(spark.stop)
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)
             _install_signals(stop, display, stack)
-            return _run(config, ramp, spark, display, stop, receiver, args.output)
+            return _run(config, ramp, spark, display, stop, receiver, args.output, exporter)
         except LoadError as exc:
             display.finish()
             return _error(str(exc))
@@ -197,29 +236,32 @@ def _install_signals(stop, display, stack: ExitStack) -> None:
         stack.callback(signal.signal, signum, previous)
 
 
-def _run(config, ramp, spark, display, stop, receiver, output) -> int:
+def _run(config, ramp, spark, display, stop, receiver, output, exporter) -> int:
     from impulse.loadtest.ramp import run_ramp
     from impulse.loadtest.report import ramp_text, summary_text, write_report
     from impulse.loadtest.run import run_load
 
     if ramp is not None:
-        result = run_ramp(config, ramp, spark=spark, display=display, stop=stop, receiver=receiver)
+        result = run_ramp(config, ramp, spark=spark, display=display, stop=stop, receiver=receiver, exporter=exporter)
         display.line("")
         for step in result.steps:
             display.line(summary_text(step))
             display.line("")
         display.line(ramp_text(result))
-        interrupted, failed = result.interrupted, False
+        interrupted, failed, thresholds_failed = result.interrupted, False, False
     else:
-        result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver)
+        result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver, exporter=exporter)
         display.line("")
         display.line(summary_text(result))
         interrupted = result.outcome == "interrupted"
         failed = result.outcome in ("failed", "timed out") or result.errors > 0
+        thresholds_failed = result.thresholds_failed
     if output:
         paths = write_report(result, output)
         display.line("")
         display.line("report: " + ", ".join(str(p) for p in paths.values()))
     if interrupted:
         return EXIT_INTERRUPTED
+    if thresholds_failed:
+        return EXIT_THRESHOLDS
     return EXIT_FAILED if failed else EXIT_OK

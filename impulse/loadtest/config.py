@@ -47,6 +47,8 @@ class LoadConfig:
     checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
     warmup: bool = True                   # run a tiny noop query first, so Python workers are started
     master: str = "local[*]"              # used only when the harness makes the Spark session
+    thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.thresholds` (e.g. "p99<1s")
+    abort_on_fail: bool = False           # stop the run once a threshold has failed for good
 
     @property
     def total_events(self) -> int:
@@ -75,6 +77,13 @@ class LoadConfig:
         if not self.max_latency_s > 0:
             raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
         self.trigger_s  # noqa: B018 - parses, raises LoadError
+        self.parsed_thresholds()
+
+    def parsed_thresholds(self) -> list:
+        """The `thresholds`, parsed (`impulse.loadtest.thresholds.Threshold`); raises `LoadError` for a bad one."""
+        from impulse.loadtest.thresholds import parse_threshold
+
+        return [parse_threshold(text) for text in self.thresholds]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import TextIO
 
-from impulse.loadtest.metrics import Collector, merged_latency
+from impulse.loadtest.metrics import Collector, merged_latency, recent_rate
 
 __all__ = ["Display"]
 
@@ -102,7 +102,7 @@ class Display:
         batches = collector.batches
         origin = collector.schedule_start_us or now_us
         elapsed = (now_us - origin) / 1e6
-        rate = _recent_rate(collector, now_us)
+        rate = recent_rate(collector.batches, now_us)
         achieved = "–" if rate is None else f"{rate:,.0f}"
         share = "" if rate is None else f" ({rate / self.target_rate:.0%})"
         lag = max(0, collector.due(now_us) - collector.delivered)
@@ -123,17 +123,3 @@ class Display:
         self._ref_ack_us, self._ref_delivered = batches[-1].ack_us, batches[-1].delivered
         return (f"{events:,} events sent, {events / span_s:,.1f} events/sec ({size / span_s / 2**20:,.2f} MB/sec), "
                 f"{latency.mean_us / 1e3:,.1f} ms avg latency, {latency.max_us / 1e3:,.1f} ms max latency.")
-
-
-def _recent_rate(collector: Collector, now_us: int, window_us: int = 5_000_000) -> float | None:
-    """Events/s between the newest acknowledgement and the last one at least `window_us` older."""
-    batches = collector.batches
-    if len(batches) < 2:
-        return None
-    last = batches[-1]
-    ref = batches[0]
-    for batch in batches[:-1]:
-        if batch.ack_us <= now_us - window_us:
-            ref = batch
-    span = last.ack_us - ref.ack_us
-    return (last.delivered - ref.delivered) / (span / 1e6) if span > 0 else None

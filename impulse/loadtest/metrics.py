@@ -7,7 +7,12 @@ Definitions (every time in epoch µs, every count in events):
 - **ack** of batch b: for the project's sinks the latest partition acknowledgement in its
   ``metricsPath`` line (``ackUs``); for other sinks the end of the micro-batch, progress
   ``timestamp`` + ``durationMs.triggerExecution`` (the sink's write is part of it);
-- **end-to-end latency** of an event: ack − the event's ``timestamp``. The project's sinks measure it
+- **end-to-end latency** of an event: ack − the event's ``timestamp``, its **scheduled** time (so a
+  stall is never hidden: an event due during a 3 s stall waits for it, whenever Spark reads it — no
+  coordinated omission). It splits into **schedule delay**, scheduled time → start of the micro-batch
+  that read the event (how far Spark and the source fell behind; computed here from the offsets and
+  the progress ``timestamp``), and **delivery**, that start → the acknowledgement of the event's
+  partition (the sinks' ``acks`` in the metrics line; for other sinks the end of the batch). The project's sinks measure it
   per event on the executors (`connectors.latency.LatencyHistogram` in the metrics line). For other
   sinks it is computed here, vectorised with numpy, from the offsets: event k of partition i is due
   at ``anchorTime + offset(k − anchorCounters[i])`` (`impulse.schedule.Schedule`), which is its
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,10 +45,10 @@ from connectors.latency import LatencyHistogram
 from impulse.schedule import Schedule
 
 __all__ = ["Batch", "Collector", "PHASES", "PERCENTILES", "achieved_rate", "steady_batches", "phase_stats",
-           "offsets_latency", "row_bytes", "merged_latency", "percentiles_ms"]
+           "offsets_latency", "row_bytes", "merged_latency", "percentiles_ms", "recent_rate"]
 
 PHASES = ("latestOffset", "addBatch", "walCommit", "commitOffsets", "queryPlanning", "triggerExecution")
-PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
+PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9), ("p99.99", 99.99))
 _CHUNK = 1 << 20  # events per numpy chunk when computing latency from offsets
 _METRICS_WAIT_S = 10.0  # a batch whose metrics line is still missing after this is measured from its offsets
 
@@ -62,7 +68,23 @@ class Batch:
     bytes: int                    # Arrow bytes handed to the sink (estimated for non-project sinks)
     retried: int                  # partitions that needed more than one task attempt (project sinks)
     durations: dict               # Spark's durationMs, ms per phase
-    latency: LatencyHistogram = field(repr=False)
+    latency_data: dict = field(repr=False)          # `LatencyHistogram.to_dict` of end-to-end latency
+    schedule_data: dict = field(repr=False)         # … of schedule delay
+    delivery_data: dict = field(repr=False)         # … of delivery
+    retried_rows: int = 0         # events of the partitions that needed more than one attempt
+
+    # histograms are kept encoded (a few hundred bytes each, not an HdrHistogram's 190 kB) and decoded on demand
+    @property
+    def latency(self) -> LatencyHistogram:
+        return LatencyHistogram.from_dict(self.latency_data)
+
+    @property
+    def schedule_delay(self) -> LatencyHistogram:
+        return LatencyHistogram.from_dict(self.schedule_data)
+
+    @property
+    def delivery(self) -> LatencyHistogram:
+        return LatencyHistogram.from_dict(self.delivery_data)
 
     def row(self, origin_us: int) -> dict:
         """A flat dict for CSV/JSON: times in s since `origin_us`, latencies in ms."""
@@ -70,9 +92,11 @@ class Batch:
                "events": self.rows, "delivered": self.delivered, "lag": self.lag, "heldBack": self.held_back,
                "bytes": self.bytes,
                "retriedPartitions": self.retried}
-        for name, p in (("p50", 50.0), ("p99", 99.0)):
-            out[f"latency{name.upper()}Ms"] = round(self.latency.percentile(p) / 1e3, 3)
-        out["latencyMaxMs"] = round(self.latency.max_us / 1e3, 3)
+        for prefix, histogram in (("latency", self.latency), ("scheduleDelay", self.schedule_delay),
+                                  ("delivery", self.delivery)):
+            for name, p in (("p50", 50.0), ("p99", 99.0)):
+                out[f"{prefix}{name.upper()}Ms"] = round(histogram.percentile(p) / 1e3, 3)
+            out[f"{prefix}MaxMs"] = round(histogram.max_us / 1e3, 3)
         for phase in PHASES:
             out[f"{phase}Ms"] = self.durations.get(phase, 0)
         return out
@@ -84,7 +108,7 @@ def row_bytes(payload_bytes: int) -> int:
 
 
 def offsets_latency(start: dict, end: dict, ack_us: int) -> LatencyHistogram:
-    """Latency of every event of a batch (offsets `start` → `end`) acknowledged at `ack_us`."""
+    """Time from the scheduled time of every event of a batch (offsets `start` → `end`) to `ack_us`."""
     schedule = Schedule(end["anchorTime"], end["delayUs"], end["rampUs"])
     histogram = LatencyHistogram()
     for first, last, base in zip(start["counters"], end["counters"], end["anchorCounters"]):
@@ -125,6 +149,11 @@ class Collector:
         self.batches: list[Batch] = []
         self.offsets: dict | None = None     # the first batch's end offset: the run's schedule
         self.schedule_start_us: int | None = None
+        # the run's histograms so far, merged as batches arrive (thresholds and Prometheus read them)
+        self.latency = LatencyHistogram()
+        self.schedule_delay = LatencyHistogram()
+        self.delivery = LatencyHistogram()
+        self.lock = threading.Lock()   # held while batches and histograms change (a metrics scrape reads them)
 
     # -- schedule -----------------------------------------------------------------------------------
     def due(self, now_us: int) -> int:
@@ -162,7 +191,12 @@ class Collector:
                 break  # keep batch order: wait for this batch's metrics line
             new.append(self._batch(self._pending.pop(batch_id)[0]))
             self._seen.add(batch_id)
-        self.batches.extend(new)
+        with self.lock:
+            self.batches.extend(new)
+            for batch in new:
+                self.latency.merge(batch.latency)
+                self.schedule_delay.merge(batch.schedule_delay)
+                self.delivery.merge(batch.delivery)
         return new
 
     def _progress(self, final: bool) -> list:
@@ -205,20 +239,27 @@ class Collector:
         end_us = start_us + durations.get("triggerExecution", 0) * 1_000
         rows = int(data.get("numInputRows", 0))
         metrics = self._metrics.pop(int(data["batchId"]), None)
+        schedule = offsets_latency(start, end, start_us)
+        delivery = LatencyHistogram()
         if metrics is not None:
             ack_us = int(metrics.get("ackUs") or end_us)
             latency = LatencyHistogram.from_dict(metrics.get("latency"))
             size = int(metrics.get("bytes", 0))
             retried = int(metrics.get("retriedPartitions", 0))
+            retried_rows = int(metrics.get("retriedRows", 0))
+            for acked_us, n in metrics.get("acks", ()):
+                delivery.record_value(acked_us - start_us, n)
         else:
             ack_us = end_us
             latency = offsets_latency(start, end, ack_us)
             size = rows * self.row_bytes
-            retried = 0
+            retried = retried_rows = 0
+            delivery.record_value(ack_us - start_us, rows)
         delivered = sum(end["counters"])
-        return Batch(int(data["batchId"]), start_us, end_us, ack_us, rows, delivered,
-                     max(0, self.due(ack_us) - delivered), max(0, sum(latest["counters"]) - delivered), size, retried,
-                     durations, latency)
+        batch = Batch(int(data["batchId"]), start_us, end_us, ack_us, rows, delivered,
+                      max(0, self.due(ack_us) - delivered), max(0, sum(latest["counters"]) - delivered), size,
+                      retried, durations, latency.to_dict(), schedule.to_dict(), delivery.to_dict(), retried_rows)
+        return batch
 
 
 def _offset(value) -> dict | None:
@@ -252,15 +293,29 @@ def achieved_rate(batches: Sequence[Batch], total: int, schedule_start_us: int |
     return batches[-1].delivered / (span / 1e6) if span > 0 else 0.0
 
 
-def merged_latency(batches: Iterable[Batch]) -> LatencyHistogram:
+def recent_rate(batches: Sequence[Batch], now_us: int, window_us: int = 5_000_000) -> float | None:
+    """Events/s between the newest acknowledgement and the last one at least `window_us` older (None: < 2 batches)."""
+    if len(batches) < 2:
+        return None
+    last = batches[-1]
+    ref = batches[0]
+    for batch in batches[:-1]:
+        if batch.ack_us <= now_us - window_us:
+            ref = batch
+    span = last.ack_us - ref.ack_us
+    return (last.delivered - ref.delivered) / (span / 1e6) if span > 0 else None
+
+
+def merged_latency(batches: Iterable[Batch], part: str = "latency") -> LatencyHistogram:
+    """The merged histogram of the batches' `part`: ``latency`` (end to end), ``schedule_delay`` or ``delivery``."""
     total = LatencyHistogram()
     for batch in batches:
-        total.merge(batch.latency)
+        total.merge(getattr(batch, part))
     return total
 
 
 def percentiles_ms(histogram: LatencyHistogram) -> dict[str, float]:
-    """p50, p95, p99, p99.9, max and mean in ms (0 when empty)."""
+    """p50, p95, p99, p99.9, p99.99, max and mean in ms (0 when empty)."""
     out = {name: round(histogram.percentile(p) / 1e3, 3) for name, p in PERCENTILES}
     out["max"] = round(histogram.max_us / 1e3, 3)
     out["mean"] = round(histogram.mean_us / 1e3, 3)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["plot_runs"]
+__all__ = ["plot_runs", "two_panels", "finish_panels"]
 
 
 def _series(run, origin_us: int):
@@ -28,15 +28,43 @@ def _series(run, origin_us: int):
     return times, rates, p50, p99, top
 
 
-def plot_runs(runs: Sequence, path: str | Path, title: str) -> Path:
-    """Draw `runs` (`LoadResult`s: one run, or the steps of a ramp) into the PNG at `path`."""
+def two_panels(size: tuple[float, float]):
+    """A figure on Matplotlib's Agg canvas with throughput (top) and latency (bottom) axes sharing x."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path = Path(path)
-    figure = Figure(figsize=(9, 5.6), dpi=100, layout="constrained")
+    figure = Figure(figsize=size, dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
-    rate_axes, latency_axes = figure.subplots(2, 1, sharex=True, height_ratios=(1, 1))
+    rate_axes, latency_axes = figure.subplots(2, 1, sharex=True)
+    return figure, rate_axes, latency_axes
+
+
+def finish_panels(figure, rate_axes, latency_axes, path: str | Path, *, title: str, rate_label: str,
+                  latency_label: str, x_label: str, latency_values: Sequence[float]) -> Path:
+    """Labels, grids and legends; a log latency scale when `latency_values` span more than 50×; the PNG at `path`."""
+    rate_axes.set_ylabel(rate_label)
+    rate_axes.set_ylim(bottom=0)
+    rate_axes.grid(alpha=0.3)
+    rate_axes.legend(loc="lower right", fontsize=8)
+    rate_axes.set_title(title, fontsize=10)
+    values = [v for v in latency_values if v > 0]
+    if values and max(values) / max(min(values), 1e-3) > 50:
+        latency_axes.set_yscale("log")
+    else:
+        latency_axes.set_ylim(bottom=0)
+    latency_axes.set_ylabel(latency_label)
+    latency_axes.set_xlabel(x_label)
+    latency_axes.grid(alpha=0.3, which="both")
+    latency_axes.legend(loc="upper right", fontsize=8)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
+
+
+def plot_runs(runs: Sequence, path: str | Path, title: str) -> Path:
+    """Draw `runs` (`LoadResult`s: one run, or the steps of a ramp) into the PNG at `path`."""
+    figure, rate_axes, latency_axes = two_panels((9, 5.6))
     started = [r for r in runs if r.batches]
     origin = min(((r.schedule_start_us or r.started_us) for r in started), default=0)
     for index, run in enumerate(started):
@@ -55,20 +83,6 @@ def plot_runs(runs: Sequence, path: str | Path, title: str) -> Path:
         if len(started) > 1:
             rate_axes.axvline(start, color="0.85", linewidth=0.8)
             latency_axes.axvline(start, color="0.85", linewidth=0.8)
-    rate_axes.set_ylabel("events/s")
-    rate_axes.set_ylim(bottom=0)
-    rate_axes.grid(alpha=0.3)
-    rate_axes.legend(loc="lower right", fontsize=8)
-    rate_axes.set_title(title, fontsize=10)
-    values = [v for r in started for b in r.batches for v in (b.latency.max_us / 1e3,) if v > 0]
-    if values and max(values) / max(min(values), 1e-3) > 50:
-        latency_axes.set_yscale("log")
-    else:
-        latency_axes.set_ylim(bottom=0)
-    latency_axes.set_ylabel("end-to-end latency (ms)")
-    latency_axes.set_xlabel("seconds since the start of the run")
-    latency_axes.grid(alpha=0.3, which="both")
-    latency_axes.legend(loc="upper right", fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return finish_panels(figure, rate_axes, latency_axes, path, title=title, rate_label="events/s",
+                         latency_label="end-to-end latency (ms)", x_label="seconds since the start of the run",
+                         latency_values=[b.latency.max_us / 1e3 for r in started for b in r.batches])

@@ -59,8 +59,10 @@ class RampResult:
 
 
 def run_ramp(config: LoadConfig, ramp: RampConfig, *, spark=None, display: Display | None = None,
-             stop: Any = None, receiver: Receiver | None = None) -> RampResult:
-    """Run the steps of `ramp` with the sink and options of `config`; see the module docstring."""
+             stop: Any = None, receiver: Receiver | None = None, exporter: Any = None) -> RampResult:
+    """Run the steps of `ramp` with the sink and options of `config`; see the module docstring.
+
+    `exporter` (`impulse.loadtest.prometheus.Exporter`) serves each step's live metrics in turn."""
     ramp.validate()
     config.validate()
     rates = ramp.rates()
@@ -73,7 +75,8 @@ def run_ramp(config: LoadConfig, ramp: RampConfig, *, spark=None, display: Displ
         step = replace(config, rate=rate, duration_s=ramp.step_duration_s, warmup=config.warmup and index == 1)
         label = (f"step {index}/{len(rates)}: {config.sink} at {rate:,.0f} events/s for {ramp.step_duration_s:g}s "
                  f"({step.total_events:,} events), {config.partitions} partitions")
-        run = run_load(step, spark=spark, display=display, stop=stop, receiver=receiver, label=label)
+        run = run_load(step, spark=spark, display=display, stop=stop, receiver=receiver, label=label,
+                       exporter=exporter)
         result.steps.append(run)
         verdict = run.verdict
         if display is not None:

@@ -23,7 +23,7 @@ from typing import Sequence
 from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_stats
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
-from impulse.loadtest.run import LoadResult
+from impulse.loadtest.run import LATENCY_PARTS, LoadResult
 
 __all__ = ["summary_text", "ramp_text", "write_report"]
 
@@ -33,15 +33,18 @@ def _ms(value: float) -> str:
 
 
 def _latency_lines(result: LoadResult) -> list[str]:
-    latency = percentiles_ms(result.latency)
+    """End-to-end latency percentiles, then its two parts (schedule delay + delivery, see `metrics`)."""
     names = [name for name, _ in PERCENTILES] + ["max"]
-    head = "  end-to-end latency (ms)" + "".join(f"{n:>10}" for n in names)
-    values = " " * 25 + "".join(f"{_ms(latency[n]):>10}" for n in names)
-    return [head, values]
+    lines = ["  " + f"{'latency (ms)':<24}" + "".join(f"{n:>10}" for n in names)]
+    for part, title in LATENCY_PARTS:
+        values = percentiles_ms(result.histogram(part))
+        lines.append(f"    {title:<22}" + "".join(f"{_ms(values[n]):>10}" for n in names))
+    return lines
 
 
 def summary_text(result: LoadResult) -> str:
-    """The end-of-run table: target vs achieved, events, errors, latency percentiles, Spark phases."""
+    """The end-of-run table: target vs achieved, events, errors, latency percentiles and their split, Spark phases,
+    the thresholds' pass/fail."""
     c = result.config
     verdict = result.verdict
     lines = [
@@ -62,6 +65,12 @@ def summary_text(result: LoadResult) -> str:
     ]
     for phase, stats in phase_stats(result.batches).items():
         lines.append(f"    {phase:<22}{stats['mean']:>10,.1f}{stats['max']:>10,.0f}")
+    checks = result.checks
+    if checks:
+        width = max(len(check.threshold.text) for check in checks)
+        lines += ["", f"  thresholds: {sum(c.passed for c in checks)} of {len(checks)} passed"]
+        lines += [f"    {'pass' if check.passed else 'FAIL'}  {check.threshold.text:<{width}}  measured {check.measured}"
+                  for check in checks]
     if result.receiver is not None:
         rows = result.receiver["rows"]
         check = "= the committed events" if rows == result.events else f"≠ {result.events:,} committed events"

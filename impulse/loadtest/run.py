@@ -42,6 +42,7 @@ from impulse.loadtest.metrics import Batch, Collector, achieved_rate, merged_lat
 from impulse.loadtest.receiver import Receiver
 from impulse.loadtest.session import make_session, warm_up
 from impulse.loadtest.target import check_format, preflight, redact_options
+from impulse.loadtest.thresholds import Check, evaluate, hopeless
 
 __all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options"]
 
@@ -49,7 +50,8 @@ _POLL_S = 0.25
 _GRACE_S = 10.0             # how long a requested stop waits for the running batch to finish
 _FIRST_BATCH_S = 300.0      # how long the query may take to complete its first batch
 _LATENCY_KEYS = {"p50": "latencyP50Ms", "p95": "latencyP95Ms", "p99": "latencyP99Ms", "p99.9": "latencyP999Ms",
-                 "max": "latencyMaxMs", "mean": "latencyMeanMs"}
+                 "p99.99": "latencyP9999Ms", "max": "latencyMaxMs", "mean": "latencyMeanMs"}
+LATENCY_PARTS = (("latency", "end-to-end"), ("schedule_delay", "schedule delay"), ("delivery", "delivery"))
 
 
 def _now_us() -> int:
@@ -90,10 +92,10 @@ class LoadResult:
     schedule_start_us: int | None      # impulse startTime: when the first batch was planned
     started_us: int                    # when the query was started
     finished_us: int
-    outcome: str                       # completed | interrupted | timed out | failed
+    outcome: str                       # completed | interrupted | aborted (--abort-on-fail) | timed out | failed
     error: str | None = None
     receiver: dict | None = None       # the embedded receiver's counts for this run (webhook default)
-    _latency: LatencyHistogram | None = field(default=None, repr=False)
+    _histograms: dict = field(default_factory=dict, repr=False)
 
     @property
     def target_rate(self) -> float:
@@ -117,11 +119,31 @@ class LoadResult:
     def achieved_rate(self) -> float:
         return achieved_rate(self.batches, self.target_events, self.schedule_start_us)
 
+    def histogram(self, part: str) -> LatencyHistogram:
+        """The run's merged histogram of `part`: ``latency``, ``schedule_delay`` or ``delivery`` (`LATENCY_PARTS`)."""
+        if part not in self._histograms:
+            self._histograms[part] = merged_latency(self.batches, part)
+        return self._histograms[part]
+
     @property
     def latency(self) -> LatencyHistogram:
-        if self._latency is None:
-            self._latency = merged_latency(self.batches)
-        return self._latency
+        """End to end: each event's scheduled time → the target's acknowledgement."""
+        return self.histogram("latency")
+
+    @property
+    def schedule_delay(self) -> LatencyHistogram:
+        """Each event's scheduled time → the start of the micro-batch that read it."""
+        return self.histogram("schedule_delay")
+
+    @property
+    def delivery(self) -> LatencyHistogram:
+        """The start of the event's micro-batch → the acknowledgement of its partition."""
+        return self.histogram("delivery")
+
+    @property
+    def max_lag(self) -> int:
+        """The largest lag (events due − delivered) at any batch's acknowledgement."""
+        return max((b.lag for b in self.batches), default=0)
 
     @property
     def bytes(self) -> int:
@@ -137,6 +159,15 @@ class LoadResult:
     @property
     def verdict(self) -> Verdict:
         return assess(self, self.config.max_latency_s)
+
+    @property
+    def checks(self) -> list[Check]:
+        """The run's ``--threshold`` checks, each pass/fail (empty without thresholds)."""
+        return evaluate(self.config.parsed_thresholds(), self)
+
+    @property
+    def thresholds_failed(self) -> bool:
+        return any(not check.passed for check in self.checks)
 
     def summary(self) -> dict:
         """The headline numbers (one CSV row, one JSON object)."""
@@ -165,8 +196,13 @@ class LoadResult:
             "scheduleStartUs": self.schedule_start_us, "startedUs": self.started_us, "finishedUs": self.finished_us,
             "error": self.error,
             "verdict": {"sustained": self.verdict.sustained, "reasons": list(self.verdict.reasons)},
+            "thresholds": [check.to_dict() for check in self.checks],
             "latencyMs": percentiles_ms(self.latency),
+            "scheduleDelayMs": percentiles_ms(self.schedule_delay),
+            "deliveryMs": percentiles_ms(self.delivery),
             "latencyHistogram": self.latency.to_dict(),
+            "scheduleDelayHistogram": self.schedule_delay.to_dict(),
+            "deliveryHistogram": self.delivery.to_dict(),
             "phasesMs": phase_stats(self.batches),
             "receiver": self.receiver,
             "batches": [b.row(origin) for b in self.batches],
@@ -205,13 +241,15 @@ def _exception_text(exc: Any) -> str:
 
 
 def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, stop: Any = None,
-             receiver: Receiver | None = None, label: str | None = None) -> LoadResult:
+             receiver: Receiver | None = None, label: str | None = None, exporter: Any = None) -> LoadResult:
     """Run one load test; see the module docstring. Raises `LoadError` before any load is sent.
 
     `spark`: a session to use (left running); default `make_session(config.master)`. `display`: where
     progress goes (None: silent). `stop`: a `StopRequest` (or any object with ``is_set()``) that ends
     the run early; the result then covers what was committed. `receiver`: the embedded receiver the
-    sink writes to, whose counts go into the result.
+    sink writes to, whose counts go into the result. `exporter`: a
+    `impulse.loadtest.prometheus.Exporter` that serves the run's live metrics. With
+    ``config.abort_on_fail`` the run stops (outcome ``aborted``) once a threshold failed for good.
     """
     config.validate()
     target = preflight(config.sink, config.options, config.payload_bytes)
@@ -250,6 +288,8 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
                           payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                           metrics_offset=metrics_offset,
                           commit_id=_option(sink_options, "commitId") or str(query.id))
+    if exporter is not None:
+        exporter.attach(collector, config, run_id=str(query.id))
     outcome, error = "completed", None
     try:
         outcome, error = _watch(query, collector, config, display, stop, started_us)
@@ -264,7 +304,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
             if display is not None:
                 display.finish()
             shutil.rmtree(workdir, ignore_errors=True)
-    if outcome != "completed" and collector.done and outcome != "failed":
+    if outcome in ("interrupted", "timed out") and collector.done:
         outcome = "completed"   # the last batch committed while the stop was waiting for it
     result = LoadResult(config=config, sink=config.sink, options=redact_options(config.options),
                         query_id=str(query.id), batches=collector.batches,
@@ -288,6 +328,7 @@ def _label(config: LoadConfig) -> str:
 def _watch(query, collector: Collector, config: LoadConfig, display: Display | None, stop: Any,
            started_us: int) -> tuple[str, str | None]:
     """Poll until the run ends; returns (outcome, error)."""
+    abort_checks = config.parsed_thresholds() if config.abort_on_fail else []
     while True:
         collector.poll()
         now = _now_us()
@@ -295,6 +336,10 @@ def _watch(query, collector: Collector, config: LoadConfig, display: Display | N
             display.update(collector, now, waiting="starting the query (the first micro-batch)")
         if collector.done:
             return "completed", None
+        failed = next(filter(None, (hopeless(threshold, collector) for threshold in abort_checks)), None)
+        if failed is not None:
+            _stop_between_batches(query, None)
+            return "aborted", f"threshold failed: {failed}"
         if not query.isActive:
             exc = query.exception()
             return ("failed", _exception_text(exc)) if exc is not None else ("interrupted", "the query was stopped")

@@ -100,7 +100,9 @@ def test_the_embedded_default_runs_to_completion_in_process(spark, tmp_path, cap
     assert "impulse-load summary: webhook-sink, 2 partitions, 64 B payload, trigger 1s, completed" in out
     assert re.search(r"events\s+6,000\s+6,000", out)
     assert "embedded receiver: 6,000 rows accepted" in out and "= the committed events" in out
-    assert re.search(r"end-to-end latency \(ms\)\s+p50\s+p95\s+p99\s+p99\.9\s+max", out)
+    assert re.search(r"latency \(ms\)\s+p50\s+p95\s+p99\s+p99\.9\s+p99\.99\s+max", out)
+    for part in ("end-to-end", "schedule delay", "delivery"):
+        assert re.search(rf"^\s+{part}(\s+[\d,.]+){{6}}$", out, re.MULTILINE), part
     assert re.search(r"triggerExecution\s+[\d,.]+\s+[\d,]+", out)
     assert f"report: {tmp_path / 'report.json'}" in out
     report = assert_report_files(tmp_path, 6_000)

@@ -56,7 +56,8 @@ def _batches(rate: float, capacity: float, seconds: int, latency_us: int) -> lis
         histogram = LatencyHistogram()
         histogram.record(np.full(rows, latency_us))
         ack = START + (i + 1) * 1_000_000
-        out.append(Batch(i, ack - 500_000, ack, ack, rows, delivered, due - delivered, 0, rows * 24, 0, {}, histogram))
+        out.append(Batch(i, ack - 500_000, ack, ack, rows, delivered, due - delivered, 0, rows * 24, 0, {},
+                         histogram.to_dict(), {}, {}))
     return out
 
 
