@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--trigger", default=DEFAULT_TRIGGER, metavar="INTERVAL",
                       help=f"processing-time trigger interval, e.g. 1s, 500ms; 0 = back to back "
                            f"(default {DEFAULT_TRIGGER})")
+    load.add_argument("--schema", default=None, metavar="DDL",
+                      help="realistic events: impulse's user schema, e.g. 'user_id BIGINT, amount DOUBLE' (generated "
+                           "as --source-option fields.<column>.* says; counter, subtask_index, timestamp and payload "
+                           "are added when missing)")
+    load.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                      help="an impulse option, repeatable: fields.<column>.<property>, seed, outOfOrderness, …")
     load.add_argument("--max-events-per-trigger", type=int, default=None, metavar="N",
                       help="admission control: at most N events per micro-batch (default: no limit)")
     load.add_argument("--drain-timeout", default=None, metavar="DURATION",
@@ -110,10 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> tuple[LoadConfig, RampConfig | None]:
-    options: dict[str, str] = {}
-    for text in args.option:
-        key, value = parse_option(text)
-        options[key] = value
+    options = dict(parse_option(text) for text in args.option)
+    source_options = dict(parse_option(text, "--source-option", "fields.user_id.kind=zipf") for text in args.source_option)
     config = LoadConfig(
         sink=args.sink.strip(),
         options=options,
@@ -128,6 +132,8 @@ def _config(args: argparse.Namespace) -> tuple[LoadConfig, RampConfig | None]:
         if args.drain_timeout is not None else None,
         warmup=args.warmup,
         master=args.master,
+        schema=args.schema,
+        source_options=source_options,
         thresholds=tuple(args.threshold),
         abort_on_fail=args.abort_on_fail,
     )

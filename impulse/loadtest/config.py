@@ -47,6 +47,8 @@ class LoadConfig:
     checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
     warmup: bool = True                   # run a tiny noop query first, so Python workers are started
     master: str = "local[*]"              # used only when the harness makes the Spark session
+    schema: str | None = None             # impulse's user schema (DDL): realistic events; None: the default columns
+    source_options: Mapping[str, str] = field(default_factory=dict)  # more impulse options (fields.*, seed, …)
     thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.thresholds` (e.g. "p99<1s")
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
 
@@ -145,11 +147,11 @@ def parse_ramp(text: str) -> tuple[float, float, float]:
     return tuple(parse_rate(p, "--ramp") for p in parts)  # type: ignore[return-value]
 
 
-def parse_option(text: str) -> tuple[str, str]:
+def parse_option(text: str, flag: str = "--option", example: str = "url=redis://localhost:6379") -> tuple[str, str]:
     """``'url=redis://localhost:6379'`` → ``('url', 'redis://localhost:6379')`` (split at the first ``=``)."""
     key, sep, value = str(text).partition("=")
     if not sep or not key.strip():
-        raise LoadError(f"--option: {text!r} is not KEY=VALUE (e.g. --option url=redis://localhost:6379)")
+        raise LoadError(f"{flag}: {text!r} is not KEY=VALUE (e.g. {flag} {example})")
     return key.strip(), value
 
 

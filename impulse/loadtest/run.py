@@ -209,9 +209,20 @@ class LoadResult:
         }
 
 
+# impulse options the harness sets from its own flags; --source-option may not override them
+_HARNESS_SOURCE_OPTIONS = {"eventspersecond": "--rate", "delay": "--rate", "numpartitions": "--partitions",
+                           "payloadbytes": "--payload-bytes", "limit": "--rate × --duration",
+                           "limitperpartition": "--rate × --duration", "maxeventspertrigger": "--max-events-per-trigger",
+                           "starttime": "the run's start (latency counts from each event's schedule)"}
+
+
 def impulse_options(config: LoadConfig) -> dict[str, str]:
     """The options of the impulse source for a run (validated like the source will)."""
+    for key in config.source_options:
+        if key.lower() in _HARNESS_SOURCE_OPTIONS:
+            raise LoadError(f"--source-option {key}: set by the harness from {_HARNESS_SOURCE_OPTIONS[key.lower()]}")
     options = {
+        **config.source_options,
         "eventsPerSecond": repr(float(config.rate)),
         "numPartitions": str(config.partitions),
         "payloadBytes": str(config.payload_bytes),
@@ -226,6 +237,31 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
     except ConnectorError as exc:
         raise LoadError(f"impulse: {exc}") from exc
     return options
+
+
+def impulse_schema_for(spark, config: LoadConfig):
+    """The run's impulse schema: ``--schema`` plus the built-in columns the sinks and the harness use (counter,
+    subtask_index, timestamp, and payload when ``--payload-bytes`` > 0) where the DDL lacks them; None without
+    ``--schema``. Checked against the ``fields.*`` options like the source will: `LoadError` naming the problem."""
+    if not config.schema:
+        return None
+    from pyspark.sql.types import StructType
+
+    from impulse.options import ImpulseOptions
+    from impulse.schema import default_schema, row_spec
+
+    try:
+        declared = spark.createDataFrame([], config.schema).schema
+    except Exception as exc:  # noqa: BLE001 - Spark's parse error, shown as one line
+        raise LoadError(f"--schema: {config.schema!r} is not a Spark DDL schema ({_exception_text(exc)})") from None
+    names = {f.name.lower() for f in declared.fields}
+    schema = StructType(declared.fields + [f for f in default_schema(config.payload_bytes).fields if f.name not in names])
+    opts = ImpulseOptions.from_options(impulse_options(config))
+    try:
+        row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes)
+    except ConnectorError as exc:
+        raise LoadError(f"impulse: {exc}") from exc
+    return schema
 
 
 def _option(options: dict, name: str) -> str | None:
@@ -273,8 +309,12 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     received_before = receiver.counts() if receiver is not None else None
 
     trigger_ms = round(config.trigger_s * 1000)
+    source = spark.readStream.format("impulse").options(**source_options)
+    schema = impulse_schema_for(spark, config)
+    if schema is not None:
+        source = source.schema(schema)
     writer = (
-        spark.readStream.format("impulse").options(**source_options).load()
+        source.load()
         .writeStream.format(config.sink).options(**sink_options)
         .option("checkpointLocation", checkpoint)
         .queryName(f"impulse-load-{os.getpid()}-{int(time.time() * 1000)}")

@@ -67,6 +67,36 @@ def test_webhook_run_counts_equal_the_rows_the_receiver_accepted(spark, http_rec
     assert_report_files_of(result, tmp_path)
 
 
+@pytest.mark.webhook
+def test_realistic_events_reach_the_sink_and_the_report_states_the_schema(spark, http_receiver, tmp_path):
+    """--schema / --source-option: generated columns, plus the built-ins the harness adds; the report names it."""
+    path = f"/load-{uuid.uuid4().hex[:8]}"
+    schema = "user_id BIGINT, country STRING, amount DOUBLE"
+    source = {"fields.user_id.kind": "zipf", "fields.user_id.cardinality": "100", "seed": "7",
+              "fields.country.kind": "values", "fields.country.values": "US,DE", "outOfOrderness": "1s"}
+    result = run_load(_config("webhook-sink", {"url": http_receiver.url + path, "batchSize": 250}, schema=schema,
+                              source_options=source), spark=spark)
+    assert_result_plausible(result)
+    rows = [row for r in http_receiver.accepted_requests if r.path == path for row in r.json()]
+    assert len(rows) == result.events == len({(row["subtask_index"], row["counter"]) for row in rows})
+    assert {row["country"] for row in rows} == {"US", "DE"} and all(0 <= row["user_id"] < 100 for row in rows)
+    assert set(rows[0]) == {"user_id", "country", "amount", "counter", "subtask_index", "timestamp", "payload"}
+    assert f"schema: {schema}; {len(source)} source options" in summary_text(result)
+    report = assert_report_files_of(result, tmp_path)
+    assert report["config"]["schema"] == schema and report["config"]["source_options"] == source
+
+
+def test_source_options_the_harness_sets_and_bad_schemas_are_refused(spark):
+    with pytest.raises(LoadError, match=r"--source-option eventsPerSecond: set by the harness from --rate"):
+        run_load(_config("noop", {}, source_options={"eventsPerSecond": "5"}))  # before any session
+    with pytest.raises(LoadError, match=r"impulse: invalid value 'gauss' for option 'fields.a.kind'"):
+        run_load(_config("noop", {}, schema="a DOUBLE", source_options={"fields.a.kind": "gauss"}))
+    with pytest.raises(LoadError, match=r"impulse: .*'fields.a.kind': expected a kind for a BOOLEAN column"):
+        run_load(_config("noop", {}, schema="a BOOLEAN", source_options={"fields.a.kind": "zipf"}), spark=spark)
+    with pytest.raises(LoadError, match=r"--schema: 'a BIGIN' is not a Spark DDL schema"):
+        run_load(_config("noop", {}, schema="a BIGIN"), spark=spark)
+
+
 def test_noop_latency_is_computed_from_the_offsets_and_admission_control_shows_as_lag(spark, tmp_path):
     # at most 1 000 events per trigger (≥ 1 s apart) of the 2 000 due each second: this run cannot keep up
     result = run_load(_config("noop", {}, max_events_per_trigger=1_000), spark=spark)
