@@ -47,6 +47,7 @@ class LoadConfig:
     checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
     warmup: bool = True                   # run a tiny noop query first, so Python workers are started
     master: str = "local[*]"              # used only when the harness makes the Spark session
+    remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
 
     @property
     def total_events(self) -> int:

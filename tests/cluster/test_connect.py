@@ -7,6 +7,7 @@ through ``PYTHONPATH``); nothing is registered from the client unless a test say
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -63,3 +64,17 @@ def test_explicit_registration_from_the_client(connect_session):
 
     assert register_all(connect_session) == ["impulse", "kafka-sink", "redis-sink", "webhook-sink"]
     assert batch_read(connect_session, 10) == expected(10)
+
+
+def test_load_harness_runs_through_the_server_and_names_it(spark_connect, tmp_path, capsys):
+    from impulse.loadtest.cli import main
+
+    code = main(["--remote", spark_connect.url, "--rate", "200", "--duration", "2s", "--partitions", "2",
+                 "--output", str(tmp_path / "report")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["summary"]["events"] == 400 and report["summary"]["outcome"] == "completed"
+    assert report["deployment"] == {"remote": spark_connect.url, "master": "local[2,2]", "executors": None,
+                                    "cores": None}
+    assert f"on Spark Connect {spark_connect.url} (server master local[2,2])" in out

@@ -145,3 +145,19 @@ def test_sigkill_of_an_executor_mid_write_keeps_every_sink_exactly_once(spark_cl
             proc.communicate()
         for sink in SINKS:
             sink_adapters[sink].cleanup(spaces[sink])
+
+
+def test_load_harness_on_the_master_names_the_deployment(spark_cluster, tmp_path):
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "impulse.loadtest", "--master", spark_cluster.master_url, "--rate",
+                           "200", "--duration", "2s", "--no-warmup", "--output", str(tmp_path / "report")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["summary"]["events"] == 400 and report["summary"]["outcome"] == "completed"
+    # executors register while the run starts: at least one, at most the two one-core workers
+    assert report["deployment"]["master"] == spark_cluster.master_url and report["deployment"]["remote"] is None
+    assert 1 <= report["deployment"]["executors"] <= 2 and report["deployment"]["cores"] >= 1
+    assert f"on master {spark_cluster.master_url}, " in done.stdout
+    wait_until(lambda: not processes_under(tmp_path), 30, 0.2, "the harness's driver processes to end")
