@@ -70,7 +70,7 @@ def test_load_harness_runs_through_the_server_and_names_it(spark_connect, tmp_pa
     from impulse.loadtest.cli import main
 
     code = main(["--remote", spark_connect.url, "--rate", "200", "--duration", "2s", "--partitions", "2",
-                 "--output", str(tmp_path / "report")])
+                 "--drain-timeout", "5m", "--output", str(tmp_path / "report")])
     out = capsys.readouterr().out
     assert code == 0, out
     report = json.loads((tmp_path / "report" / "report.json").read_text())

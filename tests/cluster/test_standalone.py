@@ -151,7 +151,8 @@ def test_load_harness_on_the_master_names_the_deployment(spark_cluster, tmp_path
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "impulse.loadtest", "--master", spark_cluster.master_url, "--rate",
-                           "200", "--duration", "2s", "--no-warmup", "--output", str(tmp_path / "report")],
+                           "200", "--duration", "2s", "--no-warmup", "--drain-timeout", "5m",  # cold executors: a slow first batch
+                           "--output", str(tmp_path / "report")],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     report = json.loads((tmp_path / "report" / "report.json").read_text())
