@@ -64,8 +64,9 @@ def http_receiver():
 
 
 # --- Spark beyond one JVM. One standalone cluster and one Connect server per test worker, started by the
-# first test that asks; SPARK_MASTER_URL / SPARK_REMOTE point the tests at ones someone else runs. Stopping
-# either fails if a process (executor, Python worker) is left behind.
+# first test that asks; SPARK_MASTER_URL / SPARK_REMOTE point the tests at ones someone else runs, on this
+# machine (the sinks write to loopback servers, checkpoints are local paths). Stopping either fails if a
+# process (executor, Python worker) is left behind.
 
 
 @pytest.fixture(scope="session")

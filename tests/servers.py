@@ -205,6 +205,14 @@ class _ProcessServer(_Server):
     def managed(self) -> bool:
         return self._external is None
 
+    def _address(self, local: Callable[[], str]) -> str:
+        """The external address if this wraps one, else `local()` once a port was picked."""
+        if self._external is not None:
+            return self._external
+        if getattr(self, "port", None) is None:
+            raise ServerError(f"{self.name}: not started yet (no port)")
+        return local()
+
     @property
     def running(self) -> bool:
         return (not self.managed) or (self.proc is not None and self.proc.poll() is None)
@@ -298,11 +306,7 @@ class RedisServer(_ProcessServer):
 
     @property
     def url(self) -> str:
-        if self._external is not None:
-            return self._external
-        if self.port is None:
-            raise ServerError("redis: not started yet (no port)")
-        return f"redis://{self.host}:{self.port}/0"
+        return self._address(lambda: f"redis://{self.host}:{self.port}/0")
 
     def client(self, **kwargs):
         """A ``redis.Redis`` connected to this server (``decode_responses`` etc. pass through)."""
@@ -486,11 +490,7 @@ class KafkaBroker(_ProcessServer):
 
     @property
     def bootstrap(self) -> str:
-        if self._external is not None:
-            return self._external
-        if self.port is None:
-            raise ServerError("kafka: not started yet (no port)")
-        return f"{LOOPBACK}:{self.port}"
+        return self._address(lambda: f"{LOOPBACK}:{self.port}")
 
     # --- life cycle
 
@@ -1114,11 +1114,7 @@ class SparkStandaloneCluster(_SparkServer):
 
     @property
     def master_url(self) -> str:
-        if self._external is not None:
-            return self._external
-        if self.port is None:
-            raise ServerError("spark-cluster: not started yet (no port)")
-        return f"spark://{LOOPBACK}:{self.port}"
+        return self._address(lambda: f"spark://{LOOPBACK}:{self.port}")
 
     def state(self) -> dict:
         """The master's JSON status page (workers, applications)."""
@@ -1199,11 +1195,7 @@ class SparkConnectServer(_SparkServer):
 
     @property
     def url(self) -> str:
-        if self._external is not None:
-            return self._external
-        if self.port is None:
-            raise ServerError("spark-connect: not started yet (no port)")
-        return f"sc://{LOOPBACK}:{self.port}"
+        return self._address(lambda: f"sc://{LOOPBACK}:{self.port}")
 
     def session(self):
         """A new Spark Connect client session on this server (``SparkSession.builder.remote(url)``)."""
