@@ -66,7 +66,7 @@ def test_explicit_registration_from_the_client(connect_session):
     assert batch_read(connect_session, 10) == expected(10)
 
 
-def test_load_harness_runs_through_the_server_and_names_it(spark_connect, tmp_path, capsys):
+def test_load_harness_runs_through_the_server_and_names_it(spark_connect, connect_session, tmp_path, capsys):
     from impulse.loadtest.cli import main
 
     code = main(["--remote", spark_connect.url, "--rate", "200", "--duration", "2s", "--partitions", "2",
@@ -75,6 +75,6 @@ def test_load_harness_runs_through_the_server_and_names_it(spark_connect, tmp_pa
     assert code == 0, out
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["summary"]["events"] == 400 and report["summary"]["outcome"] == "completed"
-    assert report["deployment"] == {"remote": spark_connect.url, "master": "local[2,2]", "executors": None,
-                                    "cores": None}
-    assert f"on Spark Connect {spark_connect.url} (server master local[2,2])" in out
+    master = connect_session.conf.get("spark.master")  # the server's (local[2,2] unless SPARK_REMOTE)
+    assert report["deployment"] == {"remote": spark_connect.url, "master": master, "executors": None, "cores": None}
+    assert f"on Spark Connect {spark_connect.url} (server master {master})" in out
