@@ -28,12 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SINKS = ["redis", "kafka", "webhook"]
 
 
+def _driver_env() -> dict[str, str]:
+    """A driver's environment: this interpreter for every Python Spark starts, this checkout first."""
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 def job(master: str, steps: list[dict], cwd: Path, wait: bool = True):
     """Start `job.py` with these steps; with `wait`, its parsed RESULT (failing with its output otherwise)."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-m", "tests.cluster.job", json.dumps({"master": master, "steps": steps})],
-                            env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=_driver_env(), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return finish(proc, cwd) if wait else proc
 
 
@@ -148,8 +152,7 @@ def test_sigkill_of_an_executor_mid_write_keeps_every_sink_exactly_once(spark_cl
 
 
 def test_load_harness_on_the_master_names_the_deployment(spark_cluster, tmp_path):
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = _driver_env()
     done = subprocess.run([sys.executable, "-m", "impulse.loadtest", "--master", spark_cluster.master_url, "--rate",
                            "200", "--duration", "2s", "--no-warmup", "--drain-timeout", "5m",  # cold executors: a slow first batch
                            "--output", str(tmp_path / "report")],
