@@ -16,13 +16,17 @@ Points, in the order of the protocol (`connectors.protocol`):
 
 Actions: ``fail`` raises `InjectedFault` (Spark fails the task, or the batch for driver points);
 ``crash`` kills the Python process at once with SIGKILL (an executor's Python worker, or the driver's
-commit process), as a machine failure would.
+commit process), as a machine failure would; ``stall`` renames the process ``impulse-stall`` (Linux
+``/proc/self/comm``) and sleeps up to 10 minutes, so that a test can find it and kill what it chooses
+(the executor JVM above it, say) in the middle of the write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 from connectors.errors import ConnectorError, OptionError
@@ -30,8 +34,9 @@ from connectors.errors import ConnectorError, OptionError
 __all__ = ["FaultPlan", "InjectedFault", "POINTS", "ACTIONS"]
 
 POINTS = ("before_write", "mid_write", "after_write", "before_commit", "after_commit")
-ACTIONS = ("fail", "crash")
-_EXPECTED = ("'point=<" + "|".join(POINTS) + ">,action=<fail|crash>[,batch=N][,partition=N][,attempt=N]'")
+ACTIONS = ("fail", "crash", "stall")
+STALL_NAME = "impulse-stall"
+_EXPECTED = ("'point=<" + "|".join(POINTS) + ">,action=<" + "|".join(ACTIONS) + ">[,batch=N][,partition=N][,attempt=N]'")
 
 
 class InjectedFault(ConnectorError):
@@ -73,9 +78,14 @@ class FaultPlan:
                 and (attempt is None or self.attempt in (None, attempt)))
 
     def hit(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> None:
-        """Fire the fault if this point matches: raise `InjectedFault` or SIGKILL this process."""
+        """Fire the fault if this point matches: raise `InjectedFault`, SIGKILL this process, or stall it."""
         if not self.matches(point, batch, partition, attempt):
             return
         if self.action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.action == "stall":
+            with contextlib.suppress(OSError):
+                with open("/proc/self/comm", "w") as comm:
+                    comm.write(STALL_NAME)
+            time.sleep(600)
         raise InjectedFault(f"injected fault at {point} (batch {batch}, partition {partition}, attempt {attempt})")

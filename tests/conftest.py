@@ -61,3 +61,45 @@ def http_receiver():
     from tests.servers import HttpReceiver
 
     yield from _serving(HttpReceiver())
+
+
+# --- Spark beyond one JVM. One standalone cluster and one Connect server per test worker, started by the
+# first test that asks; SPARK_MASTER_URL / SPARK_REMOTE point the tests at ones someone else runs, on this
+# machine (the sinks write to loopback servers, checkpoints are local paths). Stopping either fails if a
+# process (executor, Python worker) is left behind.
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A ``tests.servers.SparkStandaloneCluster``: a master and two one-core workers (``.master_url``)."""
+    from tests.servers import SparkStandaloneCluster
+
+    yield from _serving(SparkStandaloneCluster.from_env())
+
+
+@pytest.fixture(scope="session")
+def spark_connect():
+    """A ``tests.servers.SparkConnectServer`` on ``local[2,2]`` (``.url``, ``.session()``)."""
+    from tests.servers import SparkConnectServer
+
+    yield from _serving(SparkConnectServer.from_env())
+
+
+@pytest.fixture(scope="session")
+def connect_session(spark_connect):
+    """A Spark Connect client session on `spark_connect`; it coexists with the classic `spark` session."""
+    session = spark_connect.session()
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def sink_adapters(redis_server, kafka_broker, http_receiver):
+    """The conformance adapters of the three sinks on the test servers, by short name: each has
+    ``options(namespace)``, ``prepare``, ``read_back`` (every landed event, duplicates kept) and ``cleanup``."""
+    from connectors.conformance.adapters import KafkaAdapter, RedisAdapter, WebhookAdapter
+
+    return {"redis": RedisAdapter(redis_server.url, target="list"), "kafka": KafkaAdapter(kafka_broker.bootstrap),
+            "webhook": WebhookAdapter(http_receiver)}

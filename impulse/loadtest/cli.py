@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("run")
     run.add_argument("--master", default=DEFAULT_MASTER, metavar="URL",
                      help=f"Spark master (default {DEFAULT_MASTER})")
+    run.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                     help="run through this Spark Connect server instead of a Spark of our own (--master unused); "
+                          "the server needs this package where its Python workers run")
     run.add_argument("--output", default=None, metavar="DIR",
                      help="write report.json, summary.csv, batches.csv and report.png into DIR")
     run.add_argument("--no-warmup", dest="warmup", action="store_false",
@@ -136,6 +139,7 @@ def _config(args: argparse.Namespace) -> tuple[LoadConfig, RampConfig | None]:
         source_options=source_options,
         thresholds=tuple(args.threshold),
         abort_on_fail=args.abort_on_fail,
+        remote=args.remote,
     )
     config.validate()
     if args.abort_on_fail and not args.threshold:
@@ -200,13 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _error(str(exc))
 
         try:
-            display.line(f"starting Spark ({config.master})…")
+            display.line(f"starting Spark ({config.remote or config.master})…")
             from pyspark import SparkContext
 
             from impulse.loadtest.session import make_session
 
-            owned = SparkContext._active_spark_context is None  # main() called in a process with a session: keep it
-            spark = make_session(config.master)
+            # main() called in a process with a session: keep it (a Connect client session is always ours)
+            owned = config.remote is not None or SparkContext._active_spark_context is None
+            spark = make_session(config.master, remote=config.remote)
             if owned:
                 stack.callback(spark.stop)
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)

@@ -51,6 +51,7 @@ class LoadConfig:
     source_options: Mapping[str, str] = field(default_factory=dict)  # more impulse options (fields.*, seed, …)
     thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.thresholds` (e.g. "p99<1s")
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
+    remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
 
     @property
     def total_events(self) -> int:

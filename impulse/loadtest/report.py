@@ -24,6 +24,8 @@ from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
+from impulse.loadtest.run import LoadResult
+from impulse.loadtest.session import describe
 
 __all__ = ["summary_text", "ramp_text", "write_report"]
 
@@ -52,6 +54,7 @@ def summary_text(result: LoadResult) -> str:
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
         *([f"  schema: {c.schema}" + (f"; {len(c.source_options)} source options" if c.source_options else "")]
           if c.schema else []),
+        *([f"  on {describe(result.deployment)}"] if result.deployment else []),
         f"  {'':<24}{'target':>14}{'achieved':>14}",
         f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
         f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",

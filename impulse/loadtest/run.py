@@ -40,7 +40,7 @@ from impulse.loadtest.config import LoadConfig, LoadError
 from impulse.loadtest.display import Display
 from impulse.loadtest.metrics import Batch, Collector, achieved_rate, merged_latency, percentiles_ms, phase_stats
 from impulse.loadtest.receiver import Receiver
-from impulse.loadtest.session import make_session, warm_up
+from impulse.loadtest.session import deployment, make_session, warm_up
 from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
 
@@ -95,6 +95,7 @@ class LoadResult:
     outcome: str                       # completed | interrupted | aborted (--abort-on-fail) | timed out | failed
     error: str | None = None
     receiver: dict | None = None       # the embedded receiver's counts for this run (webhook default)
+    deployment: dict | None = None     # where it ran: `impulse.loadtest.session.deployment`
     _histograms: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -193,6 +194,7 @@ class LoadResult:
             "summary": self.summary(),
             "config": config,
             "queryId": self.query_id,
+            "deployment": self.deployment,
             "scheduleStartUs": self.schedule_start_us, "startedUs": self.started_us, "finishedUs": self.finished_us,
             "error": self.error,
             "verdict": {"sustained": self.verdict.sustained, "reasons": list(self.verdict.reasons)},
@@ -290,7 +292,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     config.validate()
     target = preflight(config.sink, config.options, config.payload_bytes)
     source_options = impulse_options(config)
-    spark = spark or make_session(config.master)
+    spark = spark or make_session(config.master, remote=config.remote)
     check_format(spark, config.sink)
     if config.warmup:
         if display is not None:
@@ -349,7 +351,8 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     result = LoadResult(config=config, sink=config.sink, options=redact_options(config.options),
                         query_id=str(query.id), batches=collector.batches,
                         schedule_start_us=collector.schedule_start_us, started_us=started_us,
-                        finished_us=_now_us(), outcome=outcome, error=error)
+                        finished_us=_now_us(), outcome=outcome, error=error,
+                        deployment=deployment(spark, config.remote))
     if receiver is not None and received_before is not None:
         after = receiver.counts()
         result.receiver = {"rows": after.rows - received_before.rows,

@@ -84,8 +84,8 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Targ
 
 def check_format(spark, sink: str) -> None:
     """Raise `LoadError` unless Spark can write a stream to format `sink` (JVM or Python data source)."""
-    if sink in KNOWN_SINKS:
-        return
+    if sink in KNOWN_SINKS or type(spark).__module__.startswith("pyspark.sql.connect"):
+        return  # over Spark Connect there is no JVM here: the server looks the format up when the query starts
     jvm = spark._jvm
     try:
         if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(sink):

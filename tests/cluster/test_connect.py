@@ -1,0 +1,80 @@
+"""End to end through a Spark Connect server: the client in this process (beside the classic test session),
+the queries, the data sources and their Python workers on the server.
+
+The server finds ``impulse`` and the sinks by auto-registration (its Python workers import this checkout
+through ``PYTHONPATH``); nothing is registered from the client unless a test says so.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.cluster.scenarios import batch_read, expected, uncommit_last_batch, write
+
+pytestmark = [pytest.mark.integration, pytest.mark.connect]
+
+SINKS = ["redis", "kafka", "webhook"]
+
+
+@pytest.fixture
+def namespace():
+    return f"c{uuid.uuid4().hex[:8]}"
+
+
+@pytest.mark.parametrize("sink", SINKS)
+def test_impulse_to_each_sink_lands_every_event_once(connect_session, sink_adapters, sink, namespace, tmp_path):
+    adapter = sink_adapters[sink]
+    adapter.prepare(namespace)
+    try:
+        write(connect_session, adapter.format, adapter.options(namespace), tmp_path / "ck", limit=400, per_trigger=400)
+        assert sorted(adapter.read_back(namespace)) == expected(400)
+    finally:
+        adapter.cleanup(namespace)
+
+
+def test_bounded_batch_read(connect_session):
+    assert batch_read(connect_session, 301) == expected(301)
+
+
+def test_restart_from_checkpoint_replays_the_uncommitted_batch_without_duplicates(connect_session, sink_adapters,
+                                                                                   namespace, tmp_path):
+    adapter = sink_adapters["redis"]  # a list target: a replayed batch written twice would show as duplicates
+    checkpoint = tmp_path / "ck"
+    try:
+        last = write(connect_session, adapter.format, adapter.options(namespace), checkpoint, limit=200, per_trigger=100)
+        assert last == 1 and uncommit_last_batch(checkpoint) == last
+        write(connect_session, adapter.format, adapter.options(namespace), checkpoint, limit=300, per_trigger=100)
+        assert sorted(adapter.read_back(namespace)) == expected(300)
+    finally:
+        adapter.cleanup(namespace)
+
+
+def test_a_bad_option_reaches_the_client_intact(connect_session):
+    with pytest.raises(Exception) as caught:
+        connect_session.read.format("impulse").option("eventsPerSecond", "-5").option("limit", 10).load().count()
+    text = str(caught.value)
+    assert "OptionError" in text and "eventsPerSecond" in text and "-5" in text
+
+
+def test_explicit_registration_from_the_client(connect_session):
+    from connectors import register_all
+
+    assert register_all(connect_session) == ["impulse", "kafka-sink", "redis-sink", "webhook-sink"]
+    assert batch_read(connect_session, 10) == expected(10)
+
+
+def test_load_harness_runs_through_the_server_and_names_it(spark_connect, connect_session, tmp_path, capsys):
+    from impulse.loadtest.cli import main
+
+    code = main(["--remote", spark_connect.url, "--rate", "200", "--duration", "2s", "--partitions", "2",
+                 "--drain-timeout", "5m", "--output", str(tmp_path / "report")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["summary"]["events"] == 400 and report["summary"]["outcome"] == "completed"
+    master = connect_session.conf.get("spark.master")  # the server's (local[2,2] unless SPARK_REMOTE)
+    assert report["deployment"] == {"remote": spark_connect.url, "master": master, "executors": None, "cores": None}
+    assert f"on Spark Connect {spark_connect.url} (server master {master})" in out
