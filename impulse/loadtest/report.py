@@ -52,9 +52,9 @@ def summary_text(result: LoadResult) -> str:
     lines = [
         f"impulse-load summary: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
+        *([f"  on {describe(result.deployment)}"] if result.deployment else []),
         *([f"  schema: {c.schema}" + (f"; {len(c.source_options)} source options" if c.source_options else "")]
           if c.schema else []),
-        *([f"  on {describe(result.deployment)}"] if result.deployment else []),
         f"  {'':<24}{'target':>14}{'achieved':>14}",
         f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
         f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",
