@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import socket
-from typing import Mapping
+from contextlib import contextmanager
+from typing import Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.json as pajson
 
 from connectors.conformance.adapter import SinkAdapter
 
-__all__ = ["RedisAdapter", "events_from_json", "unused_port"]
+__all__ = ["RedisAdapter", "KafkaAdapter", "WebhookAdapter", "events_from_json", "unused_port"]
 
 
 def unused_port() -> int:
@@ -42,6 +44,17 @@ class RedisAdapter(SinkAdapter):
 
         self.url, self.target = url, target
         self.client = redis.Redis.from_url(url)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--url", required=True, help="redis:// URL of the target")
+        parser.add_argument("--target", default="list", choices=("list", "string", "hash", "stream"),
+                            help="the Redis data type to write (default: list)")
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["RedisAdapter"]:
+        yield cls(args.url, target=args.target)
 
     def options(self, namespace: str) -> Mapping[str, str]:
         return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
@@ -134,6 +147,15 @@ class KafkaAdapter(SinkAdapter):
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
                  timeout_s: float = 60.0) -> None:
         self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--bootstrap", required=True, help="bootstrap servers, host:port[,host:port]")
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["KafkaAdapter"]:
+        yield cls(args.bootstrap)
 
     @staticmethod
     def topic(namespace: str) -> str:

@@ -20,12 +20,31 @@ from urllib.parse import urlsplit, urlunsplit
 from connectors.errors import ConnectorError
 from impulse.loadtest.config import LoadError
 
-__all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "Target", "preflight", "check_format", "impulse_schema",
-           "redact_options"]
+__all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "project_sinks", "known_sinks", "Target", "preflight",
+           "check_format", "impulse_schema", "redact_options"]
 
-PROJECT_SINKS = ("redis-sink", "kafka-sink", "webhook-sink")
 SPARK_SINKS = ("noop",)
-KNOWN_SINKS = SPARK_SINKS + PROJECT_SINKS
+
+
+def project_sinks() -> tuple[str, ...]:
+    """The project's sinks: the sink rows of `connectors.registry` (read at call time)."""
+    from connectors.registry import sinks
+
+    return tuple(row.name for row in sinks())
+
+
+def known_sinks() -> tuple[str, ...]:
+    """``noop`` and the project's sinks."""
+    return SPARK_SINKS + project_sinks()
+
+
+def __getattr__(name: str):
+    # PROJECT_SINKS / KNOWN_SINKS: what the registry lists when they are looked up.
+    if name == "PROJECT_SINKS":
+        return project_sinks()
+    if name == "KNOWN_SINKS":
+        return known_sinks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|sasl\.|api[-_.]?key", re.IGNORECASE)
 
@@ -39,7 +58,7 @@ class Target:
 
     @property
     def reports_metrics(self) -> bool:
-        return self.sink in PROJECT_SINKS
+        return self.sink in project_sinks()
 
 
 def impulse_schema(payload_bytes: int):
@@ -54,7 +73,7 @@ def impulse_schema(payload_bytes: int):
 
 
 def _valid_names() -> str:
-    return ", ".join(KNOWN_SINKS)
+    return ", ".join(known_sinks())
 
 
 def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Target:
@@ -65,7 +84,7 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Targ
     """
     if not sink or sink != sink.strip():
         raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()}")
-    if sink in PROJECT_SINKS:
+    if sink in project_sinks():
         from connectors import data_sources
 
         check_options = dict(options)
@@ -78,13 +97,15 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Targ
             text = _one_line(exc)
             raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc
         except ImportError as exc:  # a sink module whose client library is missing
-            raise LoadError(f"{sink}: {exc}") from exc
+            from connectors.registry import connector
+
+            raise LoadError(f"{sink}: {exc}; install it with {connector(sink).install_hint()}") from exc
     return Target(sink, dict(options))
 
 
 def check_format(spark, sink: str) -> None:
     """Raise `LoadError` unless Spark can write a stream to format `sink` (JVM or Python data source)."""
-    if sink in KNOWN_SINKS:
+    if sink in known_sinks():
         return
     jvm = spark._jvm
     try:
