@@ -12,12 +12,11 @@ sinks (Spark's ``noop``, any format Spark can load) are measured from the impuls
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Mapping
-from urllib.parse import urlsplit, urlunsplit
 
 from connectors.errors import ConnectorError
+from connectors.redact import redact_options
 from impulse.loadtest.config import LoadError
 
 __all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "project_sinks", "known_sinks", "Target", "preflight",
@@ -45,8 +44,6 @@ def __getattr__(name: str):
     if name == "KNOWN_SINKS":
         return known_sinks()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-_SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|sasl\.|api[-_.]?key", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -123,28 +120,3 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     notes = [" ".join(n.split()) for n in getattr(exc, "__notes__", ())]
     return "; ".join([text, *notes])
-
-
-def redact_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Options as they may appear in a report: secret-looking values hidden, URLs without user info."""
-    out = {}
-    for key, value in options.items():
-        if _SECRET_KEY.search(key):
-            out[key] = "<hidden>"
-        elif "://" in str(value):
-            out[key] = _redact_url(str(value))
-        else:
-            out[key] = str(value)
-    return out
-
-
-def _redact_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        if parts.username is None and parts.password is None and not parts.query:
-            return url
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return "<hidden>"
