@@ -29,6 +29,8 @@ class SinkAdapter(ABC):
     guarantee: str = "exactly_once"
     #: whether the sink takes the protocol's ``faultInjection`` option (Spark's own sinks do not)
     supports_fault_injection: bool = True
+    #: bytes of the large value in the unusual-data case (a target with a smaller record limit lowers it)
+    large_value_bytes: int = 1 << 20
     #: whether the sink appends per-batch metrics to ``metricsPath`` (`connectors.protocol.batch_summary`)
     reports_metrics: bool = True
 

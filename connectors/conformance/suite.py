@@ -15,14 +15,18 @@ both fail. The cases (after Flink's connector test framework, Airbyte's acceptan
 StreamTest):
 
 1. basic write over several micro-batches, with a partition left empty;
-2. micro-batches with no rows at all, and one large micro-batch (1M rows);
+2. micro-batches with no rows at all, one large micro-batch (1M rows), and unusual data (nulls, empty
+   strings, non-ASCII text, a 1 MiB value, column names with spaces and dots);
 3. every fault-injection point (`connectors.faults`): an executor crash on the first attempt (Spark's
    task retry recovers), a failure on every attempt and driver-side faults (the query fails and is
    restarted from its checkpoint);
 4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted;
 5. a batch replayed by Spark after its commit was lost, and commit called twice for one batch;
 6. bad options and an unreachable target: a clear error at query start and nothing written;
-7. metrics: the rows and batches the sink reports equal what landed.
+7. metrics: the rows and batches the sink reports equal what landed, and so does the query's
+   ``numOutputRows``;
+8. two queries with different ``commitId``s writing the same events into one target at once: each
+   query's copy lands once.
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ import pytest
 
 from connectors.conformance.adapter import SinkAdapter
 from connectors.protocol import CommitMessage
+from impulse.options import split_limit
 
-__all__ = ["SinkConformance", "Verdict", "compare", "expected_events", "run_query"]
+__all__ = ["SinkConformance", "Verdict", "compare", "expected_events", "run_query", "start_query", "await_query"]
 
 PARTITIONS = 2
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
@@ -67,21 +72,21 @@ class Verdict:
 
 
 def compare(landed: list[tuple[int, int]], expected: list[tuple[int, int]]) -> Verdict:
-    """Count lost (expected, never landed), duplicated (landed more than once: the extra copies) and unexpected."""
-    counts = Counter(landed)
-    wanted = set(expected)
-    lost = sorted(wanted - set(counts))
-    duplicated = sorted(e for e, n in counts.items() if n > 1)
-    unexpected = sorted(set(counts) - wanted)
+    """Compare two multisets of events: lost (expected copies that never landed), duplicated (copies beyond
+    the expected count) and unexpected (events not expected at all)."""
+    got, want = Counter(landed), Counter(expected)
+    lost = sorted(e for e in want if got[e] < want[e])
+    duplicated = sorted(e for e in want if got[e] > want[e])
+    unexpected = sorted(e for e in got if e not in want)
     examples = "".join(f"; first {what}: {items[:5]}" for what, items in
                        (("lost", lost), ("duplicated", duplicated), ("unexpected", unexpected)) if items)
-    return Verdict(len(landed), len(expected), len(lost), sum(counts[e] - 1 for e in duplicated),
-                   sum(counts[e] for e in unexpected), examples)
+    return Verdict(len(landed), len(expected), sum(want[e] - got[e] for e in lost),
+                   sum(got[e] - want[e] for e in duplicated), sum(got[e] for e in unexpected), examples)
 
 
 def expected_events(limit: int, partitions: int = PARTITIONS) -> list[tuple[int, int]]:
     """The ``(subtask_index, counter)`` of impulse with `limit` events: the remainder goes to low partitions."""
-    return sorted((i, c) for i in range(partitions) for c in range(limit // partitions + (i < limit % partitions)))
+    return sorted((i, c) for i, count in enumerate(split_limit(limit, partitions)) for c in range(count))
 
 
 def impulse_stream(spark, limit: int, per_trigger: int | None = None):
@@ -93,24 +98,41 @@ def impulse_stream(spark, limit: int, per_trigger: int | None = None):
     return reader.load()
 
 
-def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
-              per_trigger: int | None = None, options: Mapping[str, str] | None = None,
-              where: str | None = None, timeout: float = 180.0):
-    """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
+def start_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
+                per_trigger: int | None = None, options: Mapping[str, str] | None = None, where: str | None = None,
+                columns: list[str] | None = None):
+    """Start impulse → sink with ``Trigger.AvailableNow``; returns the running query.
+
+    `where` filters the impulse rows, `columns` (SQL expressions) replaces them.
+    """
     frame = impulse_stream(spark, limit, per_trigger)
     if where:
         frame = frame.where(where)
+    if columns:
+        frame = frame.selectExpr(*columns)
     frame = adapter.frame(frame)
-    writer = (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
-              .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
-              .trigger(availableNow=True))
-    query = writer.start()
+    return (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
+            .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True).start())
+
+
+def await_query(query, timeout: float = 180.0):
+    """Wait until `query` ends; raise what it raised, or `AssertionError` after `timeout` seconds."""
     try:
         if not query.awaitTermination(timeout):
             raise AssertionError(f"the query did not end within {timeout}s")
     finally:
         query.stop()
     return query
+
+
+def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
+              per_trigger: int | None = None, options: Mapping[str, str] | None = None,
+              where: str | None = None, columns: list[str] | None = None, timeout: float = 180.0):
+    """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
+    query = start_query(spark, adapter, namespace, checkpoint, limit=limit, per_trigger=per_trigger,
+                        options=options, where=where, columns=columns)
+    return await_query(query, timeout)
 
 
 def _attempt(fn) -> BaseException | None:
@@ -204,6 +226,17 @@ class SinkConformance:
         assert len(query.recentProgress) >= 2
         assert adapter.read_back(namespace) == []
         assert [m["rows"] for m in _read_metrics(metrics)] == [0] * len(_read_metrics(metrics))
+
+    def test_unusual_data(self, spark, adapter, namespace, tmp_path):
+        """Nulls, empty strings, non-ASCII text, one large value per partition, column names with spaces and dots."""
+        big = adapter.large_value_bytes
+        columns = ["counter", "subtask_index", "timestamp",
+                   "CASE WHEN counter % 3 = 0 THEN NULL ELSE 'grüße, 東京, emoji 🚀, back\\\\slash, \"quoted\"' END AS `text with spaces`",
+                   "'' AS `dotted.name`", "CAST(NULL AS BIGINT) AS `null long`",
+                   f"CASE WHEN counter = 1 THEN repeat('x', {big}) END AS large"]
+        run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger,
+                  columns=columns)
+        self.check_landed(adapter, namespace, self.limit)
 
     def test_large_batch(self, spark, adapter, namespace, tmp_path):
         query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.large, timeout=600)
@@ -334,6 +367,16 @@ class SinkConformance:
             histogram = m["latency"]
             assert histogram["count"] == m["writtenRows"]
             assert m["writeStartUs"] <= m["ackUs"] <= m["committedUs"]
+        output = [p["sink"]["numOutputRows"] for p in query.recentProgress]
+        assert sum(output) == len(landed), f"{self.case}: numOutputRows {output} of the query's progress, {len(landed)} landed"
+
+    # 8 -------------------------------------------------------------------------------------------
+    def test_two_commit_ids_into_one_target(self, spark, adapter, namespace, tmp_path):
+        queries = [start_query(spark, adapter, namespace, tmp_path / name, limit=self.limit, per_trigger=self.per_trigger,
+                               options={"commitId": f"{namespace}-{name}"}) for name in ("a", "b")]
+        for query in queries:
+            await_query(query)
+        self.check_landed(adapter, namespace, self.limit, expected=expected_events(self.limit) * 2)
 
 
 class _Override(SinkAdapter):

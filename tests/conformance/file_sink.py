@@ -48,14 +48,13 @@ class FileSink(Sink):
     def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
         return os.path.exists(self._final(identity))
 
-    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         temporary = os.path.join(self.path, f".{uuid.uuid4().hex}.tmp")
         with open(temporary, "wb") as out:
             for batch in batches:
                 for line in json_objects(batch).to_pylist():
                     out.write(line.encode() + b"\n")
         os.replace(temporary, self._final(identity))
-        return None
 
 
 class FileSinkDataSource(DataSource):
