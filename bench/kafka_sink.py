@@ -16,7 +16,8 @@ idempotence, ``linger.ms``, ``batch.size``, compression…), five ways:
   (``local[2]``, 2 partitions, micro-batches of ``--rows`` records, ``Trigger.AvailableNow``);
 - ``spark_kafka``: impulse → Spark's own ``format("kafka")`` (Java producer, at-least-once), from
   ``spark.jars.packages`` ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>``, or
-  ``--spark-kafka-fallback`` when Maven Central does not have that version.
+  ``--spark-kafka-fallback`` when Spark's resolver cannot resolve that version
+  (`connectors.session.spark_kafka_session`).
 
 Spark runs report steady state: rows / Σ triggerExecution of the micro-batches after ``--warmup``
 (source generation, Arrow transfer and Spark's per-batch overhead included). ``plain`` and
@@ -37,8 +38,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -54,7 +53,6 @@ from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
 from tests.servers import KafkaBroker  # noqa: E402
 
 CONTENDERS = ("plain", "sink_write", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
-CENTRAL = "https://repo1.maven.org/maven2"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -73,7 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="spark.sql.execution.arrow.maxRecordsPerBatch (records per Arrow batch sent to a Python "
                              "writer; Spark's default 10000)")
     parser.add_argument("--spark-kafka-fallback", default="4.2.0",
-                        help="spark-sql-kafka version to use when the PySpark version is not on Maven Central")
+                        help="spark-sql-kafka version to use when the PySpark version cannot be resolved")
     parser.add_argument("--skip-spark-kafka", action="store_true", help="do not measure Spark's own Kafka sink")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     return parser.parse_args(argv)
@@ -96,23 +94,6 @@ def java_settings() -> dict:
         "kafka.buffer.memory": conf["queue.buffering.max.kbytes"] * 1024,
         "kafka.delivery.timeout.ms": max(conf["message.timeout.ms"], conf["linger.ms"] + 30_000 + 1),
     }
-
-
-def spark_kafka_package(fallback: str) -> tuple[str, str | None]:
-    """The spark-sql-kafka coordinates to use, and a note when the PySpark version is not on Central."""
-    import pyspark
-
-    wanted = pyspark.__version__
-    artifact = "spark-sql-kafka-0-10_2.13"
-    url = f"{CENTRAL}/org/apache/spark/{artifact}/{wanted}/{artifact}-{wanted}.pom"
-    try:
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=20).close()
-        return f"org.apache.spark:{artifact}:{wanted}", None
-    except urllib.error.HTTPError as exc:
-        if exc.code != 404:
-            raise
-    return (f"org.apache.spark:{artifact}:{fallback}",
-            f"{artifact}:{wanted} is not on Maven Central ({url}: 404); used {fallback} on the PySpark {wanted} runtime")
 
 
 # ------------------------------------------------------------------------------------------- contenders
@@ -231,20 +212,25 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compression:
         OVERRIDES["compression.type"] = args.compression
-    note = None
-    package = None
-    if not args.skip_spark_kafka:
-        package, note = spark_kafka_package(args.spark_kafka_fallback)
     contenders = [c for c in CONTENDERS if not (c == "spark_kafka" and args.skip_spark_kafka)]
     layout = EventLayout(0, Schedule(0, 1.0), 0, None, args.payload_bytes)
     plain_rows = args.rows * args.batches
     batches = [pa.record_batch([b.column("payload")], names=["value"]) for b in event_batches(0, 0, plain_rows, layout)]
     values = [v for b in batches for v in b.column(0).to_pylist()]
 
-    from connectors.session import local_session
+    import pyspark
 
-    conf = {"spark.jars.packages": package, "spark.sql.execution.arrow.maxRecordsPerBatch": args.arrow_max_records}
-    spark = local_session("local[2]", "bench-kafka-sink", **{k: v for k, v in conf.items() if v})
+    from connectors.session import local_session, spark_kafka_session
+
+    conf = {k: v for k, v in {"spark.sql.execution.arrow.maxRecordsPerBatch": args.arrow_max_records}.items() if v}
+    note = package = None
+    if args.skip_spark_kafka:
+        spark = local_session("local[2]", "bench-kafka-sink", **conf)
+    else:
+        spark, package = spark_kafka_session("local[2]", "bench-kafka-sink", args.spark_kafka_fallback, **conf)
+        if not package.endswith(f":{pyspark.__version__}"):
+            note = (f"spark-sql-kafka {pyspark.__version__} could not be resolved; used {package.rsplit(':', 1)[1]} "
+                    f"on the PySpark {pyspark.__version__} runtime")
 
     rates: dict[str, list[float]] = {c: [] for c in contenders}
     warmup: dict[str, list[int]] = {c: [] for c in contenders}  # not counted; reported

@@ -1,6 +1,6 @@
 """What the source and the sinks share: the registry, option parsing, errors, the commit protocol.
 
-The registry is the one place that lists every data source of the project::
+`connectors.registry` holds the one table of every data source of the project; registering them all::
 
     from connectors import register_all
     register_all(spark)          # impulse, redis-sink, kafka-sink, webhook-sink
@@ -10,26 +10,14 @@ After ``pip install`` this is not needed: PySpark finds the top-level ``pyspark_
 
 from __future__ import annotations
 
-from importlib import import_module
-
 __all__ = ["data_sources", "register_all"]
-
-# name -> "module:class"; imported lazily so that importing `connectors` never needs a sink's client library.
-_SOURCES = {
-    "impulse": "impulse.source:ImpulseDataSource",
-    "redis-sink": "sinks.redis:RedisSinkDataSource",
-    "kafka-sink": "sinks.kafka:KafkaSinkDataSource",
-    "webhook-sink": "sinks.webhook:WebhookSinkDataSource",
-}
 
 
 def data_sources() -> dict[str, type]:
-    """Every data source class of the project, keyed by its format name."""
-    out = {}
-    for name, target in _SOURCES.items():
-        module, cls = target.split(":")
-        out[name] = getattr(import_module(module), cls)
-    return out
+    """Every data source class of the project, keyed by its format name (`connectors.registry.CONNECTORS`)."""
+    from connectors.registry import connectors
+
+    return {row.name: row.data_source_class() for row in connectors()}
 
 
 def register_all(spark) -> list[str]:

@@ -21,7 +21,7 @@ The call sequence of one micro-batch:
       fault point ``mid_write`` fires after part of the partition was handed to the sink;
    d. a `TransientError` (connection lost, broker restarting) retries from b. with backoff: the
       partition's record batches are kept in memory until the task ends, so a retry resends them;
-   e. fault point ``after_write``; return a `CommitMessage` (rows, bytes, skipped, what was staged,
+   e. fault point ``after_write``; return a `CommitMessage` (rows, bytes, skipped,
       latency from each event's ``timestamp`` to the target's acknowledgement).
 3. Driver — `ProtocolWriter.commit(messages, B)`: a ``None`` message (failed task) raises
    `CommitError`; fault point ``before_commit``; `Sink.commit_batch` writes the batch's durable
@@ -43,7 +43,7 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -108,7 +108,6 @@ class CommitMessage(WriterCommitMessage):
     rows: int = 0                  # rows of the partition, whether this attempt wrote them or found them committed
     bytes: int = 0                 # Arrow bytes of those rows
     skipped: bool = False          # already committed by an earlier attempt or run: nothing written now
-    staged: str | None = None      # sink-specific: what the write left for commit/abort to finish
     started_us: int = 0
     acked_us: int = 0
     latency: dict = field(default_factory=dict)
@@ -122,6 +121,8 @@ class ProtocolOptions:
         re-created on purpose with a new checkpoint, or two queries sharing one target).
     writeRetries : int ≥ 0, default 5 — retries of a partition after a `TransientError`, with
         exponential backoff from ``retryBackoff`` (default 200ms) capped at ``retryBackoffMax`` (10s).
+        A sink that retries its own requests inside a partition multiplies with this (see the
+        webhook's ``maxRetries``).
     metricsPath : path, optional — the driver appends one JSON line per committed batch.
     faultInjection : str, optional — testing aid, see `connectors.faults`.
     """
@@ -169,8 +170,8 @@ class Sink(ABC):
         """Executor: whether the target records (commit id, partition) as having committed this batch."""
 
     @abstractmethod
-    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
-        """Executor: write every batch and the commit record atomically; return what was staged (or None).
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+        """Executor: write every batch and the commit record atomically.
 
         Send each record batch to the target before asking for the next one. Raise `TransientError`
         for what a retry may fix, another `SinkError` for what it cannot.
@@ -259,17 +260,19 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         feed = _Feed(iterator, (lambda: fault("mid_write")) if arm else None)
         started = _now_us()
 
-        def attempt() -> tuple[bool, str | None]:
+        def attempt() -> bool:
+            """Whether the partition was found committed (skipped); else it is written now."""
             conn = self.sink.open(identity)
             try:
                 if self.sink.is_committed(conn, identity):
-                    return True, None
-                return False, self.sink.write(conn, identity, feed())
+                    return True
+                self.sink.write(conn, identity, feed())
+                return False
             finally:
                 self.sink.close(conn)
 
         with _context(f"{self.sink.name}: writing {identity}"):
-            skipped, staged = self.options.retry.call(attempt, what=f"{self.sink.name} write of {identity}")
+            skipped = self.options.retry.call(attempt, what=f"{self.sink.name} write of {identity}")
         acked = _now_us()
         if skipped:
             feed.drain()
@@ -277,7 +280,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         fault("after_write")
         return CommitMessage(
             identity.commit_id, identity.batch_id, identity.partition_id, identity.attempt,
-            rows=feed.rows, bytes=feed.bytes, skipped=skipped, staged=staged,
+            rows=feed.rows, bytes=feed.bytes, skipped=skipped,
             started_us=started, acked_us=acked, latency={} if skipped else feed.latency(acked).to_dict(),
         )
 
@@ -358,8 +361,3 @@ def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[
         protocol.retry.call(sink.check, what=f"{sink.name} reachability check")
         _checked[key] = time.monotonic()
     return ProtocolWriter(sink, protocol)
-
-
-def message_dict(message: CommitMessage) -> dict:
-    """A commit message as a plain dict (for logs and tests)."""
-    return asdict(message)

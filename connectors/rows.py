@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["json_objects", "as_binary", "join_json_array"]
+__all__ = ["json_objects", "as_binary"]
 
 _ESCAPES = [("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\b", "\\b"), ("\f", "\\f")]
 
@@ -93,8 +93,3 @@ def as_binary(column: pa.Array) -> pa.Array:
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return column.cast(pa.string()).cast(pa.binary())
     return _json_value(column).cast(pa.binary())
-
-
-def join_json_array(objects: pa.Array) -> bytes:
-    """``[obj,obj,…]`` as one bytes object."""
-    return b"[" + b",".join(objects.cast(pa.binary()).to_pylist()) + b"]"

@@ -16,7 +16,9 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["local_session"]
+__all__ = ["local_session", "spark_kafka_session", "SPARK_KAFKA_ARTIFACT"]
+
+SPARK_KAFKA_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
 
 def local_session(master: str = "local[*]", app_name: str = "impulse", **conf: Any):
@@ -36,3 +38,26 @@ def local_session(master: str = "local[*]", app_name: str = "impulse", **conf: A
     spark.sparkContext.setLogLevel("ERROR")
     register_all(spark)
     return spark
+
+
+def spark_kafka_session(master: str = "local[*]", app_name: str = "impulse", fallback: str = "4.2.0",
+                        **conf: Any):
+    """`local_session` with Spark's own Kafka connector: ``(session, package coordinates used)``.
+
+    Spark's resolver (``spark.jars.packages``, with the repositories Spark is configured for) fetches
+    `SPARK_KAFKA_ARTIFACT` at this PySpark's version; when that cannot be resolved (a PySpark release
+    whose connector is not published yet) the session starts with the `fallback` version instead. A
+    session that is already running is returned as it is (its packages cannot change).
+    """
+    import pyspark
+    from pyspark.errors import PySparkRuntimeError
+
+    versions = [pyspark.__version__] + ([fallback] if fallback and fallback != pyspark.__version__ else [])
+    for i, version in enumerate(versions):
+        package = f"{SPARK_KAFKA_ARTIFACT}:{version}"
+        try:
+            return local_session(master, app_name, **{**conf, "spark.jars.packages": package}), package
+        except PySparkRuntimeError:  # JAVA_GATEWAY_EXITED: spark-submit could not resolve the package
+            if i == len(versions) - 1:
+                raise
+    raise AssertionError("unreachable")

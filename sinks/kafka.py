@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSource
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
 from sinks.librdkafka import ArrowProducer
 
@@ -321,7 +322,7 @@ class KafkaSink(Sink):
                 producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
                                            "logger": _quiet})
             except kafka.KafkaException as exc:
-                raise OptionError("kafka.*", _redacted(opts.client),
+                raise OptionError("kafka.*", redact_options(opts.client),
                                   f"settings librdkafka accepts ({exc.args[0].str()})") from exc
         try:
             metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
@@ -410,7 +411,7 @@ class KafkaSink(Sink):
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-    def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
+    def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         opts = self.options
         producer = conn.producer
         with _mapped(opts, f"writing {identity}"):
@@ -431,7 +432,6 @@ class KafkaSink(Sink):
                 producer.commit_transaction(opts.timeout_s)
                 conn.in_transaction = False
         conn.written = True
-        return None
 
     def close(self, conn: _Connection) -> None:
         """Executor: abort what is still open, drop what is still queued, release the clients; never raises.
@@ -606,11 +606,6 @@ def _from_client(exc: Exception, opts: KafkaOptions, doing: str) -> SinkError | 
     if isinstance(err, kafka.KafkaError):
         return _translate(err, opts, doing)
     return SinkError(f"kafka-sink: {doing} at {opts.bootstrap}: {cause}")
-
-
-def _redacted(client: dict) -> dict:
-    return {k: ("***" if any(s in k.lower() for s in ("password", "secret", "key", "token")) else v)
-            for k, v in client.items()}
 
 
 _quiet = logging.getLogger("impulse.connectors.kafka.check")

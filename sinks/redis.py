@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,6 +12,7 @@ from pyspark.sql.datasource import DataSource
 
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
+from connectors.redact import redact_url
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
 from connectors.rows import as_binary, json_objects
 from sinks.resp import command, commands, packed
@@ -53,7 +54,7 @@ class RedisOptions:
     def read(cls, reader: OptionReader) -> "RedisOptions":
         url = reader.string("url", required=True)
         if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise OptionError("url", _redact(url), "a redis://, rediss:// or unix:// URL, e.g. redis://localhost:6379/0")
+            raise OptionError("url", redact_url(url), "a redis://, rediss:// or unix:// URL, e.g. redis://localhost:6379/0")
         opts = cls(
             url=url,
             target=reader.choice("target", TARGETS, "string"),
@@ -95,13 +96,13 @@ class RedisSink(Sink):
         try:
             client.ping()
         except redis.AuthenticationError as exc:
-            raise SinkError(f"redis-sink: authentication failed at {_redact(self.options.url)}: {exc}; "
+            raise SinkError(f"redis-sink: authentication failed at {redact_url(self.options.url)}: {exc}; "
                             "check the username and password in 'url'") from exc
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise TransientError(f"redis-sink: cannot reach Redis at {_redact(self.options.url)} ({exc}); "
+            raise TransientError(f"redis-sink: cannot reach Redis at {redact_url(self.options.url)} ({exc}); "
                                  "is the server running and the 'url' option right?") from exc
         except redis.RedisError as exc:
-            raise SinkError(f"redis-sink: cannot reach Redis at {_redact(self.options.url)} ({exc}); "
+            raise SinkError(f"redis-sink: cannot reach Redis at {redact_url(self.options.url)} ({exc}); "
                             "is the server running and the 'url' option right?") from exc
         finally:
             client.close()
@@ -142,7 +143,7 @@ class RedisSink(Sink):
             committed = connection.read_response()
         return committed is not None and int(committed) >= identity.batch_id
 
-    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         _, connection = conn
         with _mapped(self.options.url):
             _call(connection, command(b"MULTI"))
@@ -167,7 +168,6 @@ class RedisSink(Sink):
         errors = [r for r in results if isinstance(r, Exception)]
         if errors:
             raise DeliveryError(f"redis-sink: {len(errors)} of {len(results)} commands failed, first: {errors[0]}")
-        return None
 
     def _commands(self, batch: pa.RecordBatch, identity: WriteIdentity, first_row: int) -> tuple[pa.Array, int]:
         """All commands for one record batch, RESP-encoded, and how many there are."""
@@ -313,18 +313,9 @@ def _expect_queued(connection) -> None:
         raise DeliveryError(f"redis-sink: Redis refused a command of the transaction: {reply!r}")
 
 
-def _redact(url: str) -> str:
-    """The URL without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def _mapped(url: str):
     """Translate redis-py errors into this project's: connection trouble is transient, the rest is not."""
-    return map_errors(lambda exc: _translate(exc, _redact(url)))
+    return map_errors(lambda exc: _translate(exc, redact_url(url)))
 
 
 def _translate(exc: Exception, where: str) -> SinkError | None:

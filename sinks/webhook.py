@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSource
 from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.redact import redact_url
 from connectors.retry import Backoff, Retry
 from connectors.rows import json_objects
 
@@ -45,16 +46,6 @@ def _import_requests():
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise SinkError("the webhook sink needs requests: pip install 'impulse-connectors[webhook]'") from exc
     return requests
-
-
-def redact_url(url: str) -> str:
-    """The URL without user info, query and fragment (where secrets hide), for messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def resolve_env(value: str, *, what: str, where: str = "this executor") -> str:
@@ -435,8 +426,12 @@ class WebhookSink(Sink):
         # A generic receiver cannot be asked; a replay resends with the same keys, which it dedupes.
         return False
 
-    def write(self, conn: _Client, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> str | None:
-        prefix = f"{identity.commit_id}:{identity.batch_id}:{identity.partition_id}:"
+    def key_prefix(self, identity: WriteIdentity) -> str:
+        """The idempotency keys of a partition start with this; the same on every attempt and replay of it."""
+        return f"{identity.commit_id}:{identity.batch_id}:{identity.partition_id}:"
+
+    def write(self, conn: _Client, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+        prefix = self.key_prefix(identity)
         bodies = _Bodies(self.options)
         sequence = 0
         for batch in batches:
@@ -450,7 +445,6 @@ class WebhookSink(Sink):
             conn.submit(self.options.url, f"{prefix}{sequence}", body)
             sequence += 1
         conn.drain()
-        return None
 
 
 def _notification_options(options: WebhookOptions) -> WebhookOptions:
@@ -487,7 +481,13 @@ class WebhookSinkDataSource(DataSource):
     timeout : duration, default ``10s``
         Connect and read timeout of each request; a timeout is retried.
     maxRetries : int ≥ 0, default 5
-        Retries of each request after connection errors, timeouts and ``retryOn`` statuses.
+        Retries of each request after connection errors, timeouts and ``retryOn`` statuses. Once
+        they are used up the partition fails with `TransientError`, which the protocol retries as a
+        whole (``writeRetries``, default 5), resending every request of the partition with the same
+        keys. **Bound:** a failing request is sent at most ``(maxRetries + 1) × (writeRetries + 1)``
+        times per Spark task attempt: 36 with the defaults (Spark's task retries,
+        ``spark.task.maxFailures``, multiply it again). Lower either option to lower it; the
+        defaults ride out a receiver that is down for 20–40 s (backoff with jitter).
     retryBackoff : duration, default ``200ms``; retryBackoffMax : duration, default ``10s``
         Delay before retry n: retryBackoff × 2ⁿ⁻¹ capped at retryBackoffMax, with ±50 % jitter; a
         ``Retry-After`` header (seconds or HTTP date) replaces it, capped at 4 × retryBackoffMax.
@@ -505,7 +505,7 @@ class WebhookSinkDataSource(DataSource):
     abortUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions", "failedPartitions"}`` here
         when a batch is aborted, keyed ``<commit id>:<batch>:abort``.
-    commitId, writeRetries, metricsPath, faultInjection
+    commitId, writeRetries (see maxRetries for the bound on sends), metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 
     Guarantee

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 from abc import ABC, abstractmethod
-from typing import Mapping
+from contextlib import contextmanager
+from typing import Iterator, Mapping
 
 __all__ = ["SinkAdapter"]
 
@@ -22,6 +24,15 @@ class SinkAdapter(ABC):
     #: whether the sink finds a replayed partition in the target and skips it; False for a sink that
     #: resends with stable keys and relies on the target to dedupe (the webhook)
     skips_replays: bool = True
+    #: the delivery guarantee the run checks: ``exactly_once`` fails on a duplicate, ``at_least_once``
+    #: counts duplicates (a lost event fails both)
+    guarantee: str = "exactly_once"
+    #: whether the sink takes the protocol's ``faultInjection`` option (Spark's own sinks do not)
+    supports_fault_injection: bool = True
+    #: bytes of the large value in the unusual-data case (a target with a smaller record limit lowers it)
+    large_value_bytes: int = 1 << 20
+    #: whether the sink appends per-batch metrics to ``metricsPath`` (`connectors.protocol.batch_summary`)
+    reports_metrics: bool = True
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:
@@ -34,6 +45,12 @@ class SinkAdapter(ABC):
         The suite writes impulse rows (``counter``, ``subtask_index``, ``timestamp``) with the sink's default
         value encoding (the row as JSON) unless `options` says otherwise.
         """
+
+    def frame(self, frame):
+        """The DataFrame the sink is given, from the impulse rows (``counter``, ``subtask_index``,
+        ``timestamp``). Default: unchanged; a sink that needs other columns (Spark's Kafka sink: ``value``)
+        derives them here."""
+        return frame
 
     def prepare(self, namespace: str) -> None:
         """Create what a test's namespace needs (a topic…) before the query starts. Default: nothing."""
@@ -48,3 +65,15 @@ class SinkAdapter(ABC):
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
         """Option overrides that must fail at query start, each with a word the error must contain."""
         return []
+
+    # -- the command line (``python -m connectors.conformance <sink> …``) ----------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add the arguments that name a target of this sink (``--url``…). Default: none."""
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["SinkAdapter"]:
+        """The adapter for the target the parsed `args` name, open for the whole run (a default receiver
+        may be started here and stopped on exit). Default: ``cls()``."""
+        yield cls()

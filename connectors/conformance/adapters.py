@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import socket
-from typing import Mapping
+from contextlib import contextmanager
+from typing import Iterator, Mapping
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.json as pajson
 
 from connectors.conformance.adapter import SinkAdapter
 
-__all__ = ["RedisAdapter", "events_from_json", "unused_port"]
+__all__ = ["RedisAdapter", "KafkaAdapter", "WebhookAdapter", "events_from_json", "unused_port"]
 
 
 def unused_port() -> int:
@@ -42,6 +45,17 @@ class RedisAdapter(SinkAdapter):
 
         self.url, self.target = url, target
         self.client = redis.Redis.from_url(url)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--url", required=True, help="redis:// URL of the target")
+        parser.add_argument("--target", default="list", choices=("list", "string", "hash", "stream"),
+                            help="the Redis data type to write (default: list)")
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["RedisAdapter"]:
+        yield cls(args.url, target=args.target)
 
     def options(self, namespace: str) -> Mapping[str, str]:
         return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
@@ -77,22 +91,34 @@ class RedisAdapter(SinkAdapter):
 class WebhookAdapter(SinkAdapter):
     """The webhook sink posting to an HTTP receiver that dedupes by ``Idempotency-Key``.
 
-    `receiver` is a `tests.servers.HttpReceiver` or anything like it: ``url``, ``accepted_requests``
-    (the first 2xx request per key, each with ``path`` and ``body``) and ``reset()``. Each namespace is
-    a URL path (``/<namespace>``; commit notices go to ``/<namespace>/commit``). What "landed" is what
-    such a receiver keeps: the sink is at-least-once with stable keys, effectively-once only with a
-    deduping receiver. The adapter owns the receiver: `cleanup` forgets everything it recorded.
+    `receiver` is the project's reference receiver, `impulse.loadtest.receiver.Receiver` started with
+    ``record=True`` (or anything with its ``url``, ``accepted_requests`` — the first 2xx request per
+    key, each with ``path``, ``headers`` and ``body`` — and ``reset()``). Each namespace is a URL path
+    (``/<namespace>``; commit notices go to ``/<namespace>/commit``). What "landed" is what such a
+    receiver keeps: the sink is at-least-once with stable keys, effectively-once only with a deduping
+    receiver. The adapter owns the receiver: `cleanup` forgets everything it recorded.
     """
 
     format = "webhook-sink"
     unreachable_message = "cannot reach"
+    skips_replays = False
 
     def __init__(self, receiver, **options: str) -> None:
         self.receiver = receiver
         self.extra = {k: str(v) for k, v in options.items()}
 
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["WebhookAdapter"]:
+        """The command line's webhook target: the reference receiver, started on a free loopback port."""
+        from impulse.loadtest.receiver import Receiver
+
+        with Receiver(record=True) as receiver:
+            yield cls(receiver)
+
     def options(self, namespace: str) -> Mapping[str, str]:
-        base = self.receiver.url.rstrip("/")
+        parts = urlsplit(self.receiver.url)
+        base = f"{parts.scheme}://{parts.netloc}"
         return {"url": f"{base}/{namespace}", "commitUrl": f"{base}/{namespace}/commit", "batchSize": "100",
                 "maxInFlight": "4", "retryBackoff": "50ms", **self.extra}
 
@@ -130,10 +156,22 @@ class KafkaAdapter(SinkAdapter):
     with a ``read_committed`` consumer (what an aborted transaction left in the log is not visible)."""
 
     format = "kafka-sink"
+    #: below the 1 MB record limit of librdkafka (``message.max.bytes``) and the broker, JSON overhead included
+    large_value_bytes = 900_000
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
                  timeout_s: float = 60.0) -> None:
         self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
+        self.skips_replays = guarantee == "exactly_once"  # at_least_once keeps no progress record: it rewrites
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--bootstrap", required=True, help="bootstrap servers, host:port[,host:port]")
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["KafkaAdapter"]:
+        yield cls(args.bootstrap)
 
     @staticmethod
     def topic(namespace: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -10,19 +11,19 @@ import pytest
 from connectors.conformance.suite import SinkConformance
 
 
-def adapter_from_environment():
-    target = json.loads(os.environ["IMPULSE_CONFORMANCE_TARGET"])
-    if target["sink"] == "redis-sink":
-        from connectors.conformance.adapters import RedisAdapter
+def target_arguments() -> argparse.Namespace:
+    """What ``python -m connectors.conformance`` parsed: the sink's name and its adapter's arguments."""
+    from connectors.conformance.__main__ import ENVIRONMENT
 
-        return RedisAdapter(target["url"], target=target["target"])
-    from connectors.conformance.adapters import KafkaAdapter
-
-    return KafkaAdapter(target["bootstrap"])
+    return argparse.Namespace(**json.loads(os.environ[ENVIRONMENT]))
 
 
 class TestConformance(SinkConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls):
-        return adapter_from_environment()
+        from connectors.registry import connector
+
+        args = target_arguments()
+        with connector(args.sink).adapter_class().from_arguments(args) as adapter:
+            yield adapter

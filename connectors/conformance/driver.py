@@ -1,8 +1,9 @@
 """A streaming query in its own driver process, for the conformance suite's kill test.
 
 ``python -m connectors.conformance.driver '<json>'`` with keys format, options, checkpoint, limit,
-per_trigger, partitions: impulse → the sink with a 100 ms processing-time trigger, until killed or
-the limit is reached.
+per_trigger, partitions and data_source (``"module:Class"`` of the sink, registered before the query:
+a sink outside this project's registry works too): impulse → the sink with a 100 ms processing-time
+trigger, until killed or the limit is reached.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ def main(argv: list[str]) -> int:
     from connectors.session import local_session
 
     spark = local_session("local[2]", "conformance-driver")
+    if args.get("data_source"):
+        from connectors.registry import load
+
+        spark.dataSource.register(load(args["data_source"]))
     frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
              .option("numPartitions", args["partitions"]).option("startTime", "0").option("limit", args["limit"])
              .option("maxEventsPerTrigger", args["per_trigger"]).load())

@@ -15,14 +15,18 @@ both fail. The cases (after Flink's connector test framework, Airbyte's acceptan
 StreamTest):
 
 1. basic write over several micro-batches, with a partition left empty;
-2. micro-batches with no rows at all, and one large micro-batch (1M rows);
+2. micro-batches with no rows at all, one large micro-batch (1M rows), and unusual data (nulls, empty
+   strings, non-ASCII text, a 1 MiB value, column names with spaces and dots);
 3. every fault-injection point (`connectors.faults`): an executor crash on the first attempt (Spark's
    task retry recovers), a failure on every attempt and driver-side faults (the query fails and is
    restarted from its checkpoint);
 4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted;
 5. a batch replayed by Spark after its commit was lost, and commit called twice for one batch;
 6. bad options and an unreachable target: a clear error at query start and nothing written;
-7. metrics: the rows and batches the sink reports equal what landed.
+7. metrics: the rows and batches the sink reports equal what landed, and so does the query's
+   ``numOutputRows``;
+8. two queries with different ``commitId``s writing the same events into one target at once: each
+   query's copy lands once.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -41,15 +47,46 @@ import pytest
 
 from connectors.conformance.adapter import SinkAdapter
 from connectors.protocol import CommitMessage
+from impulse.options import split_limit
 
-__all__ = ["SinkConformance", "expected_events", "run_query"]
+__all__ = ["SinkConformance", "Verdict", "compare", "expected_events", "run_query", "start_query", "await_query"]
 
 PARTITIONS = 2
+EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What landed against what was expected, as counts of events."""
+
+    landed: int
+    expected: int
+    lost: int
+    duplicated: int
+    unexpected: int
+    examples: str
+
+    def __str__(self) -> str:
+        return (f"{self.lost} events lost, {self.duplicated} duplicated, {self.unexpected} unexpected "
+                f"({self.landed} landed, {self.expected} expected){self.examples}")
+
+
+def compare(landed: list[tuple[int, int]], expected: list[tuple[int, int]]) -> Verdict:
+    """Compare two multisets of events: lost (expected copies that never landed), duplicated (copies beyond
+    the expected count) and unexpected (events not expected at all)."""
+    got, want = Counter(landed), Counter(expected)
+    lost = sorted(e for e in want if got[e] < want[e])
+    duplicated = sorted(e for e in want if got[e] > want[e])
+    unexpected = sorted(e for e in got if e not in want)
+    examples = "".join(f"; first {what}: {items[:5]}" for what, items in
+                       (("lost", lost), ("duplicated", duplicated), ("unexpected", unexpected)) if items)
+    return Verdict(len(landed), len(expected), sum(want[e] - got[e] for e in lost),
+                   sum(got[e] - want[e] for e in duplicated), sum(got[e] for e in unexpected), examples)
 
 
 def expected_events(limit: int, partitions: int = PARTITIONS) -> list[tuple[int, int]]:
     """The ``(subtask_index, counter)`` of impulse with `limit` events: the remainder goes to low partitions."""
-    return sorted((i, c) for i in range(partitions) for c in range(limit // partitions + (i < limit % partitions)))
+    return sorted((i, c) for i, count in enumerate(split_limit(limit, partitions)) for c in range(count))
 
 
 def impulse_stream(spark, limit: int, per_trigger: int | None = None):
@@ -61,23 +98,41 @@ def impulse_stream(spark, limit: int, per_trigger: int | None = None):
     return reader.load()
 
 
-def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
-              per_trigger: int | None = None, options: Mapping[str, str] | None = None,
-              where: str | None = None, timeout: float = 180.0):
-    """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
+def start_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
+                per_trigger: int | None = None, options: Mapping[str, str] | None = None, where: str | None = None,
+                columns: list[str] | None = None):
+    """Start impulse → sink with ``Trigger.AvailableNow``; returns the running query.
+
+    `where` filters the impulse rows, `columns` (SQL expressions) replaces them.
+    """
     frame = impulse_stream(spark, limit, per_trigger)
     if where:
         frame = frame.where(where)
-    writer = (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
-              .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
-              .trigger(availableNow=True))
-    query = writer.start()
+    if columns:
+        frame = frame.selectExpr(*columns)
+    frame = adapter.frame(frame)
+    return (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
+            .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True).start())
+
+
+def await_query(query, timeout: float = 180.0):
+    """Wait until `query` ends; raise what it raised, or `AssertionError` after `timeout` seconds."""
     try:
         if not query.awaitTermination(timeout):
             raise AssertionError(f"the query did not end within {timeout}s")
     finally:
         query.stop()
     return query
+
+
+def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
+              per_trigger: int | None = None, options: Mapping[str, str] | None = None,
+              where: str | None = None, columns: list[str] | None = None, timeout: float = 180.0):
+    """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
+    query = start_query(spark, adapter, namespace, checkpoint, limit=limit, per_trigger=per_trigger,
+                        options=options, where=where, columns=columns)
+    return await_query(query, timeout)
 
 
 def _attempt(fn) -> BaseException | None:
@@ -100,8 +155,21 @@ FAULT_CASES = ([(p, "crash", 0) for p in EXECUTOR_POINTS] + [(p, "fail", None) f
                + [(p, a, None) for p in DRIVER_POINTS for a in ("fail", "crash")])
 
 
+def _fault_id(case: tuple[str, str, int | None]) -> str:
+    point, action, attempt = case
+    return f"{point}-{action}-{'first-attempt' if attempt == 0 else 'every-attempt'}"
+
+
 class SinkConformance:
     """The suite; subclass it and provide an ``adapter`` fixture (see the module docstring)."""
+
+    #: the fault matrix of `test_fault_injection`: (point, action, attempt or None for every attempt)
+    fault_cases: tuple[tuple[str, str, int | None], ...] = tuple(FAULT_CASES)
+
+    def pytest_generate_tests(self, metafunc) -> None:
+        if "fault_case" in metafunc.fixturenames:
+            cases = metafunc.cls.fault_cases
+            metafunc.parametrize("fault_case", cases, ids=[_fault_id(c) for c in cases])
 
     #: events of the standard run, and events per micro-batch (so the run has several batches)
     limit = 3_000
@@ -117,14 +185,27 @@ class SinkConformance:
         yield name
         adapter.cleanup(name)
 
-    def check_landed(self, adapter: SinkAdapter, namespace: str, limit: int) -> None:
+    @pytest.fixture(autouse=True)
+    def _case(self, request):
+        """The running case's name (``test_fault_injection[mid_write-crash-first-attempt]``), for messages."""
+        self.case = request.node.name
+        self.node = request.node
+
+    def check_landed(self, adapter: SinkAdapter, namespace: str, limit: int,
+                     expected: list[tuple[int, int]] | None = None) -> None:
+        """Fail unless exactly the `expected` events (default: impulse's first `limit`) landed, each once.
+
+        The message names the case and counts the lost and the duplicated events. Under the
+        adapter's ``at_least_once`` guarantee duplicates are allowed: counted (the test's
+        ``duplicates`` property in the report), not failed.
+        """
         landed = sorted(adapter.read_back(namespace))
-        expected = expected_events(limit)
-        if landed != expected:
-            missing = sorted(set(expected) - set(landed))
-            extra = len(landed) - len(set(landed))
-            pytest.fail(f"{len(landed)} events landed, {len(expected)} expected: {len(missing)} missing "
-                        f"(first {missing[:5]}), {extra} duplicates, unexpected {sorted(set(landed) - set(expected))[:5]}")
+        expected = expected_events(limit) if expected is None else sorted(expected)
+        verdict = compare(landed, expected)
+        self.node.user_properties.append(("duplicates", verdict.duplicated))
+        at_least_once = getattr(adapter, "guarantee", EXACTLY_ONCE) == AT_LEAST_ONCE
+        if verdict.lost or verdict.unexpected or (verdict.duplicated and not at_least_once):
+            pytest.fail(f"{self.case}: {verdict}", pytrace=False)
 
     # 1 -------------------------------------------------------------------------------------------
     def test_basic_write(self, spark, adapter, namespace, tmp_path):
@@ -146,15 +227,27 @@ class SinkConformance:
         assert adapter.read_back(namespace) == []
         assert [m["rows"] for m in _read_metrics(metrics)] == [0] * len(_read_metrics(metrics))
 
+    def test_unusual_data(self, spark, adapter, namespace, tmp_path):
+        """Nulls, empty strings, non-ASCII text, one large value per partition, column names with spaces and dots."""
+        big = adapter.large_value_bytes
+        columns = ["counter", "subtask_index", "timestamp",
+                   "CASE WHEN counter % 3 = 0 THEN NULL ELSE 'grüße, 東京, emoji 🚀, back\\\\slash, \"quoted\"' END AS `text with spaces`",
+                   "'' AS `dotted.name`", "CAST(NULL AS BIGINT) AS `null long`",
+                   f"CASE WHEN counter = 1 THEN repeat('x', {big}) END AS large"]
+        run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger,
+                  columns=columns)
+        self.check_landed(adapter, namespace, self.limit)
+
     def test_large_batch(self, spark, adapter, namespace, tmp_path):
         query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.large, timeout=600)
         assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [self.large]
         self.check_landed(adapter, namespace, self.large)
 
     # 3 -------------------------------------------------------------------------------------------
-    @pytest.mark.parametrize("point,action,attempt", FAULT_CASES,
-                             ids=[f"{p}-{a}-{'first-attempt' if t == 0 else 'every-attempt'}" for p, a, t in FAULT_CASES])
-    def test_fault_injection(self, spark, adapter, namespace, tmp_path, point, action, attempt):
+    def test_fault_injection(self, spark, adapter, namespace, tmp_path, fault_case):
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        point, action, attempt = fault_case
         checkpoint, metrics = tmp_path / "ck", tmp_path / "metrics.jsonl"
         fault = f"point={point},action={action},batch=1,partition=0" + ("" if attempt is None else f",attempt={attempt}")
         failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
@@ -176,8 +269,10 @@ class SinkConformance:
     def test_driver_killed_mid_stream(self, spark, adapter, namespace, tmp_path):
         checkpoint = tmp_path / "ck"
         limit = 20_000
+        source = data_source_class(spark, adapter)
         args = {"format": adapter.format, "options": dict(adapter.options(namespace)), "checkpoint": str(checkpoint),
-                "limit": limit, "per_trigger": 500, "partitions": PARTITIONS}
+                "limit": limit, "per_trigger": 500, "partitions": PARTITIONS,
+                "data_source": f"{source.__module__}:{source.__qualname__}"}
         process = subprocess.Popen([sys.executable, "-m", "connectors.conformance.driver", json.dumps(args)],
                                    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         commits = checkpoint / "commits"
@@ -200,18 +295,21 @@ class SinkConformance:
     # 5 -------------------------------------------------------------------------------------------
     def test_replayed_batch_is_skipped(self, spark, adapter, namespace, tmp_path):
         checkpoint, metrics = tmp_path / "ck", tmp_path / "metrics.jsonl"
+        metric_options = {"metricsPath": str(metrics)} if adapter.reports_metrics else {}
         run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger)
         last = max(int(f.name) for f in (checkpoint / "commits").glob("[0-9]*"))
         for name in (str(last), f".{last}.crc"):  # as if the driver died before Spark logged the commit
             (checkpoint / "commits" / name).unlink(missing_ok=True)
         run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger,
-                  options={"metricsPath": str(metrics)})
+                  options=metric_options)
+        self.check_landed(adapter, namespace, self.limit)
+        if not adapter.reports_metrics:
+            return
         replay = [m for m in _read_metrics(metrics) if m["batchId"] == last]
         assert replay and replay[0]["rows"] > 0, "Spark did not replay the batch"
         if adapter.skips_replays:
             assert replay[0]["writtenRows"] == 0
             assert replay[0]["skippedPartitions"] == replay[0]["partitions"] > 0
-        self.check_landed(adapter, namespace, self.limit)
 
     def test_commit_twice(self, spark, adapter, namespace, tmp_path):
         query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger)
@@ -269,6 +367,16 @@ class SinkConformance:
             histogram = m["latency"]
             assert histogram["count"] == m["writtenRows"]
             assert m["writeStartUs"] <= m["ackUs"] <= m["committedUs"]
+        output = [p["sink"]["numOutputRows"] for p in query.recentProgress]
+        assert sum(output) == len(landed), f"{self.case}: numOutputRows {output} of the query's progress, {len(landed)} landed"
+
+    # 8 -------------------------------------------------------------------------------------------
+    def test_two_commit_ids_into_one_target(self, spark, adapter, namespace, tmp_path):
+        queries = [start_query(spark, adapter, namespace, tmp_path / name, limit=self.limit, per_trigger=self.per_trigger,
+                               options={"commitId": f"{namespace}-{name}"}) for name in ("a", "b")]
+        for query in queries:
+            await_query(query)
+        self.check_landed(adapter, namespace, self.limit, expected=expected_events(self.limit) * 2)
 
 
 class _Override(SinkAdapter):
@@ -292,9 +400,9 @@ def data_source_class(spark, adapter: SinkAdapter) -> type:
     explicit = getattr(adapter, "data_source", None)
     if explicit is not None:
         return explicit
-    from connectors import data_sources
+    from connectors.registry import connector
 
-    return data_sources()[adapter.format]
+    return connector(adapter.format).data_source_class()
 
 
 def kill_tree(pid: int) -> None:

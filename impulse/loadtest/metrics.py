@@ -42,6 +42,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from connectors.latency import LatencyHistogram
+from impulse.options import split_limit
 from impulse.schedule import Schedule
 
 __all__ = ["Batch", "Collector", "PHASES", "PERCENTILES", "achieved_rate", "steady_batches", "phase_stats",
@@ -136,8 +137,7 @@ class Collector:
                  metrics_path: str | None = None, metrics_offset: int = 0, commit_id: str | None = None) -> None:
         self.query = query
         self.total = total_events
-        self.limits = [total_events // partitions + (1 if i < total_events % partitions else 0)
-                       for i in range(partitions)]
+        self.limits = list(split_limit(total_events, partitions))
         self.row_bytes = row_bytes(payload_bytes)
         self.metrics_path = metrics_path
         self._metrics_offset = metrics_offset

@@ -1,11 +1,14 @@
-"""The embedded HTTP receiver of ``impulse-load``'s default run: a webhook target needing nothing installed.
+"""The project's reference webhook receiver: the embedded target of ``impulse-load``'s default run, and
+the target of ``python -m connectors.conformance webhook-sink`` and of the webhook's conformance tests.
 
-Standard library only, served from a daemon thread of the harness's own process. HTTP/1.1 with
+Standard library only, served from a daemon thread of the process that starts it. HTTP/1.1 with
 keep-alive (one thread per connection), every request answered ``200 {"ok": true}``. Like a
 receiver that makes the webhook sink effectively-once, it **dedupes by the Idempotency-Key
 header**: the first request with a key is accepted, a repeat is answered 200 and not counted.
 It counts accepted requests, rows and bytes: an ``application/x-ndjson`` body holds one row per line,
-a JSON body an array of rows (or one row object).
+a JSON body an array of rows (or one row object). With ``record=True`` it also keeps every request
+(`ReceivedRequest`: method, path, headers, body, accepted or duplicate), for a test to read back;
+load runs leave it off (memory).
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from typing import Mapping
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
 
-__all__ = ["Receiver", "ReceiverCounts", "needs_receiver", "embedded_options", "count_rows"]
+__all__ = ["Receiver", "ReceiverCounts", "ReceivedRequest", "needs_receiver", "embedded_options", "count_rows"]
 
 # What the webhook sink is told when it writes to the embedded receiver (a given option wins).
 EMBEDDED_DEFAULTS = {"format": "ndjson", "batchSize": "500"}
@@ -32,6 +37,23 @@ def embedded_options(receiver: "Receiver", options: Mapping[str, str]) -> dict[s
     out = {"url": receiver.url, **{k: v for k, v in EMBEDDED_DEFAULTS.items() if k.lower() not in given}}
     out.update(options)
     return out
+
+
+@dataclass
+class ReceivedRequest:
+    """One request the receiver recorded. ``headers`` is case-insensitive (``headers["idempotency-key"]``)."""
+
+    method: str
+    path: str
+    headers: Any  # http.client.HTTPMessage
+    body: bytes
+    time: float
+    accepted: bool = False
+    duplicate: bool = False
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.headers.get("Idempotency-Key")
 
 
 class ReceiverCounts:
@@ -90,9 +112,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        key = self.headers.get("Idempotency-Key")
         try:
-            duplicate = self.server.receiver._accept(key, body, self.headers.get("Content-Type") or "")
+            duplicate = self.server.receiver._accept(self.command, self.path, self.headers, body)
         except ValueError as exc:  # not JSON: refuse for good (the sink does not retry a 400)
             self._answer(400, json.dumps({"ok": False, "error": str(exc)[:200]}).encode())
             return
@@ -107,12 +128,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Receiver:
     """``with Receiver() as r: … r.url … r.counts().rows``; binds 127.0.0.1 on a free port by default."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, record: bool = False) -> None:
         self.host = host
         self.port = port
+        self.record = record
         self._lock = threading.Lock()
         self._keys: set[str] = set()
         self._counts = ReceiverCounts()
+        self._requests: list[ReceivedRequest] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -137,6 +160,29 @@ class Receiver:
         if self._thread is not None:
             self._thread.join(5)
 
+    def restart(self) -> "Receiver":
+        """Stop, then listen again on the same port, keeping what was received (a receiver's restart)."""
+        self.stop()
+        return self.start()
+
+    def reset(self) -> None:
+        """Forget every key, count and recorded request."""
+        with self._lock:
+            self._keys.clear()
+            self._counts = ReceiverCounts()
+            self._requests.clear()
+
+    @property
+    def requests(self) -> list[ReceivedRequest]:
+        """Every request recorded (``record=True``), in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def accepted_requests(self) -> list[ReceivedRequest]:
+        """The recorded requests that were accepted: one per Idempotency-Key."""
+        return [r for r in self.requests if r.accepted]
+
     def __enter__(self) -> "Receiver":
         return self.start()
 
@@ -148,21 +194,31 @@ class Receiver:
             c = self._counts
             return ReceiverCounts(c.requests, c.rows, c.bytes, c.duplicates)
 
-    def _accept(self, key: str | None, body: bytes, content_type: str) -> bool:
+    def _accept(self, method: str, path: str, headers, body: bytes) -> bool:
         """Record one request; returns whether it was a duplicate (its key seen before)."""
+        key = headers.get("Idempotency-Key")
+        request = ReceivedRequest(method, path, headers, body, time.time()) if self.record else None
         with self._lock:
-            if key is not None and key in self._keys:
+            duplicate = key is not None and key in self._keys
+            if duplicate:
                 self._counts.duplicates += 1
+                self._remember(request, duplicate=True)
                 return True
-        rows = count_rows(body, content_type)  # outside the lock: may parse JSON
+        rows = count_rows(body, headers.get("Content-Type") or "")  # outside the lock: may parse JSON
         with self._lock:
             if key is not None:
                 if key in self._keys:
                     self._counts.duplicates += 1
+                    self._remember(request, duplicate=True)
                     return True
                 self._keys.add(key)
             self._counts.requests += 1
             self._counts.rows += rows
             self._counts.bytes += len(body)
+            self._remember(request, duplicate=False)
         return False
 
+    def _remember(self, request: ReceivedRequest | None, duplicate: bool) -> None:
+        if request is not None:
+            request.duplicate, request.accepted = duplicate, not duplicate
+            self._requests.append(request)

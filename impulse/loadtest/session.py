@@ -16,16 +16,17 @@ from __future__ import annotations
 import shutil
 import tempfile
 
-__all__ = ["deployment", "describe", "make_session", "warm_up"]
+__all__ = ["deployment", "describe", "make_session", "warm_up", "preload_modules"]
 
 _warmed: set[tuple[str, str]] = set()
 
-# What a writer of each sink imports on the executors (client libraries are imported lazily by the sinks).
-_MODULES = {
-    "redis-sink": "sinks.redis,redis,hiredis",
-    "kafka-sink": "sinks.kafka,confluent_kafka",
-    "webhook-sink": "sinks.webhook,requests",
-}
+
+def preload_modules(sink: str) -> str:
+    """What a writer of `sink` imports on the executors (the registry's row; nothing for other formats)."""
+    from connectors.registry import connectors
+
+    rows = [row for row in connectors() if row.name == sink]
+    return ",".join(rows[0].executor_modules()) if rows else ""
 
 
 def make_session(master: str = "local[*]", app_name: str = "impulse-load", remote: str | None = None):
@@ -94,7 +95,7 @@ def warm_up(spark, partitions: int = 2, sink: str = "noop") -> None:
             .option("eventsPerSecond", 1000).option("numPartitions", partitions).option("limit", 1000)
             .option("startTime", 0)  # the epoch: every event is due at once
             .load()
-            .writeStream.format(NAME).option("modules", _MODULES.get(sink, ""))
+            .writeStream.format(NAME).option("modules", preload_modules(sink))
             .option("checkpointLocation", checkpoint)
             .queryName("impulse-load-warmup").trigger(availableNow=True).start()
         )

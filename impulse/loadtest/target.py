@@ -12,22 +12,38 @@ sinks (Spark's ``noop``, any format Spark can load) are measured from the impuls
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Mapping
-from urllib.parse import urlsplit, urlunsplit
 
 from connectors.errors import ConnectorError
+from connectors.redact import redact_options
 from impulse.loadtest.config import LoadError
 
-__all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "Target", "preflight", "check_format", "impulse_schema",
-           "redact_options"]
+__all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "project_sinks", "known_sinks", "Target", "preflight",
+           "check_format", "impulse_schema", "redact_options"]
 
-PROJECT_SINKS = ("redis-sink", "kafka-sink", "webhook-sink")
 SPARK_SINKS = ("noop",)
-KNOWN_SINKS = SPARK_SINKS + PROJECT_SINKS
 
-_SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|sasl\.|api[-_.]?key", re.IGNORECASE)
+
+def project_sinks() -> tuple[str, ...]:
+    """The project's sinks: the sink rows of `connectors.registry` (read at call time)."""
+    from connectors.registry import sinks
+
+    return tuple(row.name for row in sinks())
+
+
+def known_sinks() -> tuple[str, ...]:
+    """``noop`` and the project's sinks."""
+    return SPARK_SINKS + project_sinks()
+
+
+def __getattr__(name: str):
+    # PROJECT_SINKS / KNOWN_SINKS: what the registry lists when they are looked up.
+    if name == "PROJECT_SINKS":
+        return project_sinks()
+    if name == "KNOWN_SINKS":
+        return known_sinks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -39,7 +55,7 @@ class Target:
 
     @property
     def reports_metrics(self) -> bool:
-        return self.sink in PROJECT_SINKS
+        return self.sink in project_sinks()
 
 
 def impulse_schema(payload_bytes: int):
@@ -54,7 +70,7 @@ def impulse_schema(payload_bytes: int):
 
 
 def _valid_names() -> str:
-    return ", ".join(KNOWN_SINKS)
+    return ", ".join(known_sinks())
 
 
 def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Target:
@@ -65,7 +81,7 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Targ
     """
     if not sink or sink != sink.strip():
         raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()}")
-    if sink in PROJECT_SINKS:
+    if sink in project_sinks():
         from connectors import data_sources
 
         check_options = dict(options)
@@ -78,13 +94,15 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Targ
             text = _one_line(exc)
             raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc
         except ImportError as exc:  # a sink module whose client library is missing
-            raise LoadError(f"{sink}: {exc}") from exc
+            from connectors.registry import connector
+
+            raise LoadError(f"{sink}: {exc}; install it with {connector(sink).install_hint()}") from exc
     return Target(sink, dict(options))
 
 
 def check_format(spark, sink: str) -> None:
     """Raise `LoadError` unless Spark can write a stream to format `sink` (JVM or Python data source)."""
-    if sink in KNOWN_SINKS or type(spark).__module__.startswith("pyspark.sql.connect"):
+    if sink in known_sinks() or type(spark).__module__.startswith("pyspark.sql.connect"):
         return  # over Spark Connect there is no JVM here: the server looks the format up when the query starts
     jvm = spark._jvm
     try:
@@ -102,28 +120,3 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     notes = [" ".join(n.split()) for n in getattr(exc, "__notes__", ())]
     return "; ".join([text, *notes])
-
-
-def redact_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Options as they may appear in a report: secret-looking values hidden, URLs without user info."""
-    out = {}
-    for key, value in options.items():
-        if _SECRET_KEY.search(key):
-            out[key] = "<hidden>"
-        elif "://" in str(value):
-            out[key] = _redact_url(str(value))
-        else:
-            out[key] = str(value)
-    return out
-
-
-def _redact_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        if parts.username is None and parts.password is None and not parts.query:
-            return url
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return "<hidden>"

@@ -18,3 +18,19 @@ def test_the_cli_runs_the_suite_in_its_own_process():
     assert "bringing up nodes" not in done.stdout, done.stdout[-2000:]
     deselected = int(done.stdout.rsplit(" deselected", 1)[0].split()[-1])
     assert deselected > 10  # the whole suite was collected
+
+
+def test_webhook_sink_runs_against_the_reference_receiver():
+    """No target to name: the CLI starts the project's deduping receiver and the suite passes against it."""
+    done = subprocess.run([sys.executable, "-m", "connectors.conformance", "webhook-sink", "--",
+                           "-k", "basic_write"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 passed" in done.stdout, done.stdout[-2000:]
+
+
+def test_an_unknown_sink_lists_the_registry():
+    done = subprocess.run([sys.executable, "-m", "connectors.conformance", "no-such-sink"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "redis-sink" in done.stderr and "webhook-sink" in done.stderr, done.stderr[-2000:]

@@ -10,7 +10,7 @@ import pytest
 
 from impulse.loadtest.config import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 from impulse.loadtest.receiver import Receiver, count_rows, embedded_options, needs_receiver
-from impulse.loadtest.target import redact_options
+from connectors.redact import redact_options
 
 
 def test_rates_durations_and_ramps_parse_with_units():

@@ -15,6 +15,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
+from connectors.conformance.suite import expected_events
 from connectors.errors import DeliveryError, FencedError, OptionError
 from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity
@@ -67,8 +68,8 @@ def failure(df, broker, checkpoint, **options) -> str:
 
 
 def expected(limit: int, partitions: int = 2) -> list[tuple[int, int]]:
-    """impulse's events: partition i gets limit // n, plus one if i < limit % n."""
-    return sorted((i, c) for i in range(partitions) for c in range(limit // partitions + (i < limit % partitions)))
+    """impulse's events (`impulse.options.split_limit` shares the limit among partitions)."""
+    return expected_events(limit, partitions)
 
 
 def events(broker, topic: str, isolation: str = "read_committed") -> list[tuple[int, int]]:

@@ -20,10 +20,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from connectors.conformance.suite import expected_events
 from connectors.errors import CommitError, OptionError, SinkError, TransientError
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
-from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after, redact_url
+from connectors.redact import redact_url
+from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
 from tests.servers import HttpReceiver, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
@@ -36,10 +38,6 @@ KEY = re.compile(r"^(?P<query>[0-9a-f-]{36}):(?P<batch>\d+):(?P<partition>\d+):(
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def expected_events(limit: int, partitions: int = 2) -> list[tuple[int, int]]:
-    return sorted((p, c) for p in range(partitions) for c in range(limit // partitions + (p < limit % partitions)))
 
 
 def events_of(request, fmt: str = "json") -> list[tuple[int, int]]:

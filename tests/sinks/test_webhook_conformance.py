@@ -1,4 +1,5 @@
-"""The webhook sink passes the conformance suite, against a receiver that dedupes by Idempotency-Key.
+"""The webhook sink passes the conformance suite, against the project's reference receiver (it dedupes by
+Idempotency-Key; `impulse.loadtest.receiver.Receiver`, the one the load harness and the CLI use).
 
 The webhook cannot ask a generic receiver what it already has (`WebhookSink.is_committed` is always
 False), so a replayed batch is sent again with the same keys instead of being skipped: the replay case
@@ -17,9 +18,9 @@ class TestWebhookConformance(SinkConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls):
-        from tests.servers import HttpReceiver
+        from impulse.loadtest.receiver import Receiver
 
-        with HttpReceiver() as receiver:
+        with Receiver(record=True) as receiver:
             yield WebhookAdapter(receiver)
 
     def test_replayed_batch_is_skipped(self, spark, adapter, namespace, tmp_path):

@@ -1,0 +1,112 @@
+"""A fourth sink, written only to prove the registry: JSON lines in a directory, exactly-once by file name.
+
+Its module (this file) and one `connectors.registry.Connector` row are all it takes (see
+``test_registry.py``). Each (commit id, batch, partition) writes one file, ``<commit>-<batch>-<partition>.jsonl``,
+first under a name of its own attempt and then renamed into place (atomic on one filesystem): a replayed
+partition finds its file and is skipped, a crashed attempt leaves only a temporary file nobody reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource
+
+from connectors.conformance.adapter import SinkAdapter
+from connectors.conformance.adapters import events_from_json
+from connectors.errors import OptionError, SinkError
+from connectors.options import OptionReader
+from connectors.protocol import ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.rows import json_objects
+
+NAME = "file-sink"
+
+
+class FileSink(Sink):
+    name = NAME
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def check(self) -> None:
+        if not os.path.isdir(self.path):
+            raise SinkError(f"{NAME}: cannot reach directory {self.path!r} (option 'path'): it does not exist")
+
+    def _final(self, identity: WriteIdentity) -> str:
+        return os.path.join(self.path, f"{identity.commit_id}-{identity.batch_id}-{identity.partition_id}.jsonl")
+
+    def open(self, identity: WriteIdentity) -> Any:
+        return None
+
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
+        return os.path.exists(self._final(identity))
+
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+        temporary = os.path.join(self.path, f".{uuid.uuid4().hex}.tmp")
+        with open(temporary, "wb") as out:
+            for batch in batches:
+                for line in json_objects(batch).to_pylist():
+                    out.write(line.encode() + b"\n")
+        os.replace(temporary, self._final(identity))
+
+
+class FileSinkDataSource(DataSource):
+    """Name: ``file-sink``. Option ``path``: an existing directory; plus the protocol's options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
+        def build(reader: OptionReader) -> FileSink:
+            path = reader.string("path", required=True)
+            if not os.path.isabs(path):
+                raise OptionError("path", path, "the absolute path of an existing directory")
+            return FileSink(path)
+
+        return stream_writer(self.options, name="file sink", build=build)
+
+
+class FileAdapter(SinkAdapter):
+    """The file sink writing under a directory (one subdirectory per namespace)."""
+
+    format = NAME
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--dir", help="the directory to write under (default: a new temporary one)")
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["FileAdapter"]:
+        if args.dir:
+            yield cls(args.dir)
+            return
+        with tempfile.TemporaryDirectory(prefix="file-sink-") as root:
+            yield cls(root)
+
+    def options(self, namespace: str) -> Mapping[str, str]:
+        return {"path": str(self.root / namespace)}
+
+    def prepare(self, namespace: str) -> None:
+        (self.root / namespace).mkdir(parents=True)
+
+    def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        lines = [line for f in sorted((self.root / namespace).glob("*.jsonl")) for line in f.read_bytes().splitlines()]
+        return events_from_json(lines)
+
+    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
+        return {"path": str(self.root / namespace / "no-such-directory")}
+
+    def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
+        return [({"path": "relative/dir"}, "path")]

@@ -1,0 +1,88 @@
+"""The conformance suite run against the mutants of `tests.conformance.mutants`: every class here must FAIL.
+
+Not collected by the normal run (no ``test_`` prefix): ``test_mutants.py`` runs this file in a
+subprocess, the way a sink author runs the suite, and reads its JUnit report. The subprocess has its
+own Spark session, with Spark's Kafka connector (``spark.jars.packages``) for `SparkKafkaAdapter`, and
+uses the servers of the outer run (``REDIS_URL``, ``KAFKA_BROKERS``).
+
+The reduced matrix (CI time): `test_basic_write` (which every mutant passes: they break only under
+faults), `test_replayed_batch_is_skipped` (a driver crash before Spark logged the batch's commit), and
+one executor crash on the first attempt of partition 0 of batch 1: mid-write for the Redis and webhook
+mutants, after the write for the Kafka one (a crash before librdkafka sent anything leaves no trace).
+Spark's Kafka sink takes no faultInjection option: its fault case is skipped. The full suite's other
+cases (the other 7 faults, the driver kill, the 1M-row batch, bad options…) run against the real sinks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors.conformance import SinkConformance
+from connectors.conformance.adapters import WebhookAdapter
+from tests.conformance.mutants import MUTANTS, SparkKafkaAdapter, mutant_adapter
+
+pytestmark = [pytest.mark.integration]
+
+CASES = ("test_basic_write", "test_replayed_batch_is_skipped", "test_fault_injection")
+MID_WRITE, AFTER_WRITE = ("mid_write", "crash", 0), ("after_write", "crash", 0)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from connectors.session import spark_kafka_session
+
+    session, _ = spark_kafka_session("local[2,2]", "conformance-mutants", **{
+        "spark.sql.shuffle.partitions": 2, "spark.sql.streaming.stopTimeout": "30s"})
+    yield session
+    session.stop()
+
+
+def only_cases(cls: type) -> type:
+    """`cls` with the suite's tests other than `CASES` switched off."""
+    for name in dir(SinkConformance):
+        if name.startswith("test_") and name not in CASES:
+            setattr(cls, name, None)
+    return cls
+
+
+def mutant_suite(kind: str, fault: tuple[str, str, int | None]) -> type:
+    """The suite's `CASES` against the mutant `kind` of `MUTANTS`, with `fault` as its whole fault matrix."""
+
+    class Suite(SinkConformance):
+        fault_cases = (fault,)
+
+        @pytest.fixture(scope="class")
+        @classmethod
+        def adapter(cls, spark, request):
+            base, source = MUTANTS[kind]
+            spark.dataSource.register(source)
+            adapter = mutant_adapter(base, source)
+            if base is WebhookAdapter:
+                from impulse.loadtest.receiver import Receiver
+
+                with Receiver(record=True) as receiver:
+                    yield adapter(receiver)
+                return
+            server = request.getfixturevalue("redis_server" if kind.startswith("redis") else "kafka_broker")
+            yield adapter(server.url if kind.startswith("redis") else server.bootstrap)
+
+    return only_cases(Suite)
+
+
+TestRedisWithoutCommitCheck = mutant_suite("redis-no-check", MID_WRITE)
+TestRedisRecordFirst = mutant_suite("redis-record-first", MID_WRITE)
+TestKafkaWithoutTransactions = mutant_suite("kafka-no-transactions", AFTER_WRITE)
+TestWebhookFreshKeys = mutant_suite("webhook-fresh-keys", MID_WRITE)
+
+
+@only_cases
+class TestSparkKafkaSink(SinkConformance):
+    """Spark's own Kafka sink: no faultInjection option (its fault case is skipped)."""
+
+    fault_cases = (MID_WRITE,)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def adapter(cls, kafka_broker):
+        return SparkKafkaAdapter(kafka_broker.bootstrap)
+

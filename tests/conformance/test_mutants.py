@@ -1,0 +1,79 @@
+"""The conformance suite can fail: every mutant of `tests.conformance.mutants` must fail it, counted.
+
+`mutant_suites.py` runs in a subprocess (its own Spark session with Spark's Kafka connector, this run's
+Redis and Kafka) and writes a JUnit report; each test below reads that report for one mutant and
+checks which cases caught it and that the message names the case and the count of lost or
+duplicated events. Expected counts follow from the suite's own parameters: a replayed batch is
+``per_trigger`` events, a crashed partition of it ``per_trigger / PARTITIONS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from connectors.conformance.suite import PARTITIONS, SinkConformance
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.kafka, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCH = SinkConformance.per_trigger
+PARTITION = BATCH // PARTITIONS
+REPLAY = "test_replayed_batch_is_skipped"
+AFTER_WRITE = "test_fault_injection[after_write-crash-first-attempt]"
+MID_WRITE = "test_fault_injection[mid_write-crash-first-attempt]"
+
+# mutant class in mutant_suites.py -> {case that must catch it: (what, events)}
+CAUGHT = {
+    "TestRedisWithoutCommitCheck": {REPLAY: ("duplicated", BATCH)},
+    "TestRedisRecordFirst": {MID_WRITE: ("lost", PARTITION)},
+    "TestKafkaWithoutTransactions": {REPLAY: ("duplicated", BATCH), AFTER_WRITE: ("duplicated", PARTITION)},
+    "TestWebhookFreshKeys": {REPLAY: ("duplicated", BATCH)},
+    "TestSparkKafkaSink": {REPLAY: ("duplicated", BATCH)},
+}
+COUNTS = re.compile(r"(?P<case>test_\S+): (?P<lost>\d+) events lost, (?P<duplicated>\d+) duplicated")
+
+
+@pytest.fixture(scope="module")
+def report(redis_server, kafka_broker, tmp_path_factory) -> dict[str, dict[str, str | None]]:
+    """{mutant class: {case: None if it passed, else the failure message}} from one run of the mutant suites."""
+    junit = tmp_path_factory.mktemp("mutants") / "junit.xml"
+    env = {**os.environ, "REDIS_URL": redis_server.url, "KAFKA_BROKERS": kafka_broker.bootstrap}
+    done = subprocess.run([sys.executable, "-m", "pytest", str(Path(__file__).with_name("mutant_suites.py")),
+                           "-o", "addopts=", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert junit.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 1, f"the suite passed every mutant:\n{done.stdout[-3000:]}"
+    out: dict[str, dict[str, str | None]] = {}
+    for case in ElementTree.parse(junit).iter("testcase"):
+        problem = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+        if problem is not None and problem.tag == "skipped":  # Spark's Kafka sink: no faultInjection option
+            continue
+        if problem is not None and problem.tag != "failure":
+            pytest.fail(f"{case.get('classname')}::{case.get('name')} {problem.tag}: {problem.get('message')}")
+        message = None if problem is None else f"{problem.get('message')}\n{problem.text or ''}"
+        out.setdefault(case.get("classname").rsplit(".", 1)[-1], {})[case.get("name")] = message
+    return out
+
+
+@pytest.mark.parametrize("mutant", sorted(CAUGHT))
+def test_the_suite_fails_the_mutant_and_counts_the_damage(report, mutant):
+    cases = report.get(mutant)
+    assert cases, f"{mutant} did not run: {sorted(report)}"
+    assert cases["test_basic_write"] is None, f"{mutant} failed even the plain write: {cases['test_basic_write']}"
+    for case, (what, events) in CAUGHT[mutant].items():
+        message = cases.get(case)
+        assert message is not None, f"a hole in the suite: {case} let {mutant} through"
+        found = COUNTS.search(message)
+        assert found, f"{mutant} {case}: the message counts no events: {message[:500]}"
+        assert found["case"] == case and int(found[what]) == events, f"{mutant}: {found[0]}"
+    for case, message in cases.items():  # whatever else caught it also names the case and counts
+        if message is not None:
+            found = COUNTS.search(message)
+            assert found and found["case"] == case and int(found["lost"]) + int(found["duplicated"]) > 0, message[:500]
