@@ -167,6 +167,9 @@ def summarise(args, results: dict[str, list[dict]], errors: int) -> dict:
             "rows_per_s_median": medians, "rows_per_s": {n: [r["rows_per_s"] for r in runs] for n, runs in results.items()},
             "cpu_s_per_million_rows_median": {n: statistics.median(r["cpu_s_per_million_rows"] for r in runs)
                                               for n, runs in results.items() if runs},
+            "cpu_s_per_million_rows_by_part_median": {
+                n: {part: statistics.median(r["cpu_s_per_million_rows_by_part"][part] for r in runs)
+                    for part in runs[0]["cpu_s_per_million_rows_by_part"]} for n, runs in results.items() if runs},
             "goals": goals}
 
 
@@ -175,7 +178,8 @@ def report(summary: dict) -> str:
              f"{summary['batches']} measured micro-batches x {summary['rounds']} rounds, noop sink, {summary['master']}"]
     for name, rate in summary["rows_per_s_median"].items():
         cpu = summary["cpu_s_per_million_rows_median"][name]
-        lines.append(f"  {name:10s} {rate / 1e6:6.2f} M rows/s  CPU {cpu * 1000:5.0f} ms per million rows")
+        parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in summary["cpu_s_per_million_rows_by_part_median"][name].items())
+        lines.append(f"  {name:10s} {rate / 1e6:6.2f} M rows/s  CPU {cpu * 1000:5.0f} ms per million rows ({parts})")
     for goal in summary["goals"]:
         lines.append(f"  {goal['goal']:28s} {goal['ratio']:.2f}  {'met' if goal['met'] else 'NOT met'}")
     if summary["errors"]:
