@@ -39,7 +39,10 @@ class ImpulseDataSource(DataSource):
     Schema: ``counter`` BIGINT (per partition, from 0), ``subtask_index`` BIGINT (0..numPartitions-1,
     constant per partition), ``timestamp`` TIMESTAMP (event time, UTC, µs), and with
     ``payloadBytes`` > 0 a ``payload`` BINARY of that many bytes; every column is NOT NULL.
-    ``(subtask_index, counter)`` is the unique key of an event.
+    ``(subtask_index, counter)`` is the unique key of an event. A user schema (``.schema("…")``) keeps
+    those columns' meaning and generates every other column from its ``fields.<column>.*`` options
+    (`impulse.fields`, `impulse.schema`); each value is a pure function of (``seed``, the column, its
+    options, ``subtask_index``, ``counter``).
 
     Parameters (option names are case-insensitive)
     ----------
@@ -70,6 +73,13 @@ class ImpulseDataSource(DataSource):
         from a restart that re-anchors the schedule (``downtime=skip``, or changed rate options).
     payloadBytes : int ≥ 0, default 0
         Size of a deterministic ``payload`` column (counter and subtask index, then filler).
+    seed : int, default 0
+        The seed of every generated column and of the event-time disorder.
+    outOfOrderness : duration, default 0
+        Each ``timestamp`` is its scheduled time minus a delay drawn uniformly in [0, outOfOrderness] µs.
+    lateRate, lateBy : fraction 0..1 and duration, both or neither
+        That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
+    fields.<column>.<property> : see `impulse.fields`
     downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
