@@ -36,10 +36,6 @@ class RowSpec:
     columns: tuple[str | Column, ...]
     arrow: pa.Schema
 
-    @property
-    def names(self) -> list[str]:
-        return [c if isinstance(c, str) else c.name for c in self.columns]
-
 
 def spark_schema(payload_bytes: int) -> str:
     """The default schema as a Spark DDL string.
