@@ -5,10 +5,10 @@ default, every project data source registered) keeping 1 000 progress updates fo
 with `remote` a Spark Connect client session (the server runs the queries and the data sources).
 `deployment` names where a session runs, for the report.
 
-`warm_up` runs, once per Spark application and sink, a tiny impulse → `impulse.loadtest.warmup` query:
-the first micro-batch of a session starts Spark's Python worker daemons and imports the sink's
-modules (10–20 s on a busy 2-core machine), which would otherwise be measured as the sink's latency.
-Nothing is written to the sink under test.
+`warm_up` runs, once per Spark application and sink, a tiny `impulse.loadtest.warmup` query (its own
+source and sink): the first micro-batch of a session starts Spark's Python worker daemons and imports
+the impulse source's and the sink's modules (10–20 s on a busy 2-core machine), which would otherwise
+be measured as the sink's latency. Nothing is written to the sink under test.
 """
 
 from __future__ import annotations
@@ -81,21 +81,20 @@ def describe(where: dict) -> str:
 
 
 def warm_up(spark, partitions: int = 2, sink: str = "noop") -> None:
-    """Run 1 000 impulse events through the warm-up sink, once per Spark application and sink."""
-    from impulse.loadtest.warmup import NAME, WarmupSinkDataSource
+    """Run one row per partition through the warm-up source and sink, once per Spark application and sink."""
+    from impulse.loadtest.warmup import NAME, WarmupDataSource
 
     key = (spark.session_id if _is_remote(spark) else spark.sparkContext.applicationId, sink)
     if key in _warmed:
         return
-    spark.dataSource.register(WarmupSinkDataSource)
+    spark.dataSource.register(WarmupDataSource)
+    modules = ",".join(filter(None, ("impulse.source", preload_modules(sink))))
     checkpoint = tempfile.mkdtemp(prefix="impulse-load-warmup-")
     try:
         query = (
-            spark.readStream.format("impulse")
-            .option("eventsPerSecond", 1000).option("numPartitions", partitions).option("limit", 1000)
-            .option("startTime", 0)  # the epoch: every event is due at once
+            spark.readStream.format(NAME).option("modules", modules).option("partitions", partitions)
             .load()
-            .writeStream.format(NAME).option("modules", preload_modules(sink))
+            .writeStream.format(NAME).option("modules", modules)
             .option("checkpointLocation", checkpoint)
             .queryName("impulse-load-warmup").trigger(availableNow=True).start()
         )
