@@ -3,7 +3,9 @@
 The test process already holds a ``local[2,2]`` SparkContext (one per JVM), so the standalone-cluster tests
 submit from here. SPEC: ``{"master": URL, "steps": [...]}``, each step one of
 ``{"write": FORMAT, "options": {...}, "checkpoint": PATH, "limit": N, "per_trigger": M}``,
-``{"batch_read": N}``, ``{"uncommit": CHECKPOINT}`` (see `tests.cluster.scenarios`). Prints one line
+``{"batch_read": N}``, ``{"uncommit": CHECKPOINT}`` (see `tests.cluster.scenarios`), ``{"harness": [ARG, ...]}``
+(``impulse-load`` with these arguments in this application, whose session it takes: its exit code and
+what it printed). Prints one line
 ``RESULT {"executors": N, "steps": [...]}`` with each step's result, and exits non-zero on the first failure.
 
 No data source is registered here: the driver's and executors' Python find them by auto-registration.
@@ -11,6 +13,8 @@ No data source is registered here: the driver's and executors' Python find them 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 import time
@@ -41,6 +45,16 @@ def session(master: str, executors: int = 2):
     return spark
 
 
+def harness(args: list[str]) -> dict:
+    """``impulse-load ARGS`` on the running session (its executors are warm): ``{"code": N, "stdout": TEXT}``."""
+    from impulse.loadtest.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(args)
+    return {"code": code, "stdout": out.getvalue()}
+
+
 def run(spec: dict) -> dict:
     spark = session(spec["master"], spec.get("executors", 2))
     results = []
@@ -53,6 +67,8 @@ def run(spec: dict) -> dict:
                 results.append(batch_read(spark, step["batch_read"]))
             elif "uncommit" in step:
                 results.append(uncommit_last_batch(step["uncommit"]))
+            elif "harness" in step:
+                results.append(harness(step["harness"]))
             else:
                 raise ValueError(f"unknown step {step}")
         return {"executors": spark.sparkContext._jsc.sc().getExecutorIds().size(), "steps": results}

@@ -52,7 +52,8 @@ def finish(proc: subprocess.Popen, cwd: Path, timeout: float = 600) -> dict:
 
 @pytest.fixture(scope="module")
 def run(spark_cluster, sink_adapters, tmp_path_factory):
-    """One application for the end-to-end checks: each sink, the batch read, a restart from the checkpoint."""
+    """One application for the end-to-end checks: each sink, the batch read, a restart from the checkpoint and
+    ``impulse-load --master`` (in the same driver: another application would pay the executors' start again)."""
     base = tmp_path_factory.mktemp("cluster-e2e")
     spaces = {sink: f"s{uuid.uuid4().hex[:8]}" for sink in [*SINKS, "restart"]}
     adapters = {**sink_adapters, "restart": sink_adapters["redis"]}
@@ -63,8 +64,11 @@ def run(spark_cluster, sink_adapters, tmp_path_factory):
     restart = {"write": "redis-sink", "options": dict(adapters["restart"].options(spaces["restart"])),
                "checkpoint": str(base / "restart"), "per_trigger": 100}
     steps += [{"batch_read": 301}, {**restart, "limit": 200}, {"uncommit": restart["checkpoint"]},
-              {**restart, "limit": 300}]
+              {**restart, "limit": 300},
+              {"harness": ["--master", spark_cluster.master_url, "--rate", "200", "--duration", "2s",
+                           "--drain-timeout", "5m", "--output", str(base / "report")]}]
     result = job(spark_cluster.master_url, steps, base)
+    result["harness_output"] = str(base / "report")
     yield result, {sink: adapters[sink].read_back(space) for sink, space in spaces.items()}
     for sink, space in spaces.items():
         adapters[sink].cleanup(space)
@@ -151,17 +155,12 @@ def test_sigkill_of_an_executor_mid_write_keeps_every_sink_exactly_once(spark_cl
             sink_adapters[sink].cleanup(spaces[sink])
 
 
-def test_load_harness_on_the_master_names_the_deployment(spark_cluster, tmp_path):
-    env = _driver_env()
-    done = subprocess.run([sys.executable, "-m", "impulse.loadtest", "--master", spark_cluster.master_url, "--rate",
-                           "200", "--duration", "2s", "--no-warmup", "--drain-timeout", "5m",  # cold executors: a slow first batch
-                           "--output", str(tmp_path / "report")],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
+def test_load_harness_on_the_master_names_the_deployment(run, spark_cluster):
+    result, _ = run
+    done, output = result["steps"][7], Path(result["harness_output"])
+    assert done["code"] == 0, done["stdout"][-3000:]
+    report = json.loads((output / "report.json").read_text())
     assert report["summary"]["events"] == 400 and report["summary"]["outcome"] == "completed"
-    # executors register while the run starts: at least one, at most the two one-core workers
     assert report["deployment"]["master"] == spark_cluster.master_url and report["deployment"]["remote"] is None
-    assert 1 <= report["deployment"]["executors"] <= 2 and report["deployment"]["cores"] >= 1
-    assert f"on master {spark_cluster.master_url}, " in done.stdout
-    wait_until(lambda: not processes_under(tmp_path), 30, 0.2, "the harness's driver processes to end")
+    assert report["deployment"]["executors"] == 2 and report["deployment"]["cores"] == 2
+    assert f"on master {spark_cluster.master_url}, 2 executors, 2 cores" in done["stdout"]
