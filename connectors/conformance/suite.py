@@ -20,7 +20,10 @@ StreamTest):
 3. every fault-injection point (`connectors.faults`): an executor crash on the first attempt (Spark's
    task retry recovers), a failure on every attempt and driver-side faults (the query fails and is
    restarted from its checkpoint);
-4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted;
+4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted; a
+   crash mid-write that leaves a batch partly committed, then a restart whose input has another
+   number of partitions (``repartition(2)`` → ``repartition(5)`` and 5 → 2): exactly-once, or the
+   query fails naming the changed partitioning (silent loss or duplication fails);
 5. a batch replayed by Spark after its commit was lost, and commit called twice for one batch;
 6. bad options and an unreachable target: a clear error at query start and nothing written;
 7. metrics: the rows and batches the sink reports equal what landed, and so does the query's
@@ -100,16 +103,19 @@ def impulse_stream(spark, limit: int, per_trigger: int | None = None):
 
 def start_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
                 per_trigger: int | None = None, options: Mapping[str, str] | None = None, where: str | None = None,
-                columns: list[str] | None = None):
+                columns: list[str] | None = None, repartition: int | None = None):
     """Start impulse → sink with ``Trigger.AvailableNow``; returns the running query.
 
-    `where` filters the impulse rows, `columns` (SQL expressions) replaces them.
+    `where` filters the impulse rows, `columns` (SQL expressions) replaces them, `repartition` shuffles
+    them into that many partitions before the sink (round-robin, deterministic on a replay).
     """
     frame = impulse_stream(spark, limit, per_trigger)
     if where:
         frame = frame.where(where)
     if columns:
         frame = frame.selectExpr(*columns)
+    if repartition:
+        frame = frame.repartition(repartition)
     frame = adapter.frame(frame)
     return (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
             .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
@@ -128,10 +134,11 @@ def await_query(query, timeout: float = 180.0):
 
 def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
               per_trigger: int | None = None, options: Mapping[str, str] | None = None,
-              where: str | None = None, columns: list[str] | None = None, timeout: float = 180.0):
+              where: str | None = None, columns: list[str] | None = None, repartition: int | None = None,
+              timeout: float = 180.0):
     """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
     query = start_query(spark, adapter, namespace, checkpoint, limit=limit, per_trigger=per_trigger,
-                        options=options, where=where, columns=columns)
+                        options=options, where=where, columns=columns, repartition=repartition)
     return await_query(query, timeout)
 
 
@@ -170,6 +177,9 @@ class SinkConformance:
         if "fault_case" in metafunc.fixturenames:
             cases = metafunc.cls.fault_cases
             metafunc.parametrize("fault_case", cases, ids=[_fault_id(c) for c in cases])
+        if "repartition" in metafunc.fixturenames:
+            cases = metafunc.cls.repartitions
+            metafunc.parametrize("repartition", cases, ids=[f"{a}-to-{b}" for a, b in cases])
 
     #: events of the standard run, and events per micro-batch (so the run has several batches)
     limit = 3_000
@@ -264,6 +274,38 @@ class SinkConformance:
         self.check_landed(adapter, namespace, self.limit)
         reported = sum(m["rows"] for m in _read_metrics(metrics))
         assert reported == self.limit, f"metrics report {reported} rows committed, {self.limit} landed"
+
+    #: (partitions before the crash, partitions after the restart) of `test_repartition_after_crash`
+    repartitions: tuple[tuple[int, int], ...] = ((2, 5), (5, 2))
+    #: words of the error a sink must give when it refuses a replayed batch whose partitioning changed
+    repartition_words = ("partitioning before the sink changed",)
+
+    def test_repartition_after_crash(self, spark, adapter, namespace, tmp_path, repartition):
+        """A crash mid-write leaves batch 1 partly committed; the restart's input has another number of partitions.
+
+        Pass: everything landed exactly once (at least once under that guarantee), or the restarted query
+        failed with an error naming the cause (`repartition_words`). Silent loss or duplication fails.
+        """
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        before, after = repartition
+        checkpoint = tmp_path / "ck"
+        fault = "point=mid_write,action=crash,batch=1,partition=0"
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                             per_trigger=self.per_trigger, repartition=before,
+                                             options={"faultInjection": fault}))
+        assert failure is not None, "the query survived a crash on every attempt of batch 1 partition 0"
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                             per_trigger=self.per_trigger, repartition=after))
+        self.node.user_properties.append(("refused", failure is not None))
+        if failure is None:
+            self.check_landed(adapter, namespace, self.limit)
+            return
+        text = str(failure)
+        if not any(word.lower() in text.lower() for word in self.repartition_words):
+            verdict = compare(sorted(adapter.read_back(namespace)), expected_events(self.limit))
+            pytest.fail(f"{self.case}: the restart with {after} partitions failed without naming the changed "
+                        f"partitioning ({verdict}): {text[-1500:]}", pytrace=False)
 
     # 4 -------------------------------------------------------------------------------------------
     def test_driver_killed_mid_stream(self, spark, adapter, namespace, tmp_path):

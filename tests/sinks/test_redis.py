@@ -9,6 +9,7 @@ import pytest
 
 from connectors.conformance import expected_events, run_query
 from connectors.conformance.adapters import RedisAdapter
+from connectors.protocol import Fingerprint
 from tests.servers import RedisServer, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -77,7 +78,10 @@ def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_pat
     _write(spark, redis_server.url, prefix, tmp_path, commitId="my-pipeline")
     client = redis_server.client()
     assert client.get(f"commit:{prefix}:my-pipeline:batch") == b"1"
-    assert {client.get(f"commit:{prefix}:my-pipeline:{p}") for p in (0, 1)} == {b"1"}
+    records = [client.get(f"commit:{prefix}:my-pipeline:{p}").split() for p in (0, 1)]
+    assert [r[0] for r in records] == [b"1", b"1"]  # the batch, then the fingerprint of its input
+    assert [Fingerprint.parse(r[1]).rows for r in records] == [LIMIT // 4] * 2
+    assert client.smembers(f"commit:{prefix}:my-pipeline:partitions") == {b"0", b"1"}
 
 
 def test_password_is_not_in_errors(spark, redis_server, prefix, tmp_path):
