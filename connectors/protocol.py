@@ -81,7 +81,8 @@ from connectors.retry import Backoff, Retry
 from connectors.worker import freeze_gc_once
 
 __all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer",
-           "CHECK_EVERY_S", "Fingerprint", "PartitionInput", "fingerprint_of"]
+           "CHECK_EVERY_S", "Fingerprint", "PartitionInput", "fingerprint_of", "CHANGED_INPUT_CAUSE",
+           "CHANGED_INPUT_REMEDY"]
 
 CHECK_EVERY_S = 10.0
 _checked: dict[tuple, float] = {}   # (sink name, options) → time.monotonic() of the last check that passed
@@ -449,7 +450,10 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
     }
 
 
-_WHAT_TO_DO = ("Restore the partitioning the earlier run had (or make the input deterministic) until this batch "
+#: the likely cause and the remedy of a replayed partition whose input changed (every sink's message says it)
+CHANGED_INPUT_CAUSE = ("the partitioning before the sink changed since that run (repartition, coalesce, "
+                       "spark.sql.shuffle.partitions, a changed query) or the input is not deterministic")
+CHANGED_INPUT_REMEDY = ("Restore the partitioning the earlier run had (or make the input deterministic) until this batch "
                "is committed, then change it; or start over with a new checkpoint and a new 'commitId' (the target then "
                "receives the stream again under the new id).")
 
@@ -459,18 +463,15 @@ def _changed(sink: str, identity: WriteIdentity, then: Fingerprint, now: Fingerp
     return (f"{sink}: batch {identity.batch_id} partition {identity.partition_id} of {identity.commit_id} was "
             f"committed by an earlier run from {then.rows} rows (digest {then.digest}), but this run gives that "
             f"partition {now.rows} rows (digest {now.digest}): the replayed batch's rows no longer map to the same "
-            "partitions. Likely cause: the partitioning before the sink changed since that run (repartition, "
-            "coalesce, spark.sql.shuffle.partitions, a changed query) or the input is not deterministic. Skipping "
-            "the partition would lose rows and writing it would duplicate rows, so the sink refuses. " + _WHAT_TO_DO)
+            f"partitions. Likely cause: {CHANGED_INPUT_CAUSE}. Skipping the partition would lose rows and writing it would duplicate rows, so the sink refuses. " + CHANGED_INPUT_REMEDY)
 
 
 def _fewer(sink: str, commit_id: str, batch_id: int, partitions: int, beyond: list[int]) -> str:
     """The message of a replayed batch with fewer partitions than the run whose records the target holds."""
     return (f"{sink}: batch {batch_id} of {commit_id} ran with {partitions} partitions, but the target holds "
             f"commit records of this batch from partitions {beyond[:10]} written by an earlier run with more "
-            "partitions: the partitioning before the sink changed (repartition, coalesce, "
-            "spark.sql.shuffle.partitions) or the input is not deterministic. This run's rows are already written "
-            "and may duplicate rows of that run; the batch is not committed. " + _WHAT_TO_DO)
+            f"partitions: {CHANGED_INPUT_CAUSE}. This run's rows are already written "
+            "and may duplicate rows of that run; the batch is not committed. " + CHANGED_INPUT_REMEDY)
 
 
 def _context(where: str):

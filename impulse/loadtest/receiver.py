@@ -4,7 +4,10 @@ the target of ``python -m connectors.conformance webhook-sink`` and of the webho
 Standard library only, served from a daemon thread of the process that starts it. HTTP/1.1 with
 keep-alive (one thread per connection), every request answered ``200 {"ok": true}``. Like a
 receiver that makes the webhook sink effectively-once, it **dedupes by the Idempotency-Key
-header**: the first request with a key is accepted, a repeat is answered 200 and not counted.
+header**: the first request with a key is accepted, a repeat with the same body is answered 200 and
+not counted, a repeat with another body is refused with ``422`` (as the IETF Idempotency-Key draft
+says: the key was reused for different content — for the webhook sink, a replayed batch whose
+partitioning changed).
 It counts accepted requests, rows and bytes: an ``application/x-ndjson`` body holds one row per line,
 a JSON body an array of rows (or one row object). With ``record=True`` it also keeps every request
 (`ReceivedRequest`: method, path, headers, body, accepted or duplicate), for a test to read back;
@@ -13,6 +16,7 @@ load runs leave it off (memory).
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import threading
@@ -85,6 +89,14 @@ def count_rows(body: bytes, content_type: str) -> int:
     return len(parsed) if isinstance(parsed, list) else 1
 
 
+class KeyReused(Exception):
+    """A request reuses an Idempotency-Key the receiver accepted with another body."""
+
+
+def _digest(body: bytes) -> bytes:
+    return hashlib.blake2b(body, digest_size=16).digest()
+
+
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -114,6 +126,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         try:
             duplicate = self.server.receiver._accept(self.command, self.path, self.headers, body)
+        except KeyReused as exc:
+            self._answer(422, json.dumps({"ok": False, "error": str(exc)}).encode())
+            return
         except ValueError as exc:  # not JSON: refuse for good (the sink does not retry a 400)
             self._answer(400, json.dumps({"ok": False, "error": str(exc)[:200]}).encode())
             return
@@ -133,7 +148,7 @@ class Receiver:
         self.port = port
         self.record = record
         self._lock = threading.Lock()
-        self._keys: set[str] = set()
+        self._keys: dict[str, bytes] = {}  # Idempotency-Key → digest of the body accepted with it
         self._counts = ReceiverCounts()
         self._requests: list[ReceivedRequest] = []
         self._server: _Server | None = None
@@ -195,28 +210,35 @@ class Receiver:
             return ReceiverCounts(c.requests, c.rows, c.bytes, c.duplicates)
 
     def _accept(self, method: str, path: str, headers, body: bytes) -> bool:
-        """Record one request; returns whether it was a duplicate (its key seen before)."""
+        """Record one request; returns whether it was a duplicate (its key seen before, same body).
+
+        Raises `KeyReused` for a key seen before with another body (answered 422, not counted).
+        """
         key = headers.get("Idempotency-Key")
         request = ReceivedRequest(method, path, headers, body, time.time()) if self.record else None
+        digest = _digest(body) if key is not None else b""
         with self._lock:
-            duplicate = key is not None and key in self._keys
-            if duplicate:
-                self._counts.duplicates += 1
-                self._remember(request, duplicate=True)
-                return True
+            if key is not None and key in self._keys:
+                return self._repeat(key, digest, request)
         rows = count_rows(body, headers.get("Content-Type") or "")  # outside the lock: may parse JSON
         with self._lock:
             if key is not None:
                 if key in self._keys:
-                    self._counts.duplicates += 1
-                    self._remember(request, duplicate=True)
-                    return True
-                self._keys.add(key)
+                    return self._repeat(key, digest, request)
+                self._keys[key] = digest
             self._counts.requests += 1
             self._counts.rows += rows
             self._counts.bytes += len(body)
             self._remember(request, duplicate=False)
         return False
+
+    def _repeat(self, key: str, digest: bytes, request: ReceivedRequest | None) -> bool:
+        """A request whose key was accepted before (under the lock): a duplicate, or `KeyReused`."""
+        if self._keys[key] != digest:
+            raise KeyReused(f"Idempotency-Key {key!r} was used before with another body")
+        self._counts.duplicates += 1
+        self._remember(request, duplicate=True)
+        return True
 
     def _remember(self, request: ReceivedRequest | None, duplicate: bool) -> None:
         if request is not None:
