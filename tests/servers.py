@@ -287,6 +287,9 @@ class _ProcessServer(_Server):
 class RedisServer(_ProcessServer):
     """``redis-server`` on a free loopback port; with ``persistence`` an fsync-always AOF in its temp dir.
 
+    ``restart()`` keeps the data either way: without persistence it stops with ``SHUTDOWN SAVE`` (an RDB
+    snapshot in its dir, which the new process loads); ``stop()`` and ``close()`` save nothing.
+
     ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``).
     """
 
@@ -299,10 +302,18 @@ class RedisServer(_ProcessServer):
         self.port = port
         self.host = LOOPBACK
         self.log_path_ = self.dir / "redis.log"
+        self._save_on_stop = False
 
     @property
     def log_path(self) -> Path:
         return self.log_path_
+
+    def restart(self, timeout: float = 30.0):
+        self._save_on_stop = True
+        try:
+            return super().restart(timeout)
+        finally:
+            self._save_on_stop = False
 
     @property
     def url(self) -> str:
@@ -367,7 +378,12 @@ class RedisServer(_ProcessServer):
         if not self.running:
             return
         # SHUTDOWN over a raw socket: redis-py treats the closed connection as an error and retries with backoff.
-        command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n" if not self.persistence else b"*1\r\n$8\r\nSHUTDOWN\r\n"
+        if self.persistence:
+            command = b"*1\r\n$8\r\nSHUTDOWN\r\n"
+        elif self._save_on_stop:
+            command = b"*2\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n"
+        else:
+            command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
         with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=timeout) as sock:
             sock.sendall(command)
             while sock.recv(4096):  # an error reply, or EOF once the server has exited

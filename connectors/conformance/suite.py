@@ -307,6 +307,53 @@ class SinkConformance:
             pytest.fail(f"{self.case}: the restart with {after} partitions failed without naming the changed "
                         f"partitioning ({verdict}): {text[-1500:]}", pytrace=False)
 
+    def test_target_restarted_mid_batch(self, spark, adapter, namespace, tmp_path):
+        """The target restarts (same address, same data) while a partition of batch 1 is half written.
+
+        The task is stalled at ``mid_write`` (`connectors.faults`, action ``stall``), the adapter restarts
+        the target, then the task resumes on its now-broken connection: the protocol's retries carry it.
+        """
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        if not adapter.restarts_target:
+            pytest.skip(f"{type(adapter).__name__} cannot restart its target (SinkAdapter.restart_target)")
+        options = {"faultInjection": "point=mid_write,action=stall,batch=1,partition=0,attempt=0",
+                   "writeRetries": "10", "retryBackoff": "200ms", "retryBackoffMax": "2s"}
+        query = start_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                            per_trigger=self.per_trigger, options=options)
+        try:
+            stalled = _wait_for_stall(query, timeout=120)
+            adapter.restart_target()
+            os.kill(stalled, signal.SIGUSR1)
+            await_query(query)
+        finally:
+            query.stop()
+        self.check_landed(adapter, namespace, self.limit)
+
+    #: the delay of every partition's write in `test_slow_target`
+    slow_write_ms = 500
+
+    def test_slow_target(self, spark, adapter, namespace, tmp_path):
+        """Every partition's write is delayed mid-write (``action=delay``): a slow target. All events land
+        once and every batch commits, or the query fails naming a timeout."""
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        metrics = tmp_path / "metrics.jsonl"
+        fault = f"point=mid_write,action=delay,ms={self.slow_write_ms}"
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                             per_trigger=self.per_trigger,
+                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        self.node.user_properties.append(("failed", failure is not None))
+        if failure is not None:
+            assert any(word in str(failure).lower() for word in ("timeout", "timed out")), \
+                f"{self.case}: the query failed without naming a timeout: {str(failure)[-1500:]}"
+            return
+        self.check_landed(adapter, namespace, self.limit)
+        batches = [m for m in _read_metrics(metrics) if m["rows"]]
+        assert sum(m["rows"] for m in batches) == self.limit, f"{self.case}: not every batch committed: {batches}"
+        slow = [m["ackUs"] - m["writeStartUs"] >= self.slow_write_ms * 1000 for m in batches]
+        assert all(slow), f"{self.case}: the delay did not slow every batch's write: {slow}"
+
     # 4 -------------------------------------------------------------------------------------------
     def test_driver_killed_mid_stream(self, spark, adapter, namespace, tmp_path):
         checkpoint = tmp_path / "ck"
@@ -447,8 +494,8 @@ def data_source_class(spark, adapter: SinkAdapter) -> type:
     return connector(adapter.format).data_source_class()
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant, including PySpark's worker daemon (its own process group)."""
+def _children() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
     parents: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -456,12 +503,40 @@ def kill_tree(pid: int) -> None:
         except OSError:
             continue
         parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    victims, todo = [], [pid]
+    return parents
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it."""
+    parents, found, todo = _children(), [], [pid]
     while todo:
         current = todo.pop()
-        victims.append(current)
+        found.append(current)
         todo.extend(parents.get(current, []))
-    for victim in victims:
+    return found
+
+
+def _wait_for_stall(query, timeout: float) -> int:
+    """The pid of this process's Python worker stalled by the ``stall`` fault action (`connectors.faults`)."""
+    from connectors.faults import STALL_NAME
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in _descendants(os.getpid()):
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == STALL_NAME:
+                    return pid
+            except OSError:
+                continue
+        if not query.isActive:
+            raise AssertionError(f"the query ended before the stall: {query.exception()}")
+        time.sleep(0.05)
+    raise AssertionError(f"no stalled write within {timeout}s")
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant, including PySpark's worker daemon (its own process group)."""
+    for victim in _descendants(pid):
         try:
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:
