@@ -56,11 +56,12 @@ def kafka_broker():
 
 @pytest.fixture(scope="session")
 def http_receiver():
-    """A ``tests.servers.HttpReceiver`` (``.url``, ``.accepted``, ``.fail_next()``...). Shared by the session:
-    call ``http_receiver.reset()`` at the start of a test that counts requests."""
-    from tests.servers import HttpReceiver
+    """The project's receiver, `impulse.loadtest.receiver.Receiver`, recording (``.url``, ``.accepted``,
+    ``.fail_next()``...). Shared by the session: call ``http_receiver.reset()`` at the start of a test that
+    counts requests."""
+    from impulse.loadtest.receiver import Receiver
 
-    yield from _serving(HttpReceiver())
+    yield from _serving(Receiver(record=True))
 
 
 # --- Spark beyond one JVM. One standalone cluster and one Connect server per test worker, started by the
