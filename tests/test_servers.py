@@ -1,4 +1,4 @@
-"""The real test servers themselves (tests/servers.py) do what the sink tests rely on."""
+"""The real test servers themselves (connectors/servers.py) do what the sink tests rely on."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import (
+from connectors.servers import (
     KAFKA_VERSION,
     RedisServer,
     fetch_kafka,

@@ -39,7 +39,7 @@ class RedisAdapter(SinkAdapter):
     """The Redis sink writing to `target` (default ``list``: appends, where a duplicate would show).
 
     `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
-    ``restart()`` that keeps the data, as `tests.servers.RedisServer`): it makes `restart_target` work.
+    ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
     """
 
     format = "redis-sink"

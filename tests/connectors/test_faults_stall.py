@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from connectors.faults import STALL_NAME, FaultPlan
-from tests.servers import wait_until
+from connectors.servers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity
 from sinks.kafka import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, KafkaSink, KafkaSinkDataSource, _Columns, \
     _IdleClients, _idle_checkers, transactional_id
-from tests.servers import wait_until
+from connectors.servers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -389,7 +389,7 @@ def test_a_full_local_queue_holds_the_writer_back(spark, kafka_broker, tmp_path,
 
 
 def test_unreachable_cluster_is_named(spark, tmp_path):
-    from tests.servers import free_port
+    from connectors.servers import free_port
 
     class Nowhere:
         bootstrap = f"127.0.0.1:{free_port()}"

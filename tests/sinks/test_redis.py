@@ -10,7 +10,7 @@ import pytest
 from connectors.conformance import expected_events, run_query
 from connectors.conformance.adapters import RedisAdapter
 from connectors.protocol import Fingerprint
-from tests.servers import RedisServer, wait_until
+from connectors.servers import RedisServer, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 

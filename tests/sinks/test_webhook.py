@@ -27,7 +27,7 @@ from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
 from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
 from impulse.loadtest.receiver import Receiver
-from tests.servers import free_port
+from connectors.servers import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 

@@ -1,15 +1,18 @@
-"""Real servers for the tests, each on free loopback ports: Redis, an Apache Kafka broker, Spark clusters.
-
-(The HTTP receiver is the project's one receiver, `impulse.loadtest.receiver.Receiver`.)
+"""Real servers on free loopback ports, for the tests, the benchmarks and a sink author's conformance runs:
+Redis, an Apache Kafka broker, a Spark standalone cluster, a Spark Connect server. Importable as
+``connectors.servers`` (no ``sys.path`` edits); the HTTP receiver is the project's one receiver,
+`impulse.loadtest.receiver.Receiver`.
 
 Every server has ``start()``, ``stop()`` (graceful, killed after a timeout), ``restart()`` (same ports and
 same data dir, for restart tests), ``close()`` (stop and delete its temp dir) and context-manager support.
 Readiness is polled with real clients; nothing synchronises on fixed sleeps.
 
 Only the standard library is imported at module level; ``redis`` and ``confluent_kafka`` are imported when
-a server needs them, so ``python -m tests.servers fetch-kafka`` works before the clients are installed.
+a server needs them, so ``python -m connectors.servers fetch-kafka`` works before the clients are installed.
 
-The Kafka version is pinned in ``tests/kafka/pom.xml`` (``kafka.version``) and read from there.
+The Kafka version is pinned in ``tests/kafka/pom.xml`` of the checkout (``kafka.version``) and read from
+there at import (`KAFKA_VERSION`, None outside a checkout): the broker needs a checkout (Maven fetches its
+jars by that pom); Redis and Spark servers do not.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ __all__ = [
     "wait_until",
 ]
 
-HERE = Path(__file__).resolve().parent
-KAFKA_POM = HERE / "kafka" / "pom.xml"
+ROOT = Path(__file__).resolve().parent.parent   # the checkout: its tests/kafka/pom.xml pins the Kafka version
+KAFKA_POM = ROOT / "tests" / "kafka" / "pom.xml"
 LOOPBACK = "127.0.0.1"
 
 
@@ -102,7 +105,7 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 def _quiet_logger(name: str) -> logging.Logger:
     """A logger that swallows librdkafka's connection-refused chatter while a server is coming up."""
-    logger = logging.getLogger(f"impulse.tests.servers.{name}")
+    logger = logging.getLogger(f"impulse.connectors.servers.{name}")
     logger.propagate = False
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
@@ -401,7 +404,7 @@ def _read_kafka_version() -> str:
     return node.text.strip()
 
 
-KAFKA_VERSION = _read_kafka_version()
+KAFKA_VERSION = _read_kafka_version() if KAFKA_POM.exists() else None  # None: not a checkout (no broker)
 
 
 def cache_root() -> Path:
@@ -410,6 +413,8 @@ def cache_root() -> Path:
 
 
 def kafka_jars_dir() -> Path:
+    if KAFKA_VERSION is None:
+        raise ServerError(f"no {KAFKA_POM}: the Kafka broker needs the project's checkout (its pom pins the version)")
     return cache_root() / f"kafka-{KAFKA_VERSION}"
 
 
@@ -798,7 +803,7 @@ class _SparkServer(_ProcessServer):
     """
 
     def _spark_env(self) -> dict[str, str]:
-        root = str(HERE.parent)
+        root = str(ROOT)
         python_path = os.pathsep.join(dict.fromkeys(filter(None, [root, os.environ.get("PYTHONPATH")])))
         return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": LOOPBACK,
                 "SPARK_LOCAL_HOSTNAME": "localhost", "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
@@ -975,7 +980,7 @@ class SparkConnectServer(_SparkServer):
 def _main(argv: Iterable[str]) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.servers", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m connectors.servers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache (no-op when present)")
     serve = sub.add_parser("serve", help="run one server in the foreground until Ctrl-C")
