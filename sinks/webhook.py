@@ -505,7 +505,10 @@ class WebhookSinkDataSource(DataSource):
     verify : ``true`` (default) | ``false`` | path
         TLS certificate verification; a path names a CA bundle file or directory on the executors.
     idempotencyHeader : str, default ``Idempotency-Key``
-        Name of the header holding each request's key.
+        Name of the header holding each request's key. A ``422`` answer (the IETF Idempotency-Key
+        draft's answer to a key reused with another body) fails the task, not retried, with a
+        `PartitioningChangedError`: on a replayed batch it means the partition's rows changed (the
+        partitioning before the sink changed, or the input is not deterministic).
     commitUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions"}`` here when Spark commits
         a batch, keyed ``<commit id>:<batch>:commit``.

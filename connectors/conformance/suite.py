@@ -23,7 +23,9 @@ StreamTest):
 4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted; a
    crash mid-write that leaves a batch partly committed, then a restart whose input has another
    number of partitions (``repartition(2)`` → ``repartition(5)`` and 5 → 2): exactly-once, or the
-   query fails naming the changed partitioning (silent loss or duplication fails);
+   query fails naming the changed partitioning (silent loss or duplication fails); the target restarted
+   (`SinkAdapter.restart_target`; skipped without it) while a partition is stalled half-written, then
+   resumed; a slow target (every partition's write delayed): all lands once, or a clear timeout;
 5. a batch replayed by Spark after its commit was lost, and commit called twice for one batch;
 6. bad options and an unreachable target: a clear error at query start and nothing written;
 7. metrics: the rows and batches the sink reports equal what landed, and so does the query's
