@@ -84,6 +84,21 @@ def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_pat
     assert client.smembers(f"commit:{prefix}:my-pipeline:partitions") == {b"0", b"1"}
 
 
+def test_the_driver_finds_records_of_partitions_beyond_a_replays_count(redis_server, prefix):
+    from sinks.redis import RedisOptions, RedisSink
+    from connectors.options import OptionReader
+
+    sink = RedisSink(RedisOptions.read(OptionReader({"url": redis_server.url, "commitKeyPrefix": f"commit:{prefix}:"},
+                                                    name="redis sink")))
+    client = redis_server.client()
+    for partition, record in {0: "3 10:aa", 1: "3 10:bb", 4: "3 10:cc", 5: "2 10:dd"}.items():
+        client.set(f"commit:{prefix}:q:{partition}", record)
+    client.sadd(f"commit:{prefix}:q:partitions", 0, 1, 4, 5)
+    assert sink.committed_beyond("q", 3, 2) == [4]  # partition 5 holds an older batch
+    assert sink.committed_beyond("q", 3, 5) == []
+    assert sink.committed_beyond("other", 3, 0) == []
+
+
 def test_password_is_not_in_errors(spark, redis_server, prefix, tmp_path):
     port = redis_server.url.rsplit(":", 1)[1].split("/")[0]
     with pytest.raises(Exception) as failure:
