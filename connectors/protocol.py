@@ -56,7 +56,9 @@ likely cause and what to do. What this does **not** catch, honestly:
   skips as before; a target that dedupes by key (the webhook) relies on the receiver refusing a key
   reused with another body (HTTP 422, as the project's reference receiver does);
 - input whose rows changed but whose Arrow buffers did not (impossible for real data, but a digest
-  is not a proof).
+  is not a proof). The other way round, the digest covers Spark's Arrow batches as they come: the same
+  rows cut into other batches (``spark.sql.execution.arrow.maxRecordsPerBatch`` changed between the
+  runs) are refused too — a false alarm, never a loss.
 """
 
 from __future__ import annotations
