@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import random
 import time
@@ -367,7 +368,11 @@ class KafkaSink(Sink):
                 group = transactional_id(opts.transactional_id_prefix, commit_id, partition)
                 request = ConsumerGroupTopicPartitions(group, [kafka.TopicPartition(opts.progress_topic, 0)])
                 result = admin.list_consumer_group_offsets([request], request_timeout=_CHECK_TIMEOUT_S)
-                [position] = result[group].result(_CHECK_TIMEOUT_S).topic_partitions
+                try:
+                    [position] = result[group].result(_CHECK_TIMEOUT_S).topic_partitions
+                except concurrent.futures.TimeoutError as exc:  # a broker restarting: retried with a new client
+                    raise TransientError(f"kafka-sink: no answer from {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
+                                         f"reading the progress record of group {group}") from exc
                 if position.error is not None:
                     raise kafka.KafkaException(position.error)
                 if position.offset < 0:  # no record: the earlier run had no such partition (ids are dense)

@@ -409,7 +409,8 @@ class SinkConformance:
         schema = impulse_stream(spark, 1).schema
         writer = source(dict(adapter.options(namespace))).streamWriter(schema, False)
         last = query.lastProgress["batchId"]
-        messages = [CommitMessage(str(query.id), last, p, 0, skipped=True) for p in range(PARTITIONS)]
+        rows = split_limit(query.lastProgress["numInputRows"], PARTITIONS)  # as the tasks reported them
+        messages = [CommitMessage(str(query.id), last, p, 0, rows=rows[p], skipped=True) for p in range(PARTITIONS)]
         writer.commit(messages, last)
         writer.commit(messages, last)
         assert sorted(adapter.read_back(namespace)) == before
