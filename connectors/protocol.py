@@ -37,7 +37,7 @@ same every time the batch runs — true for a deterministic source such as impul
 batches have identical offsets and rows, and the same partitioning before the sink. A sink's readers
 may see one partition of a batch before another (partitions commit independently).
 
-The input fingerprint F (`Fingerprint`: the partition's row count and a BLAKE2b digest of its Arrow
+The input fingerprint F (`Fingerprint`: the partition's row count and a SHA-256 digest (96 bits kept) of its Arrow
 buffers, computed as the rows stream past) is what lets a replay notice that the rows of a partition
 changed: a restart with another partitioning before the sink (``repartition(2)`` → ``repartition(5)``,
 another ``spark.sql.shuffle.partitions``, a ``coalesce``) or a non-deterministic input. Skipping such
@@ -284,7 +284,7 @@ class _Feed:
         self.rows = 0
         self.bytes = 0
         self._timestamps: list[np.ndarray] = []
-        self._digest = hashlib.blake2b(digest_size=12)
+        self._digest = hashlib.sha256()  # with SHA-NI ~1.5 GB/s here, twice BLAKE2b
 
     def __call__(self) -> PartitionInput:
         return PartitionInput(self)
@@ -331,7 +331,7 @@ class _Feed:
 
     def fingerprint(self) -> Fingerprint:
         """The input read so far (all of it once the sink or `drain` exhausted it)."""
-        return Fingerprint(self.rows, self._digest.hexdigest())
+        return Fingerprint(self.rows, self._digest.hexdigest()[:24])
 
     def latency(self, acked_us: int) -> LatencyHistogram:
         histogram = LatencyHistogram()
