@@ -35,8 +35,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import impulse_vs_rate as bench  # noqa: E402  (sets sys.path and PYSPARK_PYTHON)
+import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
 
 SCHEMA = ("event_id BIGINT NOT NULL, user_id BIGINT NOT NULL, amount DOUBLE NOT NULL, country STRING NOT NULL, "
           "device STRING NOT NULL, session STRING NOT NULL, is_promo BOOLEAN NOT NULL, coupon STRING, "

@@ -1,6 +1,6 @@
 """Kafka sink throughput against a plain confluent-kafka producer loop and Spark's own Kafka sink.
 
-One run starts one local Apache Kafka broker (``tests.servers.KafkaBroker``, C2 JIT, Kafka's default
+One run starts one local Apache Kafka broker (``connectors.servers.KafkaBroker``, C2 JIT, Kafka's default
 flush policy rather than the test suite's fsync per append) and writes the
 same records — impulse's ``payload`` column (``--payload-bytes`` per record) as the value, no key,
 to a fresh 2-partition topic — with the same producer settings (the sink's defaults: acks=all,
@@ -39,18 +39,15 @@ import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import pyarrow as pa
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
 from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
-from tests.servers import KafkaBroker  # noqa: E402
+from connectors.servers import KafkaBroker  # noqa: E402
 
 CONTENDERS = ("plain", "sink_write", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
 
@@ -301,7 +298,7 @@ def main(argv=None) -> int:
 
 
 def _kafka_version() -> str:
-    from tests.servers import KAFKA_VERSION
+    from connectors.servers import KAFKA_VERSION
 
     return KAFKA_VERSION
 

@@ -32,8 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import impulse_vs_rate as bench  # noqa: E402  (sets sys.path and PYSPARK_PYTHON)
+import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402

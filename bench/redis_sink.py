@@ -23,10 +23,7 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from connectors.options import OptionReader  # noqa: E402
@@ -35,7 +32,7 @@ from connectors.rows import json_objects  # noqa: E402
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
 from sinks.redis import RedisOptions, RedisSink  # noqa: E402
-from tests.servers import RedisServer  # noqa: E402
+from connectors.servers import RedisServer  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -8,7 +8,9 @@ The hierarchy::
           ├── TransientError                may succeed if retried (connection lost, 5xx, 429, timeout)
           ├── DeliveryError                 the target refused data (4xx, message too large, no topic)
           ├── CommitError                   a batch could not be made durable in the target
-          └── FencedError                   another writer took over this writer's identity
+          ├── FencedError                   another writer took over this writer's identity
+          └── PartitioningChangedError      a replayed batch's partition holds other rows than the run that
+                                            committed it (the partitioning before the sink changed)
 
 A failed write is never logged and ignored: it raises, so Spark fails the task and, after its
 retries, the batch and the query. Nothing acknowledged is lost by raising, because a re-run batch is
@@ -67,6 +69,13 @@ class CommitError(SinkError):
 
 class FencedError(SinkError):
     """Raised when another writer with the same identity (a newer task attempt or query) took over."""
+
+
+class PartitioningChangedError(SinkError):
+    """Raised when a replayed batch's partition differs from what an earlier run committed for it.
+
+    Not retried: the input, not the target, is what changed (see `connectors.protocol`).
+    """
 
 
 @contextmanager

@@ -18,7 +18,9 @@ Actions: ``fail`` raises `InjectedFault` (Spark fails the task, or the batch for
 ``crash`` kills the Python process at once with SIGKILL (an executor's Python worker, or the driver's
 commit process), as a machine failure would; ``stall`` renames the process ``impulse-stall`` (Linux
 ``/proc/self/comm``) and sleeps up to 10 minutes, so that a test can find it and kill what it chooses
-(the executor JVM above it, say) in the middle of the write.
+(the executor JVM above it, say) in the middle of the write — or send it SIGUSR1, which ends the
+stall and lets the write go on (to restart the target under a write); ``delay`` sleeps ``ms``
+milliseconds (``action=delay,ms=200``) and goes on: a slow target, at every matching point.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -34,13 +37,41 @@ from connectors.errors import ConnectorError, OptionError
 __all__ = ["FaultPlan", "InjectedFault", "POINTS", "ACTIONS"]
 
 POINTS = ("before_write", "mid_write", "after_write", "before_commit", "after_commit")
-ACTIONS = ("fail", "crash", "stall")
+ACTIONS = ("fail", "crash", "stall", "delay")
 STALL_NAME = "impulse-stall"
-_EXPECTED = ("'point=<" + "|".join(POINTS) + ">,action=<" + "|".join(ACTIONS) + ">[,batch=N][,partition=N][,attempt=N]'")
+_EXPECTED = ("'point=<" + "|".join(POINTS) + ">,action=<" + "|".join(ACTIONS)
+             + ">[,batch=N][,partition=N][,attempt=N][,ms=N (delay only)]'")
 
 
 class InjectedFault(ConnectorError):
     """Raised at a fault-injection point whose action is ``fail``."""
+
+
+def _stall(limit_s: float = 600.0) -> bool:
+    """Rename this process `STALL_NAME` and sleep until SIGUSR1 (True: go on) or `limit_s` seconds (False)."""
+    resumed = threading.Event()
+    try:
+        previous = signal.signal(signal.SIGUSR1, lambda *_: resumed.set())
+    except ValueError:  # not the main thread: no handler, only the time limit
+        previous = None
+    name = None
+    with contextlib.suppress(OSError):
+        with open("/proc/self/comm", "r+") as comm:
+            name = comm.read().strip()
+            comm.seek(0)
+            comm.write(STALL_NAME)
+    try:
+        deadline = time.monotonic() + limit_s
+        while not resumed.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGUSR1, previous)
+        if name:
+            with contextlib.suppress(OSError):
+                with open("/proc/self/comm", "w") as comm:
+                    comm.write(name)
+    return resumed.is_set()
 
 
 @dataclass(frozen=True)
@@ -52,6 +83,7 @@ class FaultPlan:
     batch: int | None = None
     partition: int | None = None
     attempt: int | None = None
+    ms: int | None = None            # the ``delay`` action's sleep
 
     @classmethod
     def parse(cls, text: str | None, option: str = "faultInjection") -> "FaultPlan | None":
@@ -63,13 +95,15 @@ class FaultPlan:
             if not sep:
                 raise OptionError(option, text, _EXPECTED)
             fields[key.strip().lower()] = value.strip()
-        unknown = set(fields) - {"point", "action", "batch", "partition", "attempt"}
+        unknown = set(fields) - {"point", "action", "batch", "partition", "attempt", "ms"}
         if unknown or fields.get("point") not in POINTS or fields.get("action") not in ACTIONS:
             raise OptionError(option, text, _EXPECTED)
         try:
-            numbers = {k: int(fields[k]) for k in ("batch", "partition", "attempt") if k in fields}
+            numbers = {k: int(fields[k]) for k in ("batch", "partition", "attempt", "ms") if k in fields}
         except ValueError:
             raise OptionError(option, text, _EXPECTED) from None
+        if ("ms" in numbers) != (fields["action"] == "delay") or numbers.get("ms", 0) < 0:
+            raise OptionError(option, text, _EXPECTED)
         return cls(fields["point"], fields["action"], **numbers)
 
     def matches(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> bool:
@@ -78,14 +112,16 @@ class FaultPlan:
                 and (attempt is None or self.attempt in (None, attempt)))
 
     def hit(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> None:
-        """Fire the fault if this point matches: raise `InjectedFault`, SIGKILL this process, or stall it."""
+        """Fire the fault if this point matches: raise `InjectedFault`, SIGKILL this process, stall it (until
+        SIGUSR1, then go on) or delay it (then go on)."""
         if not self.matches(point, batch, partition, attempt):
             return
         if self.action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.action == "delay":
+            time.sleep(self.ms / 1000)
+            return
         if self.action == "stall":
-            with contextlib.suppress(OSError):
-                with open("/proc/self/comm", "w") as comm:
-                    comm.write(STALL_NAME)
-            time.sleep(600)
+            if _stall():
+                return
         raise InjectedFault(f"injected fault at {point} (batch {batch}, partition {partition}, attempt {attempt})")

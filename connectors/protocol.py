@@ -14,17 +14,19 @@ The call sequence of one micro-batch:
 2. Executor, for each partition P, task attempt A — `ProtocolWriter.write`:
    a. fault point ``before_write``;
    b. `Sink.open`, then `Sink.is_committed`: if the target's own record says (Q, P) already committed
-      batch B, the partition is skipped (an earlier attempt or run of this batch finished it);
-   c. otherwise `Sink.write` writes the rows **and** the record "(Q, P) committed B" to the target in
-      one atomic step (a Redis MULTI/EXEC, a Kafka transaction) or, for a target that cannot do
-      that, with keys that make a repeat harmless (the webhook's idempotency keys);
+      batch B, the partition is skipped (an earlier attempt or run of this batch finished it) — once
+      its input was read to the end and found to be the input that record was written from (below);
+   c. otherwise `Sink.write` writes the rows **and** the record "(Q, P) committed B from input F" to
+      the target in one atomic step (a Redis MULTI/EXEC, a Kafka transaction) or, for a target that
+      cannot do that, with keys that make a repeat harmless (the webhook's idempotency keys);
       fault point ``mid_write`` fires after part of the partition was handed to the sink;
    d. a `TransientError` (connection lost, broker restarting) retries from b. with backoff: the
       partition's record batches are kept in memory until the task ends, so a retry resends them;
    e. fault point ``after_write``; return a `CommitMessage` (rows, bytes, skipped,
       latency from each event's ``timestamp`` to the target's acknowledgement).
 3. Driver — `ProtocolWriter.commit(messages, B)`: a ``None`` message (failed task) raises
-   `CommitError`; fault point ``before_commit``; `Sink.commit_batch` writes the batch's durable
+   `CommitError`; `Sink.committed_beyond` names partitions ≥ this run's count that hold a record of
+   B (`PartitioningChangedError`); fault point ``before_commit``; `Sink.commit_batch` writes the batch's durable
    record (idempotent: Spark may call commit twice); fault point ``after_commit``; the batch's
    metrics are logged and, with ``metricsPath``, appended to that JSON-lines file.
 4. Driver — `ProtocolWriter.abort(messages, B)`: `Sink.abort_batch` undoes what can be undone (for
@@ -32,13 +34,36 @@ The call sequence of one micro-batch:
 
 Guarantee: **exactly-once in the target for each (Q, P, B)** when the rows of a partition are the
 same every time the batch runs — true for a deterministic source such as impulse, whose replayed
-batches have identical offsets and rows. A sink's readers may see one partition of a batch before
-another (partitions commit independently). If a replayed batch's input differed, the target keeps
-what the first committed run of each partition wrote: no duplicate, but not the new rows.
+batches have identical offsets and rows, and the same partitioning before the sink. A sink's readers
+may see one partition of a batch before another (partitions commit independently).
+
+The input fingerprint F (`Fingerprint`: the partition's row count and a SHA-256 digest (96 bits kept) of its Arrow
+buffers, computed as the rows stream past) is what lets a replay notice that the rows of a partition
+changed: a restart with another partitioning before the sink (``repartition(2)`` → ``repartition(5)``,
+another ``spark.sql.shuffle.partitions``, a ``coalesce``) or a non-deterministic input. Skipping such
+a partition would lose its new rows and writing it would duplicate the old ones, so it fails with a
+`PartitioningChangedError` (not retried) naming the batch, the partition, the rows then and now, the
+likely cause and what to do. What this does **not** catch, honestly:
+
+- partitions of the replayed batch that have no record (they had not committed, or did not exist in
+  the earlier run) write before another partition refuses: the query fails, but their rows landed and
+  may duplicate rows that other partitions of the earlier run committed;
+- a run with *fewer* partitions, none of which has a record, writes everything; the driver then finds
+  the earlier run's records of partitions ≥ its count (`Sink.committed_beyond`) and fails the batch
+  instead of committing it — after the duplicates landed; a sink that cannot list such records
+  (default) does not notice at all;
+- a sink whose records carry no fingerprint (``is_committed`` returning ``True``, as older sinks do)
+  skips as before; a target that dedupes by key (the webhook) relies on the receiver refusing a key
+  reused with another body (HTTP 422, as the project's reference receiver does);
+- input whose rows changed but whose Arrow buffers did not (impossible for real data, but a digest
+  is not a proof). The other way round, the digest covers Spark's Arrow batches as they come: the same
+  rows cut into other batches (``spark.sql.execution.arrow.maxRecordsPerBatch`` changed between the
+  runs) are refused too — a false alarm, never a loss.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -50,7 +75,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from connectors.errors import CommitError, SinkError, map_errors
+from connectors.errors import CommitError, PartitioningChangedError, SinkError, map_errors
 from connectors.faults import FaultPlan
 from connectors.latency import LatencyHistogram
 from connectors.options import OptionReader
@@ -58,7 +83,8 @@ from connectors.retry import Backoff, Retry
 from connectors.worker import freeze_gc_once
 
 __all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer",
-           "CHECK_EVERY_S"]
+           "CHECK_EVERY_S", "Fingerprint", "PartitionInput", "fingerprint_of", "CHANGED_INPUT_CAUSE",
+           "CHANGED_INPUT_REMEDY"]
 
 CHECK_EVERY_S = 10.0
 _checked: dict[tuple, float] = {}   # (sink name, options) → time.monotonic() of the last check that passed
@@ -95,6 +121,28 @@ class WriteIdentity:
 
     def __str__(self) -> str:
         return f"batch {self.batch_id} partition {self.partition_id} attempt {self.attempt} of {self.commit_id}"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a partition's input was: its rows and a digest of its Arrow data, as kept in a commit record.
+
+    Its text form (``str``) is ``<rows>:<hex digest>``, without spaces; `parse` reads it back.
+    """
+
+    rows: int
+    digest: str
+
+    def __str__(self) -> str:
+        return f"{self.rows}:{self.digest}"
+
+    @classmethod
+    def parse(cls, text: str | bytes | None) -> "Fingerprint | None":
+        """The fingerprint written as `text`, or None for anything else (a record of an older version)."""
+        if isinstance(text, bytes):
+            text = text.decode("ascii", "replace")
+        rows, sep, digest = (text or "").partition(":")
+        return cls(int(rows), digest) if sep and rows.isdigit() and digest else None
 
 
 @dataclass
@@ -166,19 +214,32 @@ class Sink(ABC):
         """Executor: connect to the target; the result is passed to the other executor hooks."""
 
     @abstractmethod
-    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
-        """Executor: whether the target records (commit id, partition) as having committed this batch."""
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> "bool | Fingerprint":
+        """Executor: whether the target records (commit id, partition) as having committed this batch.
+
+        Return the `Fingerprint` the record holds when it is the record of this very batch: the
+        protocol then compares it with this run's input and refuses a partition whose rows changed.
+        ``True`` (committed, input unknown: a later batch's record, or a record without fingerprint)
+        skips the partition unchecked; ``False``: not committed.
+        """
 
     @abstractmethod
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         """Executor: write every batch and the commit record atomically.
 
         Send each record batch to the target before asking for the next one. Raise `TransientError`
-        for what a retry may fix, another `SinkError` for what it cannot.
+        for what a retry may fix, another `SinkError` for what it cannot. Once `batches` is
+        exhausted, ``fingerprint_of(batches)`` is the input's `Fingerprint`: store it in the record.
         """
 
     def close(self, conn: Any) -> None:
         """Executor: release the connection (also after a failure)."""
+
+    def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
+        """Driver, before `commit_batch`: the partition ids ≥ `partitions` whose record says they committed
+        `batch_id` (or a later batch): the earlier run of a replayed batch had more partitions than this
+        one. Default: ``[]``, not checked (a sink that cannot list its records cheaply)."""
+        return []
 
     def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
         """Driver: make the batch final and record it; must be idempotent."""
@@ -187,11 +248,33 @@ class Sink(ABC):
         """Driver: undo what can be undone after a failed batch; `messages` may hold ``None``."""
 
 
+class PartitionInput(Iterator[pa.RecordBatch]):
+    """The record batches a sink's `Sink.write` gets; once they are exhausted, `fingerprint` is what they were."""
+
+    def __init__(self, feed: "_Feed") -> None:
+        self._feed = feed
+        self._batches = feed.batches()
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._batches)
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self._feed.fingerprint()
+
+
+def fingerprint_of(batches: Iterator[pa.RecordBatch]) -> Fingerprint | None:
+    """The `Fingerprint` of the exhausted `batches` a sink was given; None when they are not the protocol's
+    (a test calling `Sink.write` directly): the sink then writes a record without one."""
+    return batches.fingerprint if isinstance(batches, PartitionInput) else None
+
+
 class _Feed:
-    """The partition's record batches as the sink sees them: counted once, kept for a retry.
+    """The partition's record batches as the sink sees them: counted and digested once, kept for a retry.
 
     With a ``mid_write`` fault armed for this task, the first batch is split in two and the fault
-    fires when the sink asks for the second half.
+    fires when the sink asks for the second half. The digest is taken over each batch as Spark gave
+    it (before such a split), so it does not depend on the fault.
     """
 
     def __init__(self, source: Iterator[pa.RecordBatch], on_split: Callable[[], None] | None) -> None:
@@ -201,10 +284,15 @@ class _Feed:
         self.rows = 0
         self.bytes = 0
         self._timestamps: list[np.ndarray] = []
+        self._digest = hashlib.sha256()  # with SHA-NI ~1.5 GB/s here, twice BLAKE2b
 
-    def __call__(self) -> Iterator[pa.RecordBatch]:
+    def __call__(self) -> PartitionInput:
+        return PartitionInput(self)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
         yield from self._seen
         for batch in self._source:
+            self._digest_batch(batch)
             if self._on_split is not None:
                 fire, self._on_split = self._on_split, None
                 half = max(1, batch.num_rows // 2)
@@ -226,11 +314,24 @@ class _Feed:
             column = batch.column(index).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
             self._timestamps.append(column.to_numpy(zero_copy_only=False))
 
+    def _digest_batch(self, batch: pa.RecordBatch) -> None:
+        """Add a batch's row count and its columns' Arrow buffers to the digest (no per-row work)."""
+        self._digest.update(batch.num_rows.to_bytes(8, "little"))
+        for column in batch.columns:
+            for buffer in column.buffers():
+                if buffer is not None:
+                    self._digest.update(buffer)
+
     def drain(self) -> None:
         """Consume the rest of the input without sending it (the partition was already committed)."""
         for batch in self._source:
+            self._digest_batch(batch)
             self.rows += batch.num_rows
             self.bytes += batch.nbytes
+
+    def fingerprint(self) -> Fingerprint:
+        """The input read so far (all of it once the sink or `drain` exhausted it)."""
+        return Fingerprint(self.rows, self._digest.hexdigest()[:24])
 
     def latency(self, acked_us: int) -> LatencyHistogram:
         histogram = LatencyHistogram()
@@ -260,22 +361,26 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         feed = _Feed(iterator, (lambda: fault("mid_write")) if arm else None)
         started = _now_us()
 
-        def attempt() -> bool:
-            """Whether the partition was found committed (skipped); else it is written now."""
+        def attempt() -> bool | Fingerprint:
+            """What the target's record says (the partition is skipped), or False: it is written now."""
             conn = self.sink.open(identity)
             try:
-                if self.sink.is_committed(conn, identity):
-                    return True
+                committed = self.sink.is_committed(conn, identity)
+                if committed:
+                    return committed
                 self.sink.write(conn, identity, feed())
                 return False
             finally:
                 self.sink.close(conn)
 
         with _context(f"{self.sink.name}: writing {identity}"):
-            skipped = self.options.retry.call(attempt, what=f"{self.sink.name} write of {identity}")
+            committed = self.options.retry.call(attempt, what=f"{self.sink.name} write of {identity}")
         acked = _now_us()
+        skipped = bool(committed)
         if skipped:
             feed.drain()
+            if isinstance(committed, Fingerprint) and committed != feed.fingerprint():
+                raise PartitioningChangedError(_changed(self.sink.name, identity, committed, feed.fingerprint()))
             log.info("%s: %s already committed, skipped", self.sink.name, identity)
         fault("after_write")
         return CommitMessage(
@@ -288,8 +393,15 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         failed = [i for i, m in enumerate(messages) if m is None]
         if failed:
             raise CommitError(f"{self.sink.name}: batch {batchId} cannot commit: tasks of partitions {failed} failed")
-        self._fault("before_commit", batchId)
         commit_id = messages[0].commit_id if messages else self.options.commit_id
+        if commit_id is not None and messages:
+            with _context(f"{self.sink.name}: checking the partitions of batch {batchId} of {commit_id}"):
+                beyond = self.options.retry.call(
+                    lambda: self.sink.committed_beyond(commit_id, batchId, len(messages)),
+                    what=f"{self.sink.name} check of batch {batchId}'s partitions")
+            if beyond:
+                raise PartitioningChangedError(_fewer(self.sink.name, commit_id, batchId, len(messages), beyond))
+        self._fault("before_commit", batchId)
         if commit_id is not None:
             with _context(f"{self.sink.name}: committing batch {batchId} of {commit_id}"):
                 self.options.retry.call(lambda: self.sink.commit_batch(commit_id, batchId, messages),
@@ -338,6 +450,30 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
         # per partition written now: [acknowledgement µs, rows], the "delivery" part of each event's latency
         "acks": [[m.acked_us, m.rows] for m in messages if not m.skipped],
     }
+
+
+#: the likely cause and the remedy of a replayed partition whose input changed (every sink's message says it)
+CHANGED_INPUT_CAUSE = ("the partitioning before the sink changed since that run (repartition, coalesce, "
+                       "spark.sql.shuffle.partitions, a changed query) or the input is not deterministic")
+CHANGED_INPUT_REMEDY = ("Restore the partitioning the earlier run had (or make the input deterministic) until this batch "
+               "is committed, then change it; or start over with a new checkpoint and a new 'commitId' (the target then "
+               "receives the stream again under the new id).")
+
+
+def _changed(sink: str, identity: WriteIdentity, then: Fingerprint, now: Fingerprint) -> str:
+    """The message of a replayed partition whose input differs from what its commit record was written from."""
+    return (f"{sink}: batch {identity.batch_id} partition {identity.partition_id} of {identity.commit_id} was "
+            f"committed by an earlier run from {then.rows} rows (digest {then.digest}), but this run gives that "
+            f"partition {now.rows} rows (digest {now.digest}): the replayed batch's rows no longer map to the same "
+            f"partitions. Likely cause: {CHANGED_INPUT_CAUSE}. Skipping the partition would lose rows and writing it would duplicate rows, so the sink refuses. " + CHANGED_INPUT_REMEDY)
+
+
+def _fewer(sink: str, commit_id: str, batch_id: int, partitions: int, beyond: list[int]) -> str:
+    """The message of a replayed batch with fewer partitions than the run whose records the target holds."""
+    return (f"{sink}: batch {batch_id} of {commit_id} ran with {partitions} partitions, but the target holds "
+            f"commit records of this batch from partitions {beyond[:10]} written by an earlier run with more "
+            f"partitions: {CHANGED_INPUT_CAUSE}. This run's rows are already written "
+            "and may duplicate rows of that run; the batch is not committed. " + CHANGED_INPUT_REMEDY)
 
 
 def _context(where: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import random
 import time
@@ -15,7 +16,8 @@ from pyspark.sql.datasource import DataSource
 
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
-from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.protocol import (CommitMessage, Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of,
+                                 stream_writer)
 from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
 from sinks.librdkafka import ArrowProducer
@@ -292,6 +294,8 @@ _idle_producers = _IdleClients(max_idle_s=600.0)  # Spark's producer cache: 10 m
 # The driver's metadata client between checks (every micro-batch, twice: planner and committer): a
 # connected client answers in ~2-3 ms, a new one takes ~10 ms (threads, connections, teardown).
 _idle_checkers = _IdleClients(max_idle_s=60.0)
+# The driver's admin client between partition checks (`KafkaSink.committed_beyond`, every micro-batch).
+_idle_admins = _IdleClients(max_idle_s=60.0)
 
 
 class KafkaSink(Sink):
@@ -344,6 +348,40 @@ class KafkaSink(Sink):
                                  "right?") from exc
         else:
             _idle_checkers.keep(self._idle_key, producer)  # it answered: the next check asks it again
+
+    def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
+        """The progress records (consumer groups ``<prefix>-<commit id>-<partition>``) of partitions ≥ `partitions`
+        at `batch_id` or later, asked one group at a time from `partitions` up to the first group without a
+        record (one request per micro-batch when the partitioning did not change). A partition id of the
+        earlier run that never committed anything hides the ids above it (not caught)."""
+        if not self.options.exactly_once:
+            return []
+        kafka = _import_kafka()
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka.admin import AdminClient
+
+        opts = self.options
+        admin = _idle_admins.take(self._idle_key) or AdminClient({**opts.common_config(), "logger": _quiet})
+        beyond, partition = [], partitions
+        with _mapped(opts, f"reading the progress records of batch {batch_id}"):
+            while True:
+                group = transactional_id(opts.transactional_id_prefix, commit_id, partition)
+                request = ConsumerGroupTopicPartitions(group, [kafka.TopicPartition(opts.progress_topic, 0)])
+                result = admin.list_consumer_group_offsets([request], request_timeout=_CHECK_TIMEOUT_S)
+                try:
+                    [position] = result[group].result(_CHECK_TIMEOUT_S).topic_partitions
+                except concurrent.futures.TimeoutError as exc:  # a broker restarting: retried with a new client
+                    raise TransientError(f"kafka-sink: no answer from {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
+                                         f"reading the progress record of group {group}") from exc
+                if position.error is not None:
+                    raise kafka.KafkaException(position.error)
+                if position.offset < 0:  # no record: the earlier run had no such partition (ids are dense)
+                    break
+                if position.offset > batch_id:  # the offset stored is batch id + 1
+                    beyond.append(partition)
+                partition += 1
+        _idle_admins.keep(self._idle_key, admin)
+        return beyond
 
     def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
         """Fence the failed partitions' writers: their open transactions are aborted now, not at timeout."""
@@ -403,7 +441,9 @@ class KafkaSink(Sink):
                     [position] = conn.consumer.committed([partition], timeout=self.options.timeout_s)
                     if position.error is not None:
                         raise kafka.KafkaException(position.error)
-                    return position.offset > identity.batch_id  # the offset stored is batch id + 1
+                    if position.offset != identity.batch_id + 1:  # the offset stored is batch id + 1
+                        return position.offset > identity.batch_id
+                    return Fingerprint.parse(position.metadata) or True
                 except kafka.KafkaException as exc:
                     # The group coordinator moving or loading its partition (a fresh or restarted broker).
                     if exc.args[0].name() not in _COORDINATOR_MOVING or time.monotonic() + pause > deadline:
@@ -427,8 +467,10 @@ class KafkaSink(Sink):
             self._flush(conn)
             self._raise_failures(conn)
             if conn.transactional_id is not None:
+                fingerprint = fingerprint_of(batches)
                 producer.send_offsets_to_transaction(opts.progress_topic, 0, identity.batch_id + 1,
-                                                     conn.transactional_id, opts.timeout_s)
+                                                     conn.transactional_id, opts.timeout_s,
+                                                     metadata=b"" if fingerprint is None else str(fingerprint).encode())
                 producer.commit_transaction(opts.timeout_s)
                 conn.in_transaction = False
         conn.written = True

@@ -68,6 +68,11 @@ class _Message(ctypes.Structure):
                 ("private", c_void_p)]
 
 
+class _TopicPartition(ctypes.Structure):  # rd_kafka_topic_partition_t
+    _fields_ = [("topic", c_char_p), ("partition", c_int32), ("offset", c_int64), ("metadata", c_void_p),
+                ("metadata_size", c_size_t), ("opaque", c_void_p), ("err", c_int), ("private", c_void_p)]
+
+
 class _MetadataTopic(ctypes.Structure):
     _fields_ = [("topic", c_char_p), ("partition_cnt", c_int), ("partitions", c_void_p), ("err", c_int)]
 
@@ -111,7 +116,7 @@ _SIGNATURES: dict[str, tuple[Any, list]] = {
     "rd_kafka_consumer_group_metadata_new": (c_void_p, [c_char_p]),
     "rd_kafka_consumer_group_metadata_destroy": (None, [c_void_p]),
     "rd_kafka_topic_partition_list_new": (c_void_p, [c_int]),
-    "rd_kafka_topic_partition_list_add": (c_void_p, [c_void_p, c_char_p, c_int32]),
+    "rd_kafka_topic_partition_list_add": (POINTER(_TopicPartition), [c_void_p, c_char_p, c_int32]),
     "rd_kafka_topic_partition_list_set_offset": (c_int, [c_void_p, c_char_p, c_int32, c_int64]),
     "rd_kafka_topic_partition_list_destroy": (None, [c_void_p]),
     "rd_kafka_error_code": (c_int, [c_void_p]),
@@ -406,16 +411,24 @@ class ArrowProducer:
         _raise_error(library().rd_kafka_begin_transaction(self._rk))
 
     def send_offsets_to_transaction(self, topic: str, partition: int, offset: int, group_id: str,
-                                    timeout_s: float) -> None:
-        """Commit ``offset`` on (topic, partition) for consumer group ``group_id`` with the transaction."""
+                                    timeout_s: float, metadata: bytes = b"") -> None:
+        """Commit ``offset`` with ``metadata`` on (topic, partition) for consumer group ``group_id`` with the
+        transaction (a consumer reads the metadata back with the committed offset)."""
         lib = library()
         offsets = lib.rd_kafka_topic_partition_list_new(1)
         group = lib.rd_kafka_consumer_group_metadata_new(group_id.encode())
+        entry = None
+        kept = ctypes.create_string_buffer(metadata, len(metadata))  # librdkafka copies it when it sends
         try:
-            lib.rd_kafka_topic_partition_list_add(offsets, topic.encode(), partition)
+            entry = lib.rd_kafka_topic_partition_list_add(offsets, topic.encode(), partition)
             lib.rd_kafka_topic_partition_list_set_offset(offsets, topic.encode(), partition, offset)
+            if metadata:
+                entry.contents.metadata = ctypes.cast(kept, c_void_p)
+                entry.contents.metadata_size = len(metadata)
             _raise_error(lib.rd_kafka_send_offsets_to_transaction(self._rk, offsets, group, _ms(timeout_s)))
         finally:
+            if entry is not None:  # ours, not librdkafka's to free
+                entry.contents.metadata, entry.contents.metadata_size = None, 0
             lib.rd_kafka_consumer_group_metadata_destroy(group)
             lib.rd_kafka_topic_partition_list_destroy(offsets)
 

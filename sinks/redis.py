@@ -13,7 +13,8 @@ from pyspark.sql.datasource import DataSource
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.redact import redact_url
-from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.protocol import (CommitMessage, Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of,
+                                 stream_writer)
 from connectors.rows import as_binary, json_objects
 from sinks.resp import command, commands, packed
 
@@ -77,7 +78,13 @@ class RedisOptions:
 
 
 class RedisSink(Sink):
-    """Writes a partition and its commit record in one MULTI/EXEC, guarded by WATCH on the record."""
+    """Writes a partition and its commit record in one MULTI/EXEC, guarded by WATCH on the record.
+
+    Records, under ``commitKeyPrefix`` and the commit id Q: ``<Q>:<P>`` holds the last batch partition
+    P committed and the input it was written from (``"<batch> <rows>:<digest>"``, or ``"<batch>"``
+    as older versions wrote it); ``<Q>:partitions`` is the set of partition ids that ever wrote (the
+    driver reads it to notice a replay with fewer partitions); ``<Q>:batch`` the last batch committed.
+    """
 
     name = "redis-sink"
 
@@ -130,6 +137,21 @@ class RedisSink(Sink):
     def batch_key(self, commit_id: str) -> str:
         return f"{self.options.commit_key_prefix}{commit_id}:batch"
 
+    def partitions_key(self, commit_id: str) -> str:
+        return f"{self.options.commit_key_prefix}{commit_id}:partitions"
+
+    def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
+        client = self._client()
+        try:
+            with _mapped(self.options.url):
+                beyond = sorted(p for p in map(int, client.smembers(self.partitions_key(commit_id))) if p >= partitions)
+                if not beyond:
+                    return []
+                records = client.mget([f"{self.options.commit_key_prefix}{commit_id}:{p}" for p in beyond])
+        finally:
+            client.close()
+        return [p for p, record in zip(beyond, records) if record is not None and int(record.split()[0]) >= batch_id]
+
     # -- executor -------------------------------------------------------------------------------
     def open(self, identity: WriteIdentity) -> Any:
         with _mapped(self.options.url):
@@ -141,7 +163,7 @@ class RedisSink(Sink):
         connection.disconnect()  # drops any WATCH or half-sent MULTI with it
         client.close()
 
-    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool | Fingerprint:
         _, connection = conn
         with _mapped(self.options.url):
             key = self.partition_key(identity)
@@ -149,7 +171,12 @@ class RedisSink(Sink):
             connection.read_response()
             connection.send_command("GET", key)
             committed = connection.read_response()
-        return committed is not None and int(committed) >= identity.batch_id
+        if committed is None:
+            return False
+        batch, _, fingerprint = committed.partition(b" ")
+        if int(batch) != identity.batch_id:
+            return int(batch) > identity.batch_id
+        return Fingerprint.parse(fingerprint) or True
 
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         _, connection = conn
@@ -166,8 +193,12 @@ class RedisSink(Sink):
                     _expect_queued(connection)
                 queued += count
                 first_row += batch.num_rows
-            record = command(b"SET", self.partition_key(identity).encode(), str(identity.batch_id).encode())
+            fingerprint = fingerprint_of(batches)
+            value = f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)
+            record = command(b"SET", self.partition_key(identity).encode(), value.encode()) \
+                + command(b"SADD", self.partitions_key(identity.commit_id).encode(), str(identity.partition_id).encode())
             connection.send_packed_command([record + command(b"EXEC")], check_health=False)
+            _expect_queued(connection)
             _expect_queued(connection)
             results = connection.read_response()
         if results is None:

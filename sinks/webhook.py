@@ -21,9 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError, map_errors
+from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
+                               TransientError, map_errors)
 from connectors.options import OptionReader
-from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.protocol import (CHANGED_INPUT_CAUSE, CHANGED_INPUT_REMEDY, CommitMessage, ProtocolWriter, Sink,
+                                 WriteIdentity, stream_writer)
 from connectors.redact import redact_url
 from connectors.retry import Backoff, Retry
 from connectors.rows import json_objects
@@ -219,6 +221,11 @@ class _Client:
             return
         text = response.text[:_BODY_START]
         message = f"webhook-sink: {where} answered {status} {response.reason or ''}".rstrip() + f": {text!r}"
+        if status == 422:  # the Idempotency-Key draft's answer to a key reused with another body; not retried
+            raise PartitioningChangedError(
+                f"{message}: the receiver refuses the key because an earlier request with it had another body. "
+                f"On a replayed batch that means the rows of this partition changed since the earlier run: "
+                f"{CHANGED_INPUT_CAUSE}. Sending them under new keys would duplicate rows. {CHANGED_INPUT_REMEDY}")
         if self.options.retryable(status):
             error = TransientError(message)
             error.retry_after_s = _retry_after(response.headers.get("Retry-After"))
@@ -395,7 +402,7 @@ class WebhookSink(Sink):
                 "partitions": len(messages)}
         try:
             self._notify(self.options.commit_url, f"{commit_id}:{batch_id}:commit", body)
-        except (DeliveryError, _Cancelled) as exc:
+        except (DeliveryError, PartitioningChangedError, _Cancelled) as exc:
             raise CommitError(f"webhook-sink: commitUrl refused batch {batch_id}: {exc}") from exc
 
     def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
@@ -498,7 +505,10 @@ class WebhookSinkDataSource(DataSource):
     verify : ``true`` (default) | ``false`` | path
         TLS certificate verification; a path names a CA bundle file or directory on the executors.
     idempotencyHeader : str, default ``Idempotency-Key``
-        Name of the header holding each request's key.
+        Name of the header holding each request's key. A ``422`` answer (the IETF Idempotency-Key
+        draft's answer to a key reused with another body) fails the task, not retried, with a
+        `PartitioningChangedError`: on a replayed batch it means the partition's rows changed (the
+        partitioning before the sink changed, or the input is not deterministic).
     commitUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions"}`` here when Spark commits
         a batch, keyed ``<commit id>:<batch>:commit``.

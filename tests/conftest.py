@@ -25,7 +25,7 @@ def spark():
     session.stop()
 
 
-# --- real servers (tests/servers.py). Session-scoped and lazy: a server starts only when a test asks for it,
+# --- real servers (connectors/servers.py). Session-scoped and lazy: a server starts only when a test asks for it,
 # so `pytest tests/impulse` starts no Kafka. REDIS_URL / KAFKA_BROKERS point the tests at servers someone else
 # runs instead. A server that cannot start fails the tests loudly; nothing is skipped.
 
@@ -40,27 +40,28 @@ def _serving(server):
 
 @pytest.fixture(scope="session")
 def redis_server():
-    """A ``tests.servers.RedisServer`` (``.url``, ``.client()``, ``.restart()``), without persistence."""
-    from tests.servers import RedisServer
+    """A ``connectors.servers.RedisServer`` (``.url``, ``.client()``, ``.restart()``), without persistence."""
+    from connectors.servers import RedisServer
 
     yield from _serving(RedisServer.from_env())
 
 
 @pytest.fixture(scope="session")
 def kafka_broker():
-    """A ``tests.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
-    from tests.servers import KafkaBroker
+    """A ``connectors.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
+    from connectors.servers import KafkaBroker
 
     yield from _serving(KafkaBroker.from_env())
 
 
 @pytest.fixture(scope="session")
 def http_receiver():
-    """A ``tests.servers.HttpReceiver`` (``.url``, ``.accepted``, ``.fail_next()``...). Shared by the session:
-    call ``http_receiver.reset()`` at the start of a test that counts requests."""
-    from tests.servers import HttpReceiver
+    """The project's receiver, `impulse.loadtest.receiver.Receiver`, recording (``.url``, ``.accepted``,
+    ``.fail_next()``...). Shared by the session: call ``http_receiver.reset()`` at the start of a test that
+    counts requests."""
+    from impulse.loadtest.receiver import Receiver
 
-    yield from _serving(HttpReceiver())
+    yield from _serving(Receiver(record=True))
 
 
 # --- Spark beyond one JVM. One standalone cluster and one Connect server per test worker, started by the
@@ -71,16 +72,16 @@ def http_receiver():
 
 @pytest.fixture(scope="session")
 def spark_cluster():
-    """A ``tests.servers.SparkStandaloneCluster``: a master and two one-core workers (``.master_url``)."""
-    from tests.servers import SparkStandaloneCluster
+    """A ``connectors.servers.SparkStandaloneCluster``: a master and two one-core workers (``.master_url``)."""
+    from connectors.servers import SparkStandaloneCluster
 
     yield from _serving(SparkStandaloneCluster.from_env())
 
 
 @pytest.fixture(scope="session")
 def spark_connect():
-    """A ``tests.servers.SparkConnectServer`` on ``local[2,2]`` (``.url``, ``.session()``)."""
-    from tests.servers import SparkConnectServer
+    """A ``connectors.servers.SparkConnectServer`` on ``local[2,2]`` (``.url``, ``.session()``)."""
+    from connectors.servers import SparkConnectServer
 
     yield from _serving(SparkConnectServer.from_env())
 

@@ -1,17 +1,15 @@
-"""The real test servers themselves (tests/servers.py) do what the sink tests rely on."""
+"""The real test servers themselves (connectors/servers.py) do what the sink tests rely on."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.servers import (
+from connectors.servers import (
     KAFKA_VERSION,
-    HttpReceiver,
     RedisServer,
     fetch_kafka,
     free_port,
@@ -69,10 +67,14 @@ def test_redis_restart_with_persistence_keeps_data():
 
 @pytest.mark.integration
 @pytest.mark.redis
-def test_redis_restart_without_persistence_loses_data():
+def test_redis_without_persistence_keeps_data_over_a_restart_not_over_a_stop():
     with RedisServer() as server:
         server.client().set("k", "v")
-        server.restart()
+        server.restart()  # SHUTDOWN SAVE: a snapshot the new process loads
+        assert server.client().get("k") == b"v"
+        server.stop()  # SHUTDOWN NOSAVE
+        (server.dir / "dump.rdb").unlink()
+        server.start()
         assert server.client().get("k") is None
 
 
@@ -160,95 +162,3 @@ def test_kafka_restart_keeps_committed_data(kafka_broker):
                message=lambda: f"read_committed sees {values()}")
 
 
-# ------------------------------------------------------------------------------------------- webhook
-
-
-@pytest.fixture
-def receiver(http_receiver):
-    http_receiver.reset()
-    yield http_receiver
-    http_receiver.reset()
-
-
-@pytest.mark.integration
-@pytest.mark.webhook
-def test_receiver_dedupes_by_idempotency_key(receiver):
-    import requests
-
-    with requests.Session() as session:
-        for body, key in [(b"a", "k1"), (b"a-again", "k1"), (b"b", "k2"), (b"no-key-1", None), (b"no-key-2", None)]:
-            headers = {"Idempotency-Key": key} if key else {}
-            response = session.post(f"{receiver.url}/hook", data=body, headers=headers, timeout=10)
-            assert response.status_code == 200
-    assert receiver.accepted == [b"a", b"b", b"no-key-1", b"no-key-2"]
-    assert len(receiver.requests) == 5
-    assert [r.duplicate for r in receiver.requests] == [False, True, False, False, False]
-    assert receiver.requests[0].path == "/hook" and receiver.requests[0].idempotency_key == "k1"
-
-
-@pytest.mark.integration
-@pytest.mark.webhook
-def test_receiver_fail_next_and_respond_with(receiver):
-    import requests
-
-    receiver.fail_next(2, status=429, headers={"Retry-After": "1"})
-    answers = [requests.post(receiver.url, data=f"{i}", headers={"Idempotency-Key": "same"}, timeout=10) for i in range(3)]
-    assert [a.status_code for a in answers] == [429, 429, 200]
-    assert answers[0].headers["Retry-After"] == "1"
-    assert receiver.accepted == [b"2"]  # failed requests are not accepted, so the retry's key is still free
-
-    receiver.respond_with(500, body=b"boom")
-    assert requests.post(receiver.url, data=b"x", timeout=10).status_code == 500
-    receiver.reset_behaviour()
-    assert requests.post(receiver.url, data=b"y", timeout=10).status_code == 200
-    assert receiver.accepted == [b"2", b"y"]
-
-
-@pytest.mark.integration
-@pytest.mark.webhook
-def test_receiver_delay_next_makes_clients_time_out(receiver):
-    import requests
-
-    receiver.delay_next(1, 2.0)
-    with pytest.raises(requests.exceptions.Timeout):
-        requests.post(receiver.url, data=b"slow", headers={"Idempotency-Key": "s"}, timeout=0.3)
-    retry = requests.post(receiver.url, data=b"slow", headers={"Idempotency-Key": "s"}, timeout=10)
-    assert retry.status_code == 200 and retry.json()["duplicate"] is True
-    assert receiver.wait_for(lambda r: len(r.requests) == 2, timeout=5)
-    assert receiver.accepted == [b"slow"]
-
-
-@pytest.mark.integration
-@pytest.mark.webhook
-def test_receiver_restart_on_same_port():
-    import requests
-
-    with HttpReceiver() as receiver, requests.Session() as session:
-        url = receiver.url
-        assert session.post(url, data=b"1", timeout=5).status_code == 200  # keeps the connection alive
-        receiver.stop()
-        with pytest.raises(requests.exceptions.ConnectionError):
-            session.post(url, data=b"while-down", timeout=5)
-        receiver.start()
-        assert receiver.url == url
-        assert session.post(url, data=b"2", timeout=5).status_code == 200
-        assert receiver.accepted == [b"1", b"2"]
-
-
-@pytest.mark.integration
-@pytest.mark.webhook
-def test_receiver_is_thread_safe(receiver):
-    import requests
-
-    def send(worker):
-        with requests.Session() as session:
-            for i in range(25):
-                session.post(receiver.url, data=f"{worker}-{i}", headers={"Idempotency-Key": f"{i % 10}"}, timeout=10)
-
-    threads = [threading.Thread(target=send, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(receiver.requests) == 100
-    assert len(receiver.accepted) == 10

@@ -66,6 +66,17 @@ class SinkAdapter(ABC):
         """Option overrides that must fail at query start, each with a word the error must contain."""
         return []
 
+    def restart_target(self) -> None:
+        """Stop the target and start it again at the same address with the same data, while a query writes
+        to it (the suite calls it from another thread of the driver, with a task stalled mid-write).
+        Default: not supported (`restarts_target` is False and the suite skips its restart case)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restart its target")
+
+    @property
+    def restarts_target(self) -> bool:
+        """Whether `restart_target` works for this adapter. Default: whether a subclass overrides it."""
+        return type(self).restart_target is not SinkAdapter.restart_target
+
     # -- the command line (``python -m connectors.conformance <sink> …``) ----------------------------
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

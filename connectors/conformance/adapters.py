@@ -36,15 +36,28 @@ def events_from_json(values: list[bytes]) -> list[tuple[int, int]]:
 
 
 class RedisAdapter(SinkAdapter):
-    """The Redis sink writing to `target` (default ``list``: appends, where a duplicate would show)."""
+    """The Redis sink writing to `target` (default ``list``: appends, where a duplicate would show).
+
+    `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
+    ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
+    """
 
     format = "redis-sink"
 
-    def __init__(self, url: str, target: str = "list") -> None:
+    def __init__(self, url: str, target: str = "list", server=None) -> None:
         import redis
 
-        self.url, self.target = url, target
+        self.url, self.target, self.server = url, target, server
         self.client = redis.Redis.from_url(url)
+
+    def restart_target(self) -> None:
+        if self.server is None:
+            super().restart_target()
+        self.server.restart()
+
+    @property
+    def restarts_target(self) -> bool:
+        return self.server is not None
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -141,6 +154,9 @@ class WebhookAdapter(SinkAdapter):
     def cleanup(self, namespace: str) -> None:
         self.receiver.reset()
 
+    def restart_target(self) -> None:
+        self.receiver.restart()  # same port, keeps every key it accepted
+
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
         return {**self.options(namespace), "url": f"http://127.0.0.1:{unused_port()}/{namespace}",
                 "writeRetries": "1", "retryBackoff": "10ms"}
@@ -160,9 +176,19 @@ class KafkaAdapter(SinkAdapter):
     large_value_bytes = 900_000
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, broker=None) -> None:
         self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
         self.skips_replays = guarantee == "exactly_once"  # at_least_once keeps no progress record: it rewrites
+        self.broker = broker  # optional: the broker behind `bootstrap` (``restart()`` keeping its log), for restart_target
+
+    def restart_target(self) -> None:
+        if self.broker is None:
+            super().restart_target()
+        self.broker.restart()
+
+    @property
+    def restarts_target(self) -> bool:
+        return self.broker is not None
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,12 @@ StreamTest):
 3. every fault-injection point (`connectors.faults`): an executor crash on the first attempt (Spark's
    task retry recovers), a failure on every attempt and driver-side faults (the query fails and is
    restarted from its checkpoint);
-4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted;
+4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted; a
+   crash mid-write that leaves a batch partly committed, then a restart whose input has another
+   number of partitions (``repartition(2)`` → ``repartition(5)`` and 5 → 2): exactly-once, or the
+   query fails naming the changed partitioning (silent loss or duplication fails); the target restarted
+   (`SinkAdapter.restart_target`; skipped without it) while a partition is stalled half-written, then
+   resumed; a slow target (every partition's write delayed): all lands once, or a clear timeout;
 5. a batch replayed by Spark after its commit was lost, and commit called twice for one batch;
 6. bad options and an unreachable target: a clear error at query start and nothing written;
 7. metrics: the rows and batches the sink reports equal what landed, and so does the query's
@@ -100,16 +105,19 @@ def impulse_stream(spark, limit: int, per_trigger: int | None = None):
 
 def start_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
                 per_trigger: int | None = None, options: Mapping[str, str] | None = None, where: str | None = None,
-                columns: list[str] | None = None):
+                columns: list[str] | None = None, repartition: int | None = None):
     """Start impulse → sink with ``Trigger.AvailableNow``; returns the running query.
 
-    `where` filters the impulse rows, `columns` (SQL expressions) replaces them.
+    `where` filters the impulse rows, `columns` (SQL expressions) replaces them, `repartition` shuffles
+    them into that many partitions before the sink (round-robin, deterministic on a replay).
     """
     frame = impulse_stream(spark, limit, per_trigger)
     if where:
         frame = frame.where(where)
     if columns:
         frame = frame.selectExpr(*columns)
+    if repartition:
+        frame = frame.repartition(repartition)
     frame = adapter.frame(frame)
     return (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
             .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
@@ -128,10 +136,11 @@ def await_query(query, timeout: float = 180.0):
 
 def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
               per_trigger: int | None = None, options: Mapping[str, str] | None = None,
-              where: str | None = None, columns: list[str] | None = None, timeout: float = 180.0):
+              where: str | None = None, columns: list[str] | None = None, repartition: int | None = None,
+              timeout: float = 180.0):
     """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
     query = start_query(spark, adapter, namespace, checkpoint, limit=limit, per_trigger=per_trigger,
-                        options=options, where=where, columns=columns)
+                        options=options, where=where, columns=columns, repartition=repartition)
     return await_query(query, timeout)
 
 
@@ -170,6 +179,9 @@ class SinkConformance:
         if "fault_case" in metafunc.fixturenames:
             cases = metafunc.cls.fault_cases
             metafunc.parametrize("fault_case", cases, ids=[_fault_id(c) for c in cases])
+        if "repartition" in metafunc.fixturenames:
+            cases = metafunc.cls.repartitions
+            metafunc.parametrize("repartition", cases, ids=[f"{a}-to-{b}" for a, b in cases])
 
     #: events of the standard run, and events per micro-batch (so the run has several batches)
     limit = 3_000
@@ -265,6 +277,85 @@ class SinkConformance:
         reported = sum(m["rows"] for m in _read_metrics(metrics))
         assert reported == self.limit, f"metrics report {reported} rows committed, {self.limit} landed"
 
+    #: (partitions before the crash, partitions after the restart) of `test_repartition_after_crash`
+    repartitions: tuple[tuple[int, int], ...] = ((2, 5), (5, 2))
+    #: words of the error a sink must give when it refuses a replayed batch whose partitioning changed
+    repartition_words = ("partitioning before the sink changed",)
+
+    def test_repartition_after_crash(self, spark, adapter, namespace, tmp_path, repartition):
+        """A crash mid-write leaves batch 1 partly committed; the restart's input has another number of partitions.
+
+        Pass: everything landed exactly once (at least once under that guarantee), or the restarted query
+        failed with an error naming the cause (`repartition_words`). Silent loss or duplication fails.
+        """
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        before, after = repartition
+        checkpoint = tmp_path / "ck"
+        fault = "point=mid_write,action=crash,batch=1,partition=0"
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                             per_trigger=self.per_trigger, repartition=before,
+                                             options={"faultInjection": fault}))
+        assert failure is not None, "the query survived a crash on every attempt of batch 1 partition 0"
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                             per_trigger=self.per_trigger, repartition=after))
+        self.node.user_properties.append(("refused", failure is not None))
+        if failure is None:
+            self.check_landed(adapter, namespace, self.limit)
+            return
+        text = str(failure)
+        if not any(word.lower() in text.lower() for word in self.repartition_words):
+            verdict = compare(sorted(adapter.read_back(namespace)), expected_events(self.limit))
+            pytest.fail(f"{self.case}: the restart with {after} partitions failed without naming the changed "
+                        f"partitioning ({verdict}): {text[-1500:]}", pytrace=False)
+
+    def test_target_restarted_mid_batch(self, spark, adapter, namespace, tmp_path):
+        """The target restarts (same address, same data) while a partition of batch 1 is half written.
+
+        The task is stalled at ``mid_write`` (`connectors.faults`, action ``stall``), the adapter restarts
+        the target, then the task resumes on its now-broken connection: the protocol's retries carry it.
+        """
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        if not adapter.restarts_target:
+            pytest.skip(f"{type(adapter).__name__} cannot restart its target (SinkAdapter.restart_target)")
+        options = {"faultInjection": "point=mid_write,action=stall,batch=1,partition=0,attempt=0",
+                   "writeRetries": "10", "retryBackoff": "200ms", "retryBackoffMax": "2s"}
+        query = start_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                            per_trigger=self.per_trigger, options=options)
+        try:
+            stalled = _wait_for_stall(query, timeout=120)
+            adapter.restart_target()
+            os.kill(stalled, signal.SIGUSR1)
+            await_query(query)
+        finally:
+            query.stop()
+        self.check_landed(adapter, namespace, self.limit)
+
+    #: the delay of every partition's write in `test_slow_target`
+    slow_write_ms = 500
+
+    def test_slow_target(self, spark, adapter, namespace, tmp_path):
+        """Every partition's write is delayed mid-write (``action=delay``): a slow target. All events land
+        once and every batch commits, or the query fails naming a timeout."""
+        if not adapter.supports_fault_injection:
+            pytest.skip(f"{adapter.format} has no faultInjection option")
+        metrics = tmp_path / "metrics.jsonl"
+        fault = f"point=mid_write,action=delay,ms={self.slow_write_ms}"
+        failure = _attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                             per_trigger=self.per_trigger,
+                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        self.node.user_properties.append(("failed", failure is not None))
+        if failure is not None:
+            assert any(word in str(failure).lower() for word in ("timeout", "timed out")), \
+                f"{self.case}: the query failed without naming a timeout: {str(failure)[-1500:]}"
+            return
+        self.check_landed(adapter, namespace, self.limit)
+        batches = [m for m in _read_metrics(metrics) if m["rows"]]
+        assert sum(m["rows"] for m in batches) == self.limit, f"{self.case}: not every batch committed: {batches}"
+        slow = [m["ackUs"] - m["writeStartUs"] >= self.slow_write_ms * 1000 for m in batches]
+        assert all(slow), f"{self.case}: the delay did not slow every batch's write: {slow}"
+
     # 4 -------------------------------------------------------------------------------------------
     def test_driver_killed_mid_stream(self, spark, adapter, namespace, tmp_path):
         checkpoint = tmp_path / "ck"
@@ -318,7 +409,8 @@ class SinkConformance:
         schema = impulse_stream(spark, 1).schema
         writer = source(dict(adapter.options(namespace))).streamWriter(schema, False)
         last = query.lastProgress["batchId"]
-        messages = [CommitMessage(str(query.id), last, p, 0, skipped=True) for p in range(PARTITIONS)]
+        rows = split_limit(query.lastProgress["numInputRows"], PARTITIONS)  # as the tasks reported them
+        messages = [CommitMessage(str(query.id), last, p, 0, rows=rows[p], skipped=True) for p in range(PARTITIONS)]
         writer.commit(messages, last)
         writer.commit(messages, last)
         assert sorted(adapter.read_back(namespace)) == before
@@ -405,8 +497,8 @@ def data_source_class(spark, adapter: SinkAdapter) -> type:
     return connector(adapter.format).data_source_class()
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant, including PySpark's worker daemon (its own process group)."""
+def _children() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
     parents: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -414,12 +506,40 @@ def kill_tree(pid: int) -> None:
         except OSError:
             continue
         parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    victims, todo = [], [pid]
+    return parents
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it."""
+    parents, found, todo = _children(), [], [pid]
     while todo:
         current = todo.pop()
-        victims.append(current)
+        found.append(current)
         todo.extend(parents.get(current, []))
-    for victim in victims:
+    return found
+
+
+def _wait_for_stall(query, timeout: float) -> int:
+    """The pid of this process's Python worker stalled by the ``stall`` fault action (`connectors.faults`)."""
+    from connectors.faults import STALL_NAME
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in _descendants(os.getpid()):
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == STALL_NAME:
+                    return pid
+            except OSError:
+                continue
+        if not query.isActive:
+            raise AssertionError(f"the query ended before the stall: {query.exception()}")
+        time.sleep(0.05)
+    raise AssertionError(f"no stalled write within {timeout}s")
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant, including PySpark's worker daemon (its own process group)."""
+    for victim in _descendants(pid):
         try:
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:

@@ -20,7 +20,7 @@ import pytest
 
 from connectors.faults import STALL_NAME
 from tests.cluster.scenarios import expected
-from tests.servers import processes_under, wait_until
+from connectors.servers import processes_under, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 

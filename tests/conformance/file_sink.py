@@ -1,7 +1,8 @@
 """A fourth sink, written only to prove the registry: JSON lines in a directory, exactly-once by file name.
 
 Its module (this file) and one `connectors.registry.Connector` row are all it takes (see
-``test_registry.py``). Each (commit id, batch, partition) writes one file, ``<commit>-<batch>-<partition>.jsonl``,
+``test_registry.py``). Each (commit id, batch, partition) writes one file,
+``<commit>-<batch>-<partition>~<rows>:<digest>.jsonl`` (the name ends with the input's fingerprint),
 first under a name of its own attempt and then renamed into place (atomic on one filesystem): a replayed
 partition finds its file and is skipped, a crashed attempt leaves only a temporary file nobody reads.
 """
@@ -9,6 +10,7 @@ partition finds its file and is skipped, a crashed attempt leaves only a tempora
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import tempfile
 import uuid
@@ -23,7 +25,7 @@ from connectors.conformance.adapter import SinkAdapter
 from connectors.conformance.adapters import events_from_json
 from connectors.errors import OptionError, SinkError
 from connectors.options import OptionReader
-from connectors.protocol import ProtocolWriter, Sink, WriteIdentity, stream_writer
+from connectors.protocol import Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of, stream_writer
 from connectors.rows import json_objects
 
 NAME = "file-sink"
@@ -39,14 +41,24 @@ class FileSink(Sink):
         if not os.path.isdir(self.path):
             raise SinkError(f"{NAME}: cannot reach directory {self.path!r} (option 'path'): it does not exist")
 
-    def _final(self, identity: WriteIdentity) -> str:
-        return os.path.join(self.path, f"{identity.commit_id}-{identity.batch_id}-{identity.partition_id}.jsonl")
+    def _stem(self, commit_id: str, batch_id: int, partition: int) -> str:
+        return os.path.join(self.path, f"{commit_id}-{batch_id}-{partition}~")
+
+    def _files(self, commit_id: str, batch_id: int, partition: str) -> list[str]:
+        """The files of a batch (`partition`: an id or ``*``) in the directory."""
+        return glob.glob(os.path.join(glob.escape(self.path), f"{glob.escape(commit_id)}-{batch_id}-{partition}~*.jsonl"))
 
     def open(self, identity: WriteIdentity) -> Any:
         return None
 
-    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
-        return os.path.exists(self._final(identity))
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool | Fingerprint:
+        found = self._files(identity.commit_id, identity.batch_id, str(identity.partition_id))
+        return bool(found) and (Fingerprint.parse(found[0].rsplit("~", 1)[1][:-len(".jsonl")]) or True)
+
+    def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
+        found = self._files(commit_id, batch_id, "*")
+        ids = {int(os.path.basename(f).rsplit("~", 1)[0].rsplit("-", 1)[1]) for f in found}
+        return sorted(p for p in ids if p >= partitions)
 
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         temporary = os.path.join(self.path, f".{uuid.uuid4().hex}.tmp")
@@ -54,7 +66,8 @@ class FileSink(Sink):
             for batch in batches:
                 for line in json_objects(batch).to_pylist():
                     out.write(line.encode() + b"\n")
-        os.replace(temporary, self._final(identity))
+        stem = self._stem(identity.commit_id, identity.batch_id, identity.partition_id)
+        os.replace(temporary, f"{stem}{fingerprint_of(batches) or ''}.jsonl")
 
 
 class FileSinkDataSource(DataSource):

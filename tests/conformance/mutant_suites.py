@@ -9,7 +9,9 @@ The reduced matrix (CI time): `test_basic_write` (which every mutant passes: the
 faults), `test_replayed_batch_is_skipped` (a driver crash before Spark logged the batch's commit), and
 one executor crash on the first attempt of partition 0 of batch 1: mid-write for the Redis and webhook
 mutants, after the write for the Kafka one (a crash before librdkafka sent anything leaves no trace).
-Spark's Kafka sink takes no faultInjection option: its fault case is skipped. The full suite's other
+Spark's Kafka sink takes no faultInjection option: its fault case is skipped. The Redis mutant without
+input fingerprints runs `test_basic_write` and `test_repartition_after_crash` (2 → 5 partitions) only.
+The full suite's other
 cases (the other 7 faults, the driver kill, the 1M-row batch, bad options…) run against the real sinks.
 """
 
@@ -37,19 +39,20 @@ def spark():
     session.stop()
 
 
-def only_cases(cls: type) -> type:
-    """`cls` with the suite's tests other than `CASES` switched off."""
+def only_cases(cls: type, cases: tuple[str, ...] = CASES) -> type:
+    """`cls` with the suite's tests other than `cases` switched off."""
     for name in dir(SinkConformance):
-        if name.startswith("test_") and name not in CASES:
+        if name.startswith("test_") and name not in cases:
             setattr(cls, name, None)
     return cls
 
 
-def mutant_suite(kind: str, fault: tuple[str, str, int | None]) -> type:
-    """The suite's `CASES` against the mutant `kind` of `MUTANTS`, with `fault` as its whole fault matrix."""
+def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str, ...] = CASES) -> type:
+    """The suite's `cases` against the mutant `kind` of `MUTANTS`, with `fault` as its whole fault matrix."""
 
     class Suite(SinkConformance):
         fault_cases = (fault,)
+        repartitions = ((2, 5),)
 
         @pytest.fixture(scope="class")
         @classmethod
@@ -66,11 +69,13 @@ def mutant_suite(kind: str, fault: tuple[str, str, int | None]) -> type:
             server = request.getfixturevalue("redis_server" if kind.startswith("redis") else "kafka_broker")
             yield adapter(server.url if kind.startswith("redis") else server.bootstrap)
 
-    return only_cases(Suite)
+    return only_cases(Suite, cases)
 
 
 TestRedisWithoutCommitCheck = mutant_suite("redis-no-check", MID_WRITE)
 TestRedisRecordFirst = mutant_suite("redis-record-first", MID_WRITE)
+TestRedisWithoutFingerprint = mutant_suite("redis-no-fingerprint", MID_WRITE,
+                                           ("test_basic_write", "test_repartition_after_crash"))
 TestKafkaWithoutTransactions = mutant_suite("kafka-no-transactions", AFTER_WRITE)
 TestWebhookFreshKeys = mutant_suite("webhook-fresh-keys", MID_WRITE)
 

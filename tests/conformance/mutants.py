@@ -7,6 +7,9 @@ registered under its own format name (``mutant-…``):
   partition is written again (duplicates);
 - `RedisRecordFirst`: writes the commit record first, outside MULTI/EXEC, then the rows: a crash in
   between leaves the record without the rows, and the retry skips them (loss);
+- `RedisWithoutFingerprint`: skips a partition whose record exists without comparing the input's
+  fingerprint (the protocol before it had one): a replay with another partitioning loses the rows
+  the skipped partitions now hold and duplicates what the others rewrite;
 - `KafkaWithoutTransactions`: claims exactly_once but produces without a transaction or progress
   record (duplicates after a crash or a replay);
 - `WebhookFreshKeys`: a new idempotency key on every attempt: the receiver cannot dedupe a resend.
@@ -67,8 +70,15 @@ class _RecordFirstRedisSink(RedisSink):
         super().write(conn, identity, batches)
 
 
+class _NoFingerprintRedisSink(RedisSink):
+    def is_committed(self, conn: Any, identity: WriteIdentity) -> bool:
+        return bool(super().is_committed(conn, identity))  # the mutation: committed, whatever the input was
+
+
 RedisWithoutCommitCheck = mutant_source(RedisSinkDataSource, "mutant-redis-no-check", _as(_NoCheckRedisSink))
 RedisRecordFirst = mutant_source(RedisSinkDataSource, "mutant-redis-record-first", _as(_RecordFirstRedisSink))
+RedisWithoutFingerprint = mutant_source(RedisSinkDataSource, "mutant-redis-no-fingerprint",
+                                        _as(_NoFingerprintRedisSink))
 
 
 # ------------------------------------------------------------------------------------------------ Kafka
@@ -113,6 +123,7 @@ class SparkKafkaAdapter(KafkaAdapter):
 MUTANTS = {
     "redis-no-check": (RedisAdapter, RedisWithoutCommitCheck),
     "redis-record-first": (RedisAdapter, RedisRecordFirst),
+    "redis-no-fingerprint": (RedisAdapter, RedisWithoutFingerprint),
     "kafka-no-transactions": (KafkaAdapter, KafkaWithoutTransactions),
     "webhook-fresh-keys": (WebhookAdapter, WebhookFreshKeys),
 }

@@ -8,9 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from connectors.errors import CommitError, OptionError, TransientError
+from connectors.errors import CommitError, OptionError, PartitioningChangedError, TransientError
 from connectors.faults import FaultPlan, InjectedFault
-from connectors.protocol import CommitMessage, ProtocolOptions, ProtocolWriter, Sink, _Feed, stream_writer
+from connectors.protocol import (CommitMessage, Fingerprint, ProtocolOptions, ProtocolWriter, Sink, WriteIdentity, _Feed,
+                                 fingerprint_of, stream_writer)
 from connectors.retry import Backoff, Retry
 
 
@@ -150,3 +151,70 @@ def test_retry_is_bounded_and_honours_retry_after():
 def test_backoff_is_capped():
     backoff = Backoff(0.1, 1.0)
     assert all(0.5 <= backoff.delay(n) <= 1.0 for n in range(5, 40))
+
+
+def _fingerprint(feed: _Feed, consume: bool = True) -> Fingerprint:
+    if consume:
+        for _ in feed():
+            pass
+    else:
+        feed.drain()
+    return feed.fingerprint()
+
+
+def test_the_fingerprint_is_the_input_whatever_the_split_or_the_way_it_was_read():
+    plain = _fingerprint(_Feed(_batches(10, 5), None))
+    assert plain == _fingerprint(_Feed(_batches(10, 5), lambda: None))  # a mid_write split
+    assert plain == _fingerprint(_Feed(_batches(10, 5), None), consume=False)  # skipped: drained
+    assert plain.rows == 15 and Fingerprint.parse(str(plain)) == plain
+    assert _fingerprint(_Feed(_batches(7, 8), None)) != plain  # same rows, other batches: another input
+    assert _fingerprint(_Feed(_batches(10, 4), None)).rows == 14
+    assert Fingerprint.parse(b"12") is None and Fingerprint.parse(None) is None
+
+
+class _RecordedSink(MemorySink):
+    """Holds one record of batch 7 partition 0, written from `recorded`."""
+
+    def __init__(self, recorded):
+        super().__init__()
+        self.recorded, self.written = recorded, None
+
+    def is_committed(self, conn, identity):
+        return self.recorded or False
+
+    def write(self, conn, identity, batches):
+        for _ in batches:
+            pass
+        self.written = fingerprint_of(batches)
+
+
+@pytest.fixture
+def in_a_task(monkeypatch):
+    monkeypatch.setattr(WriteIdentity, "current", classmethod(lambda cls, commit_id=None: WriteIdentity("q1", 7, 0, 0)))
+
+
+def test_a_replayed_partition_with_other_rows_is_refused_and_the_same_rows_are_skipped(in_a_task):
+    first = _RecordedSink(None)
+    ProtocolWriter(first, ProtocolOptions()).write(_batches(10, 5))
+    assert first.written == _fingerprint(_Feed(_batches(10, 5), None))  # what the record keeps
+    same = ProtocolWriter(_RecordedSink(first.written), ProtocolOptions()).write(_batches(10, 5))
+    assert same.skipped and same.rows == 15
+    with pytest.raises(PartitioningChangedError, match="batch 7 partition 0 .* from 15 rows .* 6 rows.*"
+                                                       "partitioning before the sink changed"):
+        ProtocolWriter(_RecordedSink(first.written), ProtocolOptions()).write(_batches(6))
+    legacy = ProtocolWriter(_RecordedSink(True), ProtocolOptions()).write(_batches(6))  # a record without one
+    assert legacy.skipped
+
+
+def test_the_driver_refuses_a_batch_whose_records_show_more_partitions():
+    class Wider(MemorySink):
+        def committed_beyond(self, commit_id, batch_id, partitions):
+            return [p for p in (2, 3, 4) if p >= partitions]
+
+    sink = Wider()
+    with pytest.raises(PartitioningChangedError, match="batch 7 of q1 ran with 2 partitions.*\\[2, 3, 4\\].*"
+                                                       "partitioning before the sink changed"):
+        ProtocolWriter(sink, ProtocolOptions()).commit([_message(0), _message(1)], 7)
+    assert sink.batches == []
+    ProtocolWriter(sink, ProtocolOptions()).commit([_message(p) for p in range(5)], 7)
+    assert sink.batches == [("q1", 7)]

@@ -22,7 +22,7 @@ import pytest
 
 from impulse.loadtest.cli import main
 from tests.loadtest.helpers import assert_latency_plausible, assert_report_files
-from tests.servers import free_port
+from connectors.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PERF_LINE = re.compile(r"^[\d,]+ events sent, [\d,.]+ events/sec \([\d,.]+ MB/sec\), [\d,.]+ ms avg latency, "

@@ -20,7 +20,7 @@ from impulse.loadtest.cli import main
 from impulse.loadtest.compare import main as compare_main
 from impulse.loadtest.thresholds import evaluate, parse_threshold
 from tests.loadtest.helpers import assert_result_plausible
-from tests.servers import free_port
+from connectors.servers import free_port
 
 RATE = 2_000
 

@@ -13,7 +13,7 @@ import pytest
 
 from impulse.loadtest import LoadConfig, LoadError, run_load, summary_text, write_report
 from tests.loadtest.helpers import assert_latency_plausible, assert_report_files, assert_result_plausible
-from tests.servers import free_port
+from connectors.servers import free_port
 
 pytestmark = [pytest.mark.integration]
 

@@ -55,7 +55,8 @@ def test_row_counting_and_the_embedded_webhook_options():
     class _R:
         url = "http://127.0.0.1:1/events"
 
-    assert embedded_options(_R(), {"batchSize": "10"}) == {"url": _R.url, "format": "ndjson", "batchSize": "10"}
+    assert embedded_options(_R(), {"batchSize": "10"}) == {"url": f"{_R.url}/events", "format": "ndjson",
+                                                           "batchSize": "10"}
 
 
 def test_reports_hide_secrets():

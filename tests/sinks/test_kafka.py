@@ -21,7 +21,7 @@ from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity
 from sinks.kafka import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, KafkaSink, KafkaSinkDataSource, _Columns, \
     _IdleClients, _idle_checkers, transactional_id
-from tests.servers import wait_until
+from connectors.servers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -151,6 +151,26 @@ def test_second_run_with_the_same_commit_id_writes_nothing(spark, kafka_broker, 
     run(impulse(spark, 6_000, 2_000), kafka_broker, tmp_path / "ck1", topic=topic, commitId=commit_id)
     run(impulse(spark, 6_000, 2_000), kafka_broker, tmp_path / "ck2", topic=topic, commitId=commit_id)
     assert events(kafka_broker, topic, "read_uncommitted") == expected(6_000)
+
+
+def test_progress_records_hold_the_fingerprint_and_the_driver_finds_partitions_beyond_a_count(spark, kafka_broker,
+                                                                                             tmp_path):
+    """Five Spark partitions commit batch 0 (the offset's metadata holds each one's input); a replay with two
+    partitions would find partitions 2-4 beyond its count."""
+    from connectors.protocol import Fingerprint
+
+    topic = kafka_broker.create_topic(_name("wide"), partitions=2)
+    commit_id = _name("q")
+    run(impulse(spark, 1_000).repartition(5), kafka_broker, tmp_path / "ck", topic=topic, commitId=commit_id)
+    sink = sink_for(kafka_broker, topic)
+    assert sink.committed_beyond(commit_id, 0, 2) == [2, 3, 4]
+    assert sink.committed_beyond(commit_id, 0, 5) == [] and sink.committed_beyond(commit_id, 1, 2) == []
+    conn = sink.open(WriteIdentity(commit_id, 0, 3, 9))
+    try:
+        recorded = sink.is_committed(conn, WriteIdentity(commit_id, 0, 3, 9))
+    finally:
+        sink.close(conn)
+    assert isinstance(recorded, Fingerprint) and recorded.rows == 200
 
 
 def test_key_value_topic_partition_headers_and_timestamp_columns(spark, kafka_broker, tmp_path):
@@ -389,7 +409,7 @@ def test_a_full_local_queue_holds_the_writer_back(spark, kafka_broker, tmp_path,
 
 
 def test_unreachable_cluster_is_named(spark, tmp_path):
-    from tests.servers import free_port
+    from connectors.servers import free_port
 
     class Nowhere:
         bootstrap = f"127.0.0.1:{free_port()}"

@@ -9,7 +9,8 @@ import pytest
 
 from connectors.conformance import expected_events, run_query
 from connectors.conformance.adapters import RedisAdapter
-from tests.servers import RedisServer, wait_until
+from connectors.protocol import Fingerprint
+from connectors.servers import RedisServer, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -77,7 +78,25 @@ def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_pat
     _write(spark, redis_server.url, prefix, tmp_path, commitId="my-pipeline")
     client = redis_server.client()
     assert client.get(f"commit:{prefix}:my-pipeline:batch") == b"1"
-    assert {client.get(f"commit:{prefix}:my-pipeline:{p}") for p in (0, 1)} == {b"1"}
+    records = [client.get(f"commit:{prefix}:my-pipeline:{p}").split() for p in (0, 1)]
+    assert [r[0] for r in records] == [b"1", b"1"]  # the batch, then the fingerprint of its input
+    assert [Fingerprint.parse(r[1]).rows for r in records] == [LIMIT // 4] * 2
+    assert client.smembers(f"commit:{prefix}:my-pipeline:partitions") == {b"0", b"1"}
+
+
+def test_the_driver_finds_records_of_partitions_beyond_a_replays_count(redis_server, prefix):
+    from sinks.redis import RedisOptions, RedisSink
+    from connectors.options import OptionReader
+
+    sink = RedisSink(RedisOptions.read(OptionReader({"url": redis_server.url, "commitKeyPrefix": f"commit:{prefix}:"},
+                                                    name="redis sink")))
+    client = redis_server.client()
+    for partition, record in {0: "3 10:aa", 1: "3 10:bb", 4: "3 10:cc", 5: "2 10:dd"}.items():
+        client.set(f"commit:{prefix}:q:{partition}", record)
+    client.sadd(f"commit:{prefix}:q:partitions", 0, 1, 4, 5)
+    assert sink.committed_beyond("q", 3, 2) == [4]  # partition 5 holds an older batch
+    assert sink.committed_beyond("q", 3, 5) == []
+    assert sink.committed_beyond("other", 3, 0) == []
 
 
 def test_password_is_not_in_errors(spark, redis_server, prefix, tmp_path):

@@ -12,4 +12,4 @@ class TestRedisConformance(SinkConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls, redis_server):
-        return RedisAdapter(redis_server.url, target="list")
+        return RedisAdapter(redis_server.url, target="list", server=redis_server if redis_server.managed else None)

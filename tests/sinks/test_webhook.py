@@ -1,4 +1,4 @@
-"""The webhook sink against a real HTTP server (`tests.servers.HttpReceiver`, which dedupes by Idempotency-Key).
+"""The webhook sink against a real HTTP server (`impulse.loadtest.receiver.Receiver`, which dedupes by Idempotency-Key).
 
 Every Spark test writes impulse events (``(subtask_index, counter)`` is each one's unique key) under its own
 URL path and checks the EXACT list of events in the accepted (deduplicated) requests: a lost event and a
@@ -26,7 +26,8 @@ from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
 from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
-from tests.servers import HttpReceiver, free_port
+from impulse.loadtest.receiver import Receiver
+from connectors.servers import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
@@ -50,11 +51,11 @@ def events_of(request, fmt: str = "json") -> list[tuple[int, int]]:
     return [(r["subtask_index"], r["counter"]) for r in rows]
 
 
-def accepted(receiver: HttpReceiver, path: str) -> list:
+def accepted(receiver: Receiver, path: str) -> list:
     return [r for r in receiver.accepted_requests if r.path == path]
 
 
-def landed(receiver: HttpReceiver, path: str, fmt: str = "json") -> list[tuple[int, int]]:
+def landed(receiver: Receiver, path: str, fmt: str = "json") -> list[tuple[int, int]]:
     return sorted(e for r in accepted(receiver, path) for e in events_of(r, fmt))
 
 
@@ -386,7 +387,7 @@ def test_slow_response_times_out_and_is_retried(spark, http_receiver, tmp_path):
 def test_receiver_restarted_mid_stream(spark, tmp_path):
     limit = 12_000
     checkpoint = tmp_path / "ck"
-    with HttpReceiver() as receiver:
+    with Receiver(record=True) as receiver:
         path = namespace("restart")
         query = (spark.readStream.format("impulse").option("eventsPerSecond", 2_000).option("numPartitions", 2)
                  .option("limit", limit).load()

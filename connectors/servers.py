@@ -1,13 +1,18 @@
-"""Real servers for the tests, each on free loopback ports: Redis, an Apache Kafka broker, an HTTP receiver.
+"""Real servers on free loopback ports, for the tests, the benchmarks and a sink author's conformance runs:
+Redis, an Apache Kafka broker, a Spark standalone cluster, a Spark Connect server. Importable as
+``connectors.servers`` (no ``sys.path`` edits); the HTTP receiver is the project's one receiver,
+`impulse.loadtest.receiver.Receiver`.
 
 Every server has ``start()``, ``stop()`` (graceful, killed after a timeout), ``restart()`` (same ports and
 same data dir, for restart tests), ``close()`` (stop and delete its temp dir) and context-manager support.
 Readiness is polled with real clients; nothing synchronises on fixed sleeps.
 
 Only the standard library is imported at module level; ``redis`` and ``confluent_kafka`` are imported when
-a server needs them, so ``python -m tests.servers fetch-kafka`` works before the clients are installed.
+a server needs them, so ``python -m connectors.servers fetch-kafka`` works before the clients are installed.
 
-The Kafka version is pinned in ``tests/kafka/pom.xml`` (``kafka.version``) and read from there.
+The Kafka version is pinned in ``tests/kafka/pom.xml`` of the checkout (``kafka.version``) and read from
+there at import (`KAFKA_VERSION`, None outside a checkout): the broker needs a checkout (Maven fetches its
+jars by that pom); Redis and Spark servers do not.
 """
 
 from __future__ import annotations
@@ -16,8 +21,6 @@ import atexit
 import contextlib
 import fcntl
 import hashlib
-import http.server
-import inspect
 import json
 import logging
 import os
@@ -39,9 +42,7 @@ from typing import Any, Callable, Iterable
 
 __all__ = [
     "KAFKA_VERSION",
-    "HttpReceiver",
     "KafkaBroker",
-    "ReceivedRequest",
     "RedisServer",
     "ServerError",
     "SparkConnectServer",
@@ -54,8 +55,8 @@ __all__ = [
     "wait_until",
 ]
 
-HERE = Path(__file__).resolve().parent
-KAFKA_POM = HERE / "kafka" / "pom.xml"
+ROOT = Path(__file__).resolve().parent.parent   # the checkout: its tests/kafka/pom.xml pins the Kafka version
+KAFKA_POM = ROOT / "tests" / "kafka" / "pom.xml"
 LOOPBACK = "127.0.0.1"
 
 
@@ -104,7 +105,7 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 def _quiet_logger(name: str) -> logging.Logger:
     """A logger that swallows librdkafka's connection-refused chatter while a server is coming up."""
-    logger = logging.getLogger(f"impulse.tests.servers.{name}")
+    logger = logging.getLogger(f"impulse.connectors.servers.{name}")
     logger.propagate = False
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
@@ -287,6 +288,9 @@ class _ProcessServer(_Server):
 class RedisServer(_ProcessServer):
     """``redis-server`` on a free loopback port; with ``persistence`` an fsync-always AOF in its temp dir.
 
+    ``restart()`` keeps the data either way: without persistence it stops with ``SHUTDOWN SAVE`` (an RDB
+    snapshot in its dir, which the new process loads); ``stop()`` and ``close()`` save nothing.
+
     ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``).
     """
 
@@ -299,10 +303,18 @@ class RedisServer(_ProcessServer):
         self.port = port
         self.host = LOOPBACK
         self.log_path_ = self.dir / "redis.log"
+        self._save_on_stop = False
 
     @property
     def log_path(self) -> Path:
         return self.log_path_
+
+    def restart(self, timeout: float = 30.0):
+        self._save_on_stop = True
+        try:
+            return super().restart(timeout)
+        finally:
+            self._save_on_stop = False
 
     @property
     def url(self) -> str:
@@ -367,7 +379,12 @@ class RedisServer(_ProcessServer):
         if not self.running:
             return
         # SHUTDOWN over a raw socket: redis-py treats the closed connection as an error and retries with backoff.
-        command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n" if not self.persistence else b"*1\r\n$8\r\nSHUTDOWN\r\n"
+        if self.persistence:
+            command = b"*1\r\n$8\r\nSHUTDOWN\r\n"
+        elif self._save_on_stop:
+            command = b"*2\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n"
+        else:
+            command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
         with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=timeout) as sock:
             sock.sendall(command)
             while sock.recv(4096):  # an error reply, or EOF once the server has exited
@@ -387,7 +404,7 @@ def _read_kafka_version() -> str:
     return node.text.strip()
 
 
-KAFKA_VERSION = _read_kafka_version()
+KAFKA_VERSION = _read_kafka_version() if KAFKA_POM.exists() else None  # None: not a checkout (no broker)
 
 
 def cache_root() -> Path:
@@ -396,6 +413,8 @@ def cache_root() -> Path:
 
 
 def kafka_jars_dir() -> Path:
+    if KAFKA_VERSION is None:
+        raise ServerError(f"no {KAFKA_POM}: the Kafka broker needs the project's checkout (its pom pins the version)")
     return cache_root() / f"kafka-{KAFKA_VERSION}"
 
 
@@ -740,281 +759,6 @@ class KafkaBroker(_ProcessServer):
         return [m for p in sorted(by_partition) for m in by_partition[p]]
 
 
-# ------------------------------------------------------------------------------------------------ HTTP
-
-
-@dataclass
-class ReceivedRequest:
-    """One request the receiver saw. ``headers`` is case-insensitive (``headers["idempotency-key"]``)."""
-
-    method: str
-    path: str
-    headers: Any  # http.client.HTTPMessage
-    body: bytes
-    time: float
-    status: int = 0
-    accepted: bool = False
-    duplicate: bool = False
-
-    @property
-    def idempotency_key(self) -> str | None:
-        return self.headers.get("Idempotency-Key")
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class _Behaviour:
-    fail_left: int = 0
-    fail_response: tuple[int, dict[str, str], bytes] = (503, {}, b"")
-    delay_left: int = 0
-    delay_seconds: float = 0.0
-    always: tuple[int, dict[str, str], bytes] | None = None
-
-
-class _ReceiverHTTPServer(http.server.ThreadingHTTPServer):
-    allow_reuse_address = True
-    daemon_threads = True
-
-    def __init__(self, address, handler, receiver: "HttpReceiver") -> None:
-        self.receiver = receiver
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(address, handler)
-
-    def process_request(self, request, client_address):
-        with self.connections_lock:
-            self.connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        with self.connections_lock:
-            self.connections.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        """Cut kept-alive connections so a stopped receiver really stops answering."""
-        with self.connections_lock:
-            connections, self.connections = list(self.connections), set()
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-
-class _ReceiverHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 60
-    server: _ReceiverHTTPServer
-
-    def log_message(self, format, *args):  # noqa: A002 - stdlib signature
-        self.server.receiver._log(format % args)
-
-    def _read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _handle(self) -> None:
-        body = self._read_body()
-        if len(body) < int(self.headers.get("Content-Length") or 0):  # cut short (client gone, or stop()): not received
-            self.close_connection = True
-            return
-        status, headers, payload = self.server.receiver._on_request(self.command, self.path, self.headers, body)
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        if not any(k.lower() == "content-type" for k in headers):
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
-
-
-class HttpReceiver(_Server):
-    """A real HTTP/1.1 server (stdlib, background thread) that records requests and dedupes by
-    ``Idempotency-Key`` (the first accepted request with a key wins; requests without one are always
-    accepted). Answers 200 ``{"ok": true, ...}`` unless told otherwise:
-
-    * ``fail_next(n, status=503, headers=None, body=...)``: the next ``n`` requests get that answer and are
-      not accepted;
-    * ``respond_with(status, headers, body)``: every request gets that answer until ``reset`` (accepted iff
-      the status is 2xx);
-    * ``delay_next(n, seconds)``: the next ``n`` requests are answered after ``seconds`` (the request is
-      recorded and accepted on arrival, as a server that did the work but answered late);
-    * ``reset()``: forget behaviour AND recorded requests; ``reset_behaviour()`` keeps the records.
-    """
-
-    name = "http"
-
-    def __init__(self, port: int | None = None) -> None:
-        super().__init__()
-        self.port = port
-        self.host = LOOPBACK
-        self._state = threading.Lock()
-        self._behaviour = _Behaviour()
-        self._requests: list[ReceivedRequest] = []
-        self._accepted: list[ReceivedRequest] = []
-        self._by_key: dict[str, ReceivedRequest] = {}
-        self._httpd: _ReceiverHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self.log_path = self.dir / "http.log"
-
-    # --- life cycle
-
-    @property
-    def running(self) -> bool:
-        return self._httpd is not None
-
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise ServerError("http: not started yet (no port)")
-        return f"http://{self.host}:{self.port}"
-
-    def _start(self) -> None:
-        self._stopping.clear()
-        deadline = time.monotonic() + 10
-        while True:
-            port = self.port or free_port()
-            try:
-                self._httpd = _ReceiverHTTPServer((self.host, port), _ReceiverHandler, self)
-                break
-            except OSError as exc:
-                if time.monotonic() >= deadline:
-                    raise ServerError(f"http: cannot bind {self.host}:{port}: {exc}\n{_tail(self.log_path)}") from exc
-                time.sleep(0.1)
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"http-receiver-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        self._log(f"listening on {self.url}")
-
-    def _stop(self, timeout: float) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        self._stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        httpd.drop_connections()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._log("stopped")
-
-    # --- behaviour
-
-    def fail_next(self, n: int, status: int = 503, headers: dict[str, str] | None = None,
-                  body: bytes = b'{"error": "injected failure"}') -> None:
-        with self._state:
-            self._behaviour.fail_left = n
-            self._behaviour.fail_response = (status, dict(headers or {}), body)
-
-    def respond_with(self, status: int, headers: dict[str, str] | None = None, body: bytes = b"") -> None:
-        with self._state:
-            self._behaviour.always = (status, dict(headers or {}), body)
-
-    def delay_next(self, n: int, seconds: float) -> None:
-        with self._state:
-            self._behaviour.delay_left = n
-            self._behaviour.delay_seconds = seconds
-
-    def reset_behaviour(self) -> None:
-        with self._state:
-            self._behaviour = _Behaviour()
-
-    def reset(self) -> None:
-        with self._state:
-            self._behaviour = _Behaviour()
-            self._requests.clear()
-            self._accepted.clear()
-            self._by_key.clear()
-
-    # --- what was received
-
-    @property
-    def requests(self) -> list[ReceivedRequest]:
-        with self._state:
-            return list(self._requests)
-
-    @property
-    def accepted_requests(self) -> list[ReceivedRequest]:
-        with self._state:
-            return list(self._accepted)
-
-    @property
-    def accepted(self) -> list[bytes]:
-        """Bodies of the accepted requests, in arrival order, one per Idempotency-Key."""
-        with self._state:
-            return [r.body for r in self._accepted]
-
-    def accepted_json(self) -> list[Any]:
-        return [json.loads(body) for body in self.accepted]
-
-    def wait_for(self, predicate: Callable[..., Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
-        """Poll ``predicate()`` (or ``predicate(receiver)`` if it takes an argument) until truthy."""
-        try:
-            takes_arg = bool(inspect.signature(predicate).parameters)
-        except (TypeError, ValueError):
-            takes_arg = False
-        check = (lambda: predicate(self)) if takes_arg else predicate
-        return wait_until(check, timeout, interval,
-                          lambda: f"receiver condition ({len(self.requests)} requests, {len(self.accepted)} accepted)")
-
-    # --- request handling (called from handler threads)
-
-    def _on_request(self, method: str, path: str, headers, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        record = ReceivedRequest(method, path, headers, body, time.time())
-        with self._state:
-            b = self._behaviour
-            delay = 0.0
-            if b.delay_left > 0:
-                b.delay_left -= 1
-                delay = b.delay_seconds
-            if b.fail_left > 0:
-                b.fail_left -= 1
-                status, out_headers, payload = b.fail_response
-            elif b.always is not None:
-                status, out_headers, payload = b.always
-            else:
-                status, out_headers, payload = 200, {}, b""
-            if 200 <= status < 300:
-                key = record.idempotency_key
-                if key is not None and key in self._by_key:
-                    record.duplicate = True
-                else:
-                    record.accepted = True
-                    self._accepted.append(record)
-                    if key is not None:
-                        self._by_key[key] = record
-            record.status = status
-            self._requests.append(record)
-        if not payload and status == 200:
-            payload = json.dumps({"ok": True, "duplicate": record.duplicate}).encode()
-        if delay:
-            self._stopping.wait(delay)
-        return status, out_headers, payload
-
-    def _log(self, line: str) -> None:
-        with contextlib.suppress(OSError), open(self.log_path, "a") as log:
-            log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-
-
 # ----------------------------------------------------------------------------------------------- Spark
 
 
@@ -1059,7 +803,7 @@ class _SparkServer(_ProcessServer):
     """
 
     def _spark_env(self) -> dict[str, str]:
-        root = str(HERE.parent)
+        root = str(ROOT)
         python_path = os.pathsep.join(dict.fromkeys(filter(None, [root, os.environ.get("PYTHONPATH")])))
         return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": LOOPBACK,
                 "SPARK_LOCAL_HOSTNAME": "localhost", "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
@@ -1236,7 +980,7 @@ class SparkConnectServer(_SparkServer):
 def _main(argv: Iterable[str]) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.servers", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m connectors.servers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache (no-op when present)")
     serve = sub.add_parser("serve", help="run one server in the foreground until Ctrl-C")
@@ -1245,7 +989,15 @@ def _main(argv: Iterable[str]) -> int:
     if args.command == "fetch-kafka":
         print(fetch_kafka())
         return 0
-    server = {"kafka": KafkaBroker, "redis": RedisServer, "http": HttpReceiver, "spark-cluster": SparkStandaloneCluster,
+    if args.kind == "http":
+        from impulse.loadtest.receiver import Receiver
+
+        with Receiver() as receiver:
+            print(f"http ready at {receiver.url}; Ctrl-C to stop", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.pause()
+        return 0
+    server = {"kafka": KafkaBroker, "redis": RedisServer, "spark-cluster": SparkStandaloneCluster,
               "spark-connect": SparkConnectServer}[args.kind]()
     with server:
         address = {"kafka": "bootstrap", "spark-cluster": "master_url"}.get(args.kind, "url")
