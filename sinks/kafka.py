@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
+from connectors.batch import BatchWriter, batch_writer
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
@@ -754,16 +755,22 @@ class KafkaSinkDataSource(DataSource):
         return KafkaSink.name
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        def build(reader: OptionReader) -> KafkaSink:
-            opts = KafkaOptions.read(reader)
-            columns = _Columns.of(schema)
-            if opts.topic is None and not columns.topic:
-                raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
-                                                 "the rows a 'topic' column")
-            if opts.exactly_once and opts.progress_topic is None:
-                raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
-                                  "records of exactly_once (nothing is written into it); set 'progressTopic' or "
-                                  "'topic'")
-            return KafkaSink(opts, columns)
+        return stream_writer(self.options, name="kafka sink", build=lambda reader: _build(reader, schema))
 
-        return stream_writer(self.options, name="kafka sink", build=build)
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name="kafka sink", build=lambda reader: _build(reader, schema))
+
+
+def _build(reader: OptionReader, schema) -> KafkaSink:
+    """The sink of the options in `reader`, for rows of `schema`."""
+    opts = KafkaOptions.read(reader)
+    columns = _Columns.of(schema)
+    if opts.topic is None and not columns.topic:
+        raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
+                                         "the rows a 'topic' column")
+    if opts.exactly_once and opts.progress_topic is None:
+        raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
+                          "records of exactly_once (nothing is written into it); set 'progressTopic' or "
+                          "'topic'")
+    return KafkaSink(opts, columns)

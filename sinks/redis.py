@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
+from connectors.batch import BatchWriter, batch_writer
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.redact import redact_url
@@ -264,15 +265,21 @@ class RedisSinkDataSource(DataSource):
         return RedisSink.name
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        def build(reader: OptionReader) -> RedisSink:
-            opts = RedisOptions.read(reader)
-            for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
-                                   ("valueColumn", opts.value_column)):
-                if column is not None and column not in schema.fieldNames():
-                    raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
-            return RedisSink(opts)
+        return stream_writer(self.options, name="redis sink", build=lambda reader: _build(reader, schema))
 
-        return stream_writer(self.options, name="redis sink", build=build)
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name="redis sink", build=lambda reader: _build(reader, schema))
+
+
+def _build(reader: OptionReader, schema) -> RedisSink:
+    """The sink of the options in `reader`, whose column options must name columns of `schema`."""
+    opts = RedisOptions.read(reader)
+    for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
+                           ("valueColumn", opts.value_column)):
+        if column is not None and column not in schema.fieldNames():
+            raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
+    return RedisSink(opts)
 
 
 def _column(batch: pa.RecordBatch, name: str | None, option: str) -> pa.Array:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
+from connectors.batch import BatchWriter, batch_writer
 from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
@@ -540,3 +541,8 @@ class WebhookSinkDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
         return stream_writer(self.options, name="webhook sink", build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
+
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and keys, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name="webhook sink",
+                            build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
