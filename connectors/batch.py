@@ -15,6 +15,9 @@ options and guarantee; only the identity comes from elsewhere:
 
 Fault injection (``faultInjection``) works as for streaming, with ``batch=0``.
 
+From SQL, a sink is a temporary view with a column list (`no_schema`): ``CREATE TEMPORARY VIEW v
+(c1 T1, …) USING `redis-sink` OPTIONS (…)`` then ``INSERT INTO v SELECT …`` (README, "SQL").
+
 Only ``mode("append")`` (SQL ``INSERT INTO``) is accepted. Spark itself refuses ``errorifexists``
 (the default of ``df.write``) and ``ignore`` for every Python data source, before any code of ours
 runs, with ``[UNSUPPORTED_DATA_SOURCE_SAVE_MODE]``; ``overwrite`` (and ``INSERT OVERWRITE``) reaches
@@ -30,11 +33,11 @@ from typing import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter
 
-from connectors.errors import OptionError
-from connectors.options import OptionReader
+from connectors.errors import OptionError, SinkError
+from connectors.options import CATALOG_TABLE_OPTIONS, OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, stream_writer
 
-__all__ = ["BATCH_ID", "BatchWriter", "batch_writer", "new_commit_id"]
+__all__ = ["BATCH_ID", "BatchWriter", "batch_writer", "new_commit_id", "no_schema"]
 
 #: the protocol's batch id of every batch write
 BATCH_ID = 0
@@ -77,9 +80,22 @@ def batch_writer(options: Mapping[str, object], overwrite: bool, *, name: str,
     The sink's ``writer(schema, overwrite)``; `OptionError` for ``overwrite`` and for any option
     `stream_writer` rejects.
     """
+    if not options:
+        raise OptionError("OPTIONS", "(none)", f"the {name}'s options; an INSERT INTO a table gets none when {CATALOG_TABLE_OPTIONS}")
     if overwrite:
         raise OptionError("mode", "overwrite", f"one of {', '.join(MODES)}: the {name} only adds to its target, it "
                           "cannot replace what is there; use .mode(\"append\") (SQL: INSERT INTO, not INSERT OVERWRITE)")
     protocol = stream_writer(options, name=name, build=build)
     identity = replace(protocol.options, commit_id=protocol.options.commit_id or new_commit_id())
     return BatchWriter(ProtocolWriter(protocol.sink, identity, batch_id=BATCH_ID))
+
+
+def no_schema(name: str) -> None:
+    """A sink's ``DataSource.schema()``: always raises `SinkError` saying how to declare a SQL view of the sink.
+
+    Spark asks for it when a view is created without columns (``CREATE TEMPORARY VIEW v USING `<sink>```)
+    and on ``spark.read.format(<sink>)``; a write never asks for it.
+    """
+    raise SinkError(f"{name} is write-only and has no columns of its own: read with its target's client; to write "
+                    f"from SQL give the view the columns you insert: CREATE TEMPORARY VIEW <view> (<column> <type>, …) "
+                    f"USING `{name}` OPTIONS (…), then INSERT INTO <view> SELECT …")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.batch import BatchWriter, batch_writer
+from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
@@ -753,6 +753,10 @@ class KafkaSinkDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return KafkaSink.name
+
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(KafkaSink.name)
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
         return stream_writer(self.options, name="kafka sink", build=lambda reader: _build(reader, schema))

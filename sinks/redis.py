@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.batch import BatchWriter, batch_writer
+from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.redact import redact_url
@@ -263,6 +263,10 @@ class RedisSinkDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return RedisSink.name
+
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(RedisSink.name)
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
         return stream_writer(self.options, name="redis sink", build=lambda reader: _build(reader, schema))

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
-from connectors.batch import BatchWriter, batch_writer
+from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.errors import CommitError, DeliveryError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, ProtocolWriter, Sink, WriteIdentity, stream_writer
@@ -538,6 +538,10 @@ class WebhookSinkDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return WebhookSink.name
+
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(WebhookSink.name)
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
         return stream_writer(self.options, name="webhook sink", build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
