@@ -615,7 +615,7 @@ _quiet.addHandler(logging.NullHandler())
 
 
 class KafkaSinkDataSource(DataSource):
-    """Exactly-once (default) or at-least-once streaming writes to Apache Kafka.
+    """Exactly-once (default) or at-least-once streaming and batch writes to Apache Kafka.
 
     Name: ``kafka-sink``
 
@@ -748,6 +748,9 @@ class KafkaSinkDataSource(DataSource):
     ...     .writeStream.format("kafka-sink").option("kafka.bootstrap.servers", "localhost:9092")
     ...     .option("topic", "events").option("deliveryGuarantee", "at_least_once")
     ...     .option("checkpointLocation", "/tmp/ck2").start())                # doctest: +SKIP
+    >>> (df.write.format("kafka-sink").mode("append").option("kafka.bootstrap.servers", "localhost:9092")
+    ...     .option("topic", "events")
+    ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
     @classmethod

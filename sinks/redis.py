@@ -203,7 +203,7 @@ class RedisSink(Sink):
 
 
 class RedisSinkDataSource(DataSource):
-    """Exactly-once streaming writes to Redis.
+    """Exactly-once streaming and batch writes to Redis.
 
     Name: ``redis-sink``
 
@@ -258,6 +258,8 @@ class RedisSinkDataSource(DataSource):
     ...     .writeStream.format("redis-sink").option("url", "redis://localhost:6379/0")
     ...     .option("target", "list").option("keyPrefix", "events")
     ...     .option("checkpointLocation", "/tmp/ck").start())                 # doctest: +SKIP
+    >>> (df.write.format("redis-sink").mode("append").option("url", "redis://localhost:6379/0")
+    ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
     @classmethod

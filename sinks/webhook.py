@@ -454,7 +454,7 @@ def _notification_options(options: WebhookOptions) -> WebhookOptions:
 
 
 class WebhookSinkDataSource(DataSource):
-    """Streaming writes to an HTTP endpoint, as JSON batches with stable idempotency keys.
+    """Streaming and batch writes to an HTTP endpoint, as JSON batches with stable idempotency keys.
 
     Name: ``webhook-sink``
 
@@ -533,6 +533,8 @@ class WebhookSinkDataSource(DataSource):
     ...     .option("header.Authorization", "Bearer ${ENV:HOOK_TOKEN}").option("batchSize", 500)
     ...     .option("commitUrl", "https://hooks.example.com/commits")
     ...     .option("checkpointLocation", "/tmp/ck").start())                 # doctest: +SKIP
+    >>> (df.write.format("webhook-sink").mode("append").option("url", "https://hooks.example.com/events")
+    ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
     @classmethod
