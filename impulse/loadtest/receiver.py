@@ -112,6 +112,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:  # the sender went away mid-body (a killed task): never accept, or the key
+            self.close_connection = True  # would shadow the retry's complete request
+            return
         try:
             duplicate = self.server.receiver._accept(self.command, self.path, self.headers, body)
         except ValueError as exc:  # not JSON: refuse for good (the sink does not retry a 400)
