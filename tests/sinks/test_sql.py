@@ -71,7 +71,7 @@ def test_readme_batch_writes_run_and_rerun_writes_nothing_twice(spark, redis_ser
 def test_readme_sql_runs(spark, redis_server, tmp_path):
     name = f"sql-{uuid.uuid4().hex[:8]}"
     swap = {"redis://localhost:6379/0": redis_server.url, "'orders'": f"'{name}'", '"orders"': f'"{name}"',
-            "orders-1": f"{name}-1", "/tmp/ck-live-orders": str(tmp_path / "ck")}
+            "/tmp/ck-live-orders": str(tmp_path / "ck")}
     run_blocks(spark, "SQL", swap)
     # the batch INSERT wrote the even counters, the stream the odd ones: every event once
     assert events(redis_server.client().lrange(name, 0, -1)) == impulse_events(spark)
