@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 
 from connectors.errors import OptionError
 
-__all__ = ["OptionReader", "parse_duration_us", "parse_time_us", "format_duration_us"]
+__all__ = ["OptionReader", "parse_duration_us", "parse_time_us", "format_duration_us", "CATALOG_TABLE_OPTIONS"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]+)\s*$", re.IGNORECASE)
 _UNIT_US = {
@@ -33,6 +33,13 @@ _DURATION_EXPECTED = "a duration with a unit, e.g. '250ms', '1.5s', '500us', '1m
 
 # Keys Spark itself may put into a data source's options; never reported as unknown.
 _SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+
+#: Why a catalog table of a Python data source cannot work (PySpark 4.3, README "SQL"): ``CREATE TABLE … USING
+#: <source> OPTIONS (…)`` hands the source its options once, with ``provider``, ``owner`` and ``option.<name>``
+#: copies added; every later ``SELECT`` or ``INSERT INTO`` of the table gets no options at all.
+CATALOG_TABLE_OPTIONS = ("Spark drops the OPTIONS of a table created with CREATE TABLE … USING a Python data source "
+                         "(later reads and INSERTs get none): use CREATE TEMPORARY VIEW <name> [(columns)] USING "
+                         "`<format>` OPTIONS (…) instead, or the DataFrame API")
 
 
 def parse_duration_us(text: str, option: str = "duration") -> int:
@@ -175,6 +182,9 @@ class OptionReader:
 
     def finish(self) -> None:
         """Raise `OptionError` for the first option that no getter asked for."""
+        if "provider" in self._given and any(k.startswith("option.") for k in self._given):
+            original, value = self._given["provider"]
+            raise OptionError(original, value, f"no CREATE TABLE: {CATALOG_TABLE_OPTIONS}")
         prefixes = tuple(k[:-1] for k in self._known if k.endswith("*"))
         for lowered, (original, value) in sorted(self._given.items()):
             if lowered in self._known or lowered in _SPARK_KEYS or (prefixes and lowered.startswith(prefixes)):

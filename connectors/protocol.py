@@ -106,17 +106,21 @@ class WriteIdentity:
     attempt: int
 
     @classmethod
-    def current(cls, commit_id: str | None = None) -> "WriteIdentity":
-        """The identity of the running task (executor only)."""
+    def current(cls, commit_id: str | None = None, batch_id: int | None = None) -> "WriteIdentity":
+        """The identity of the running task (executor only).
+
+        A streaming write reads the query id and batch id from the task's local properties; a batch
+        write (`connectors.batch`) passes both, fixed on the driver.
+        """
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         if ctx is None:
             raise SinkError("the commit protocol's write() must run inside a Spark task")
         query = commit_id or ctx.getLocalProperty("sql.streaming.queryId")
-        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        batch = ctx.getLocalProperty("streaming.sql.batchId") if batch_id is None else batch_id
         if not query or batch is None:
-            raise SinkError("no streaming query id or batch id in this task: the sinks support writeStream only")
+            raise SinkError("no streaming query id or batch id in this task, and no batch write identity")
         return cls(str(query), int(batch), ctx.partitionId(), ctx.attemptNumber())
 
     def __str__(self) -> str:
@@ -343,9 +347,10 @@ class _Feed:
 class ProtocolWriter(DataSourceStreamArrowWriter):
     """The stream writer of every sink: runs the protocol above around a `Sink`'s hooks."""
 
-    def __init__(self, sink: Sink, options: ProtocolOptions) -> None:
+    def __init__(self, sink: Sink, options: ProtocolOptions, batch_id: int | None = None) -> None:
         self.sink = sink
         self.options = options
+        self.batch_id = batch_id   # None: streaming (from the task); else a batch write's (`connectors.batch`)
 
     def _fault(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> None:
         if self.options.faults is not None:
@@ -353,7 +358,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
         freeze_gc_once()
-        identity = WriteIdentity.current(self.options.commit_id)
+        identity = WriteIdentity.current(self.options.commit_id, self.batch_id)
         fault = lambda point: self._fault(point, identity.batch_id, identity.partition_id, identity.attempt)  # noqa: E731
         fault("before_write")
         plan = self.options.faults

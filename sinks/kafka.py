@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
+from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.protocol import (CommitMessage, Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of,
@@ -656,7 +657,7 @@ _quiet.addHandler(logging.NullHandler())
 
 
 class KafkaSinkDataSource(DataSource):
-    """Exactly-once (default) or at-least-once streaming writes to Apache Kafka.
+    """Exactly-once (default) or at-least-once streaming and batch writes to Apache Kafka.
 
     Name: ``kafka-sink``
 
@@ -789,23 +790,36 @@ class KafkaSinkDataSource(DataSource):
     ...     .writeStream.format("kafka-sink").option("kafka.bootstrap.servers", "localhost:9092")
     ...     .option("topic", "events").option("deliveryGuarantee", "at_least_once")
     ...     .option("checkpointLocation", "/tmp/ck2").start())                # doctest: +SKIP
+    >>> (df.write.format("kafka-sink").mode("append").option("kafka.bootstrap.servers", "localhost:9092")
+    ...     .option("topic", "events")
+    ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
     @classmethod
     def name(cls) -> str:
         return KafkaSink.name
 
-    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        def build(reader: OptionReader) -> KafkaSink:
-            opts = KafkaOptions.read(reader)
-            columns = _Columns.of(schema)
-            if opts.topic is None and not columns.topic:
-                raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
-                                                 "the rows a 'topic' column")
-            if opts.exactly_once and opts.progress_topic is None:
-                raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
-                                  "records of exactly_once (nothing is written into it); set 'progressTopic' or "
-                                  "'topic'")
-            return KafkaSink(opts, columns)
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(KafkaSink.name)
 
-        return stream_writer(self.options, name="kafka sink", build=build)
+    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
+        return stream_writer(self.options, name="kafka sink", build=lambda reader: _build(reader, schema))
+
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name="kafka sink", build=lambda reader: _build(reader, schema))
+
+
+def _build(reader: OptionReader, schema) -> KafkaSink:
+    """The sink of the options in `reader`, for rows of `schema`."""
+    opts = KafkaOptions.read(reader)
+    columns = _Columns.of(schema)
+    if opts.topic is None and not columns.topic:
+        raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
+                                         "the rows a 'topic' column")
+    if opts.exactly_once and opts.progress_topic is None:
+        raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
+                          "records of exactly_once (nothing is written into it); set 'progressTopic' or "
+                          "'topic'")
+    return KafkaSink(opts, columns)

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
+from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.redact import redact_url
@@ -241,7 +242,7 @@ class RedisSink(Sink):
 
 
 class RedisSinkDataSource(DataSource):
-    """Exactly-once streaming writes to Redis.
+    """Exactly-once streaming and batch writes to Redis.
 
     Name: ``redis-sink``
 
@@ -296,22 +297,34 @@ class RedisSinkDataSource(DataSource):
     ...     .writeStream.format("redis-sink").option("url", "redis://localhost:6379/0")
     ...     .option("target", "list").option("keyPrefix", "events")
     ...     .option("checkpointLocation", "/tmp/ck").start())                 # doctest: +SKIP
+    >>> (df.write.format("redis-sink").mode("append").option("url", "redis://localhost:6379/0")
+    ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
     @classmethod
     def name(cls) -> str:
         return RedisSink.name
 
-    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        def build(reader: OptionReader) -> RedisSink:
-            opts = RedisOptions.read(reader)
-            for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
-                                   ("valueColumn", opts.value_column)):
-                if column is not None and column not in schema.fieldNames():
-                    raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
-            return RedisSink(opts)
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(RedisSink.name)
 
-        return stream_writer(self.options, name="redis sink", build=build)
+    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
+        return stream_writer(self.options, name="redis sink", build=lambda reader: _build(reader, schema))
+
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name="redis sink", build=lambda reader: _build(reader, schema))
+
+
+def _build(reader: OptionReader, schema) -> RedisSink:
+    """The sink of the options in `reader`, whose column options must name columns of `schema`."""
+    opts = RedisOptions.read(reader)
+    for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
+                           ("valueColumn", opts.value_column)):
+        if column is not None and column not in schema.fieldNames():
+            raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
+    return RedisSink(opts)
 
 
 def _column(batch: pa.RecordBatch, name: str | None, option: str) -> pa.Array:

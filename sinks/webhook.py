@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource
 
+from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
                                TransientError, map_errors)
 from connectors.options import OptionReader
@@ -460,7 +461,7 @@ def _notification_options(options: WebhookOptions) -> WebhookOptions:
 
 
 class WebhookSinkDataSource(DataSource):
-    """Streaming writes to an HTTP endpoint, as JSON batches with stable idempotency keys.
+    """Streaming and batch writes to an HTTP endpoint, as JSON batches with stable idempotency keys.
 
     Name: ``webhook-sink``
 
@@ -542,11 +543,22 @@ class WebhookSinkDataSource(DataSource):
     ...     .option("header.Authorization", "Bearer ${ENV:HOOK_TOKEN}").option("batchSize", 500)
     ...     .option("commitUrl", "https://hooks.example.com/commits")
     ...     .option("checkpointLocation", "/tmp/ck").start())                 # doctest: +SKIP
+    >>> (df.write.format("webhook-sink").mode("append").option("url", "https://hooks.example.com/events")
+    ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
     @classmethod
     def name(cls) -> str:
         return WebhookSink.name
 
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(WebhookSink.name)
+
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
         return stream_writer(self.options, name="webhook sink", build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
+
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and keys, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name="webhook sink",
+                            build=lambda reader: WebhookSink(WebhookOptions.read(reader)))

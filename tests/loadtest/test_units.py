@@ -45,6 +45,21 @@ def test_the_embedded_receiver_counts_rows_and_ignores_repeated_keys():
     assert (counts.requests, counts.rows, counts.duplicates) == (3, 6, 1)
 
 
+def test_a_request_cut_mid_body_is_not_accepted_and_its_key_stays_free():
+    """A sender killed mid-request (a crashed task) must not claim the key its retry will send."""
+    import socket
+    from urllib.parse import urlsplit
+
+    with Receiver(record=True) as receiver:
+        address = urlsplit(receiver.url)
+        with socket.create_connection((address.hostname, address.port)) as cut:
+            cut.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Idempotency-Key: k1\r\nContent-Length: 100\r\n\r\n")  # killed before its body
+        assert _post(receiver.url, b'[{"a":1}]', "k1", "application/json") == {"ok": True}
+        assert [r.body for r in receiver.accepted_requests] == [b'[{"a":1}]']
+        assert receiver.counts().rows == 1
+
+
 def test_row_counting_and_the_embedded_webhook_options():
     assert count_rows(b"", "application/x-ndjson") == 0
     assert count_rows(b'{"a":1}\n{"a":2}', "application/x-ndjson") == 2

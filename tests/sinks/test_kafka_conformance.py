@@ -5,12 +5,13 @@ duplicates (the test's ``duplicates`` property in the JUnit report)."""
 import pytest
 
 from connectors.conformance import SinkConformance
+from connectors.conformance.batch_suite import BatchWriteConformance
 from connectors.conformance.adapters import KafkaAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
 
-class TestKafkaConformance(SinkConformance):
+class TestKafkaConformance(SinkConformance, BatchWriteConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls, kafka_broker):

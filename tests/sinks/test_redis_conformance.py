@@ -3,12 +3,13 @@
 import pytest
 
 from connectors.conformance import SinkConformance
+from connectors.conformance.batch_suite import BatchWriteConformance
 from connectors.conformance.adapters import RedisAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
-class TestRedisConformance(SinkConformance):
+class TestRedisConformance(SinkConformance, BatchWriteConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls, redis_server):

@@ -9,12 +9,13 @@ is replaced below by the webhook's version of the same promise.
 import pytest
 
 from connectors.conformance import SinkConformance, run_query
+from connectors.conformance.batch_suite import BatchWriteConformance
 from connectors.conformance.adapters import WebhookAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
 
-class TestWebhookConformance(SinkConformance):
+class TestWebhookConformance(SinkConformance, BatchWriteConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls):
