@@ -190,7 +190,7 @@ class _RecordedSink(MemorySink):
 
 @pytest.fixture
 def in_a_task(monkeypatch):
-    monkeypatch.setattr(WriteIdentity, "current", classmethod(lambda cls, commit_id=None: WriteIdentity("q1", 7, 0, 0)))
+    monkeypatch.setattr(WriteIdentity, "current", classmethod(lambda cls, commit_id=None, batch_id=None: WriteIdentity("q1", 7, 0, 0)))
 
 
 def test_a_replayed_partition_with_other_rows_is_refused_and_the_same_rows_are_skipped(in_a_task):
