@@ -24,14 +24,14 @@ batch write):
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Mapping
 
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
 from connectors.conformance.suite import PARTITIONS, expected_events
+from connectors.conformance.suite import _attempt as _failure
+from connectors.conformance.suite import _read_metrics as _metrics
 
 __all__ = ["BatchWriteConformance", "batch_frame", "write_batch"]
 
@@ -58,18 +58,6 @@ def write_batch(spark, adapter: SinkAdapter, namespace: str, rows: int, *, optio
     if mode is not None:
         writer = writer.mode(mode)
     writer.save()
-
-
-def _failure(fn) -> BaseException | None:
-    try:
-        fn()
-    except Exception as exc:  # the job's failure, as Spark reports it
-        return exc
-    return None
-
-
-def _metrics(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 class BatchWriteConformance:
