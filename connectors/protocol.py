@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -145,8 +146,10 @@ class Fingerprint:
         """The fingerprint written as `text`, or None for anything else (a record of an older version)."""
         if isinstance(text, bytes):
             text = text.decode("ascii", "replace")
-        rows, sep, digest = (text or "").partition(":")
-        return cls(int(rows), digest) if sep and rows.isdigit() and digest else None
+        # The digest is 24 hex digits: what follows it is not ours (a C string's terminator, or bytes a
+        # client read past the end of a Kafka offset's metadata, seen as "<digest>.pri0").
+        found = re.match(r"(\d+):([0-9a-f]{24})", text or "")
+        return cls(int(found.group(1)), found.group(2)) if found else None
 
 
 @dataclass

@@ -418,13 +418,15 @@ class ArrowProducer:
         offsets = lib.rd_kafka_topic_partition_list_new(1)
         group = lib.rd_kafka_consumer_group_metadata_new(group_id.encode())
         entry = None
-        kept = ctypes.create_string_buffer(metadata, len(metadata))  # librdkafka copies it when it sends
+        # NUL-terminated, the terminator counted: librdkafka copies metadata_size bytes, and a copy without
+        # a terminator was read past its end once (the stored metadata gained ".pri0").
+        kept = ctypes.create_string_buffer(metadata)  # librdkafka copies it when it sends
         try:
             entry = lib.rd_kafka_topic_partition_list_add(offsets, topic.encode(), partition)
             lib.rd_kafka_topic_partition_list_set_offset(offsets, topic.encode(), partition, offset)
             if metadata:
                 entry.contents.metadata = ctypes.cast(kept, c_void_p)
-                entry.contents.metadata_size = len(metadata)
+                entry.contents.metadata_size = len(metadata) + 1
             _raise_error(lib.rd_kafka_send_offsets_to_transaction(self._rk, offsets, group, _ms(timeout_s)))
         finally:
             if entry is not None:  # ours, not librdkafka's to free

@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if needs_receiver(config.sink, config.options):
                 receiver = stack.enter_context(Receiver())
                 config = replace(config, options=embedded_options(receiver, config.options))
-                display.line(f"embedded HTTP receiver at {receiver.url} (dedupes by Idempotency-Key; sink options "
+                display.line(f"embedded HTTP receiver at {config.options['url']} (dedupes by Idempotency-Key; sink options "
                              f"format={config.options['format']}, batchSize={config.options['batchSize']})")
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s

@@ -170,6 +170,7 @@ def test_the_fingerprint_is_the_input_whatever_the_split_or_the_way_it_was_read(
     assert _fingerprint(_Feed(_batches(7, 8), None)) != plain  # same rows, other batches: another input
     assert _fingerprint(_Feed(_batches(10, 4), None)).rows == 14
     assert Fingerprint.parse(b"12") is None and Fingerprint.parse(None) is None
+    assert Fingerprint.parse(str(plain) + ".pri0") == plain == Fingerprint.parse(str(plain) + "\x00")  # bytes past ours
 
 
 class _RecordedSink(MemorySink):
