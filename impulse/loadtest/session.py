@@ -80,8 +80,19 @@ def describe(where: dict) -> str:
             + (f"{executors} executors" if executors else "driver only") + f", {where.get('cores')} cores")
 
 
+WARMUP_EVENTS = 100_000   # impulse events the warm-up runs through the warm-up sink
+WARMUP_BATCH = 10_000     # … per micro-batch
+
+
 def warm_up(spark, partitions: int = 2, sink: str = "noop") -> None:
-    """Run one row per partition through the warm-up source and sink, once per Spark application and sink."""
+    """Warm Spark's Python workers and JVM for a run into `sink`, once per Spark application and sink.
+
+    Two tiny queries into the warm-up sink: one row per partition from the warm-up source (every Python
+    worker, reader or writer, imports the impulse source's and the sink's modules), then `WARMUP_EVENTS`
+    impulse events in micro-batches of `WARMUP_BATCH` (the JVM's per-batch and per-row paths of a
+    Python source and a Python sink get compiled: a run's first ~10 micro-batches took twice as long
+    as later ones without it). Nothing reaches the sink under test.
+    """
     from impulse.loadtest.warmup import NAME, WarmupDataSource
 
     key = (spark.session_id if _is_remote(spark) else spark.sparkContext.applicationId, sink)
@@ -89,16 +100,17 @@ def warm_up(spark, partitions: int = 2, sink: str = "noop") -> None:
         return
     spark.dataSource.register(WarmupDataSource)
     modules = ",".join(filter(None, ("impulse.source", preload_modules(sink))))
-    checkpoint = tempfile.mkdtemp(prefix="impulse-load-warmup-")
-    try:
-        query = (
-            spark.readStream.format(NAME).option("modules", modules).option("partitions", partitions)
-            .load()
-            .writeStream.format(NAME).option("modules", modules)
-            .option("checkpointLocation", checkpoint)
-            .queryName("impulse-load-warmup").trigger(availableNow=True).start()
-        )
-        query.awaitTermination()
-    finally:
-        shutil.rmtree(checkpoint, ignore_errors=True)
+    imports = spark.readStream.format(NAME).option("modules", modules).option("partitions", partitions).load()
+    events = (spark.readStream.format("impulse").option("eventsPerSecond", 1e9).option("startTime", 0)
+              .option("numPartitions", partitions).option("limit", WARMUP_EVENTS)
+              .option("maxEventsPerTrigger", WARMUP_BATCH).load())
+    for frame in (imports, events):
+        checkpoint = tempfile.mkdtemp(prefix="impulse-load-warmup-")
+        try:
+            query = (frame.writeStream.format(NAME).option("modules", modules)
+                     .option("checkpointLocation", checkpoint)
+                     .queryName("impulse-load-warmup").trigger(availableNow=True).start())
+            query.awaitTermination()
+        finally:
+            shutil.rmtree(checkpoint, ignore_errors=True)
     _warmed.add(key)
