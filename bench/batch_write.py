@@ -37,6 +37,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from connectors.servers import KafkaBroker, RedisServer  # noqa: E402
 from kafka_sink import java_settings, landed  # noqa: E402  (sibling scripts: their folder is on sys.path)
+from rounds import rounds  # noqa: E402
 from webhook_sink import Receiver  # noqa: E402
 
 SINKS = ("redis", "kafka", "kafka_eo", "webhook")
@@ -160,14 +161,11 @@ def main(argv=None) -> int:
     seconds: dict[str, list[float]] = {n: [] for n in names}
     warmup: dict[str, list[float]] = {n: [] for n in names}
     try:
-        for round_ in range(-args.warmup_rounds, args.repeat):
-            shift = round_ % len(names)  # each contender goes first once: no order favours one
-            for name in names[shift:] + names[:shift]:
-                took = run(spark, targets, name, args)
-                (warmup if round_ < 0 else seconds)[name].append(took)
-                if not args.json:
-                    label = "warm-up" if round_ < 0 else f"round {round_ + 1}/{args.repeat}"
-                    print(f"{label:<12} {name:<20} {args.rows / took:>12,.0f} rows/s  ({took:.1f} s)", flush=True)
+        for label, counted, name in rounds(names, args.repeat, args.warmup_rounds):
+            took = run(spark, targets, name, args)
+            (seconds if counted else warmup)[name].append(took)
+            if not args.json:
+                print(f"{label:<12} {name:<20} {args.rows / took:>12,.0f} rows/s  ({took:.1f} s)", flush=True)
     finally:
         targets.close()
         spark.stop()

@@ -48,6 +48,7 @@ from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
 from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
 from connectors.servers import KafkaBroker  # noqa: E402
+from rounds import rounds  # noqa: E402  (a sibling script: its folder is on sys.path)
 
 CONTENDERS = ("plain", "sink_write", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
 
@@ -238,31 +239,28 @@ def main(argv=None) -> int:
     broker = KafkaBroker({"log.flush.interval.messages": 2**63 - 1}, jvm_options=[], heap="1g")
     broker.start()
     try:
-        for round_ in range(-args.warmup_rounds, args.repeat):
-            shift = round_ % len(contenders)  # each contender goes first once: no order favours one
-            for kind in contenders[shift:] + contenders[:shift]:
-                topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
-                if kind in cpu:
-                    cpu_start = time.process_time()  # the Python thread and librdkafka's threads
-                    seconds = run_plain(broker, topic, values, not args.json) if kind == "plain" \
-                        else run_sink_write(broker, topic, batches)
-                    measured = (time.process_time() - cpu_start) / plain_rows * 1e6
-                    rate, expected = plain_rows / seconds, plain_rows
-                else:
-                    rate, measured = run_spark(spark, broker, topic, kind, args)
-                    expected = args.rows * (args.warmup + args.batches)
-                got = landed(broker, topic)
-                if got != expected:
-                    raise RuntimeError(f"{kind}: {got} records visible to read_committed, {expected} written")
-                broker.delete_topic(topic)
-                if round_ < 0:
-                    warmup[kind].append(round(rate))
-                else:
-                    rates[kind].append(rate)
-                    (cpu if kind in cpu else phases)[kind].append(measured)  # µs per record, or phase ms
-                if not args.json:
-                    label = "warm-up" if round_ < 0 else f"round {round_ + 1}/{args.repeat}"
-                    print(f"{label} {kind:<20} {rate:>12,.0f} records/s", flush=True)
+        for label, counted, kind in rounds(contenders, args.repeat, args.warmup_rounds):
+            topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
+            if kind in cpu:
+                cpu_start = time.process_time()  # the Python thread and librdkafka's threads
+                seconds = run_plain(broker, topic, values, not args.json) if kind == "plain" \
+                    else run_sink_write(broker, topic, batches)
+                measured = (time.process_time() - cpu_start) / plain_rows * 1e6
+                rate, expected = plain_rows / seconds, plain_rows
+            else:
+                rate, measured = run_spark(spark, broker, topic, kind, args)
+                expected = args.rows * (args.warmup + args.batches)
+            got = landed(broker, topic)
+            if got != expected:
+                raise RuntimeError(f"{kind}: {got} records visible to read_committed, {expected} written")
+            broker.delete_topic(topic)
+            if not counted:
+                warmup[kind].append(round(rate))
+            else:
+                rates[kind].append(rate)
+                (cpu if kind in cpu else phases)[kind].append(measured)  # µs per record, or phase ms
+            if not args.json:
+                print(f"{label} {kind:<20} {rate:>12,.0f} records/s", flush=True)
     finally:
         broker.close()
         spark.stop()
