@@ -25,13 +25,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
-import inspect
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 __all__ = ["Receiver", "ReceiverCounts", "ReceivedRequest", "needs_receiver", "embedded_options", "count_rows"]
 
@@ -334,22 +333,6 @@ class Receiver:
 
     def accepted_json(self) -> list[Any]:
         return [json.loads(body) for body in self.accepted]
-
-    def wait_for(self, predicate: Callable[..., Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
-        """Poll ``predicate()`` (or ``predicate(receiver)`` if it takes an argument) until truthy; its value."""
-        try:
-            takes_arg = bool(inspect.signature(predicate).parameters)
-        except (TypeError, ValueError):
-            takes_arg = False
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate(self) if takes_arg else predicate()
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"receiver condition not met within {timeout:g}s ({len(self.requests)} requests, "
-                                   f"{len(self.accepted)} accepted)")
-            time.sleep(interval)
 
     # -- request handling (handler threads) ------------------------------------------------------------
     def _on_request(self, method: str, path: str, headers, body: bytes) -> _Answer:

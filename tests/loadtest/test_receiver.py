@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from connectors.servers import wait_until
 from impulse.loadtest.receiver import Receiver
 
 
@@ -65,7 +66,7 @@ def test_receiver_delay_next_makes_clients_time_out(receiver):
         requests.post(receiver.url, data=b"slow", headers={"Idempotency-Key": "s"}, timeout=0.3)
     retry = requests.post(receiver.url, data=b"slow", headers={"Idempotency-Key": "s"}, timeout=10)
     assert retry.status_code == 200 and retry.json()["duplicate"] is True
-    assert receiver.wait_for(lambda r: len(r.requests) == 2, timeout=5)
+    assert wait_until(lambda: len(receiver.requests) == 2, timeout=5)
     assert receiver.accepted == [b"slow"]
 
 

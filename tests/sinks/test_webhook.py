@@ -27,7 +27,7 @@ from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
 from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
 from impulse.loadtest.receiver import Receiver
-from connectors.servers import free_port
+from connectors.servers import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
@@ -395,11 +395,11 @@ def test_receiver_restarted_mid_stream(spark, tmp_path):
                  .option("maxRetries", 3).option("retryBackoff", "100ms").option("checkpointLocation", str(checkpoint))
                  .trigger(processingTime="500 milliseconds").start())
         try:
-            receiver.wait_for(lambda: len(accepted(receiver, path)) >= 10, timeout=120)
+            wait_until(lambda: len(accepted(receiver, path)) >= 10, timeout=120)
             receiver.stop()
             time.sleep(2)
             receiver.start()
-            receiver.wait_for(lambda: len(landed(receiver, path)) >= limit or not query.isActive, timeout=120)
+            wait_until(lambda: len(landed(receiver, path)) >= limit or not query.isActive, timeout=120)
         finally:
             query.stop()
         if len(landed(receiver, path)) < limit:  # the query failed while the receiver was down: restart it
