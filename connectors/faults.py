@@ -31,10 +31,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
 
 from connectors.errors import ConnectorError, OptionError
 
-__all__ = ["FaultPlan", "InjectedFault", "POINTS", "ACTIONS"]
+__all__ = ["FaultPlan", "InjectedFault", "POINTS", "ACTIONS", "stalled_among"]
 
 POINTS = ("before_write", "mid_write", "after_write", "before_commit", "after_commit")
 ACTIONS = ("fail", "crash", "stall", "delay")
@@ -72,6 +74,17 @@ def _stall(limit_s: float = 600.0) -> bool:
                 with open("/proc/self/comm", "w") as comm:
                     comm.write(name)
     return resumed.is_set()
+
+
+def stalled_among(pids: Iterable[int]) -> int | None:
+    """The first of `pids` stalled by the ``stall`` action (named `STALL_NAME`), or None (Linux ``/proc``)."""
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == STALL_NAME:
+                return pid
+        except OSError:  # gone meanwhile
+            continue
+    return None
 
 
 @dataclass(frozen=True)

@@ -521,16 +521,13 @@ def _descendants(pid: int) -> list[int]:
 
 def _wait_for_stall(query, timeout: float) -> int:
     """The pid of this process's Python worker stalled by the ``stall`` fault action (`connectors.faults`)."""
-    from connectors.faults import STALL_NAME
+    from connectors.faults import stalled_among
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid in _descendants(os.getpid()):
-            try:
-                if Path(f"/proc/{pid}/comm").read_text().strip() == STALL_NAME:
-                    return pid
-            except OSError:
-                continue
+        pid = stalled_among(_descendants(os.getpid()))
+        if pid is not None:
+            return pid
         if not query.isActive:
             raise AssertionError(f"the query ended before the stall: {query.exception()}")
         time.sleep(0.05)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.faults import STALL_NAME
+from connectors.faults import stalled_among
 from tests.cluster.scenarios import expected
 from connectors.servers import processes_under, wait_until
 
@@ -101,16 +101,6 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def _stalled(cluster) -> int | None:
-    for pid in processes_under(cluster.dir):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == STALL_NAME:
-                return pid
-        except OSError:
-            continue
-    return None
-
-
 def _executor_of(pid: int, executors: list[int]) -> int:
     seen = pid
     while seen > 1 and seen not in executors:
@@ -134,7 +124,8 @@ def test_sigkill_of_an_executor_mid_write_keeps_every_sink_exactly_once(spark_cl
     try:
         killed = []
         for sink in SINKS:  # the job runs one query per sink, in this order; each stalls once
-            stalled = wait_until(lambda: _stalled(spark_cluster) or proc.poll() is not None, 300, 0.1,
+            stalled = wait_until(lambda: stalled_among(processes_under(spark_cluster.dir)) or proc.poll() is not None,
+                                 300, 0.1,
                                  f"a {sink} write to stall")
             assert proc.poll() is None, f"the job ended before the {sink} write stalled: {proc.communicate()}"
             executor = _executor_of(stalled, spark_cluster.executor_pids())
