@@ -33,6 +33,10 @@ class SinkAdapter(ABC):
     large_value_bytes: int = 1 << 20
     #: whether the sink appends per-batch metrics to ``metricsPath`` (`connectors.protocol.batch_summary`)
     reports_metrics: bool = True
+    #: the running target, when the caller runs it: anything whose ``restart()`` listens again at the same
+    #: address keeping its data (`connectors.servers.RedisServer`, ``KafkaBroker``, the reference receiver);
+    #: it makes `restart_target` work. None: the suite skips its restart case.
+    target_server = None
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:
@@ -69,13 +73,15 @@ class SinkAdapter(ABC):
     def restart_target(self) -> None:
         """Stop the target and start it again at the same address with the same data, while a query writes
         to it (the suite calls it from another thread of the driver, with a task stalled mid-write).
-        Default: not supported (`restarts_target` is False and the suite skips its restart case)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot restart its target")
+        Default: `target_server`'s ``restart()``; not supported without one."""
+        if self.target_server is None:
+            raise NotImplementedError(f"{type(self).__name__} cannot restart its target")
+        self.target_server.restart()
 
     @property
     def restarts_target(self) -> bool:
-        """Whether `restart_target` works for this adapter. Default: whether a subclass overrides it."""
-        return type(self).restart_target is not SinkAdapter.restart_target
+        """Whether `restart_target` works for this adapter: it has a `target_server`, or overrides the method."""
+        return self.target_server is not None or type(self).restart_target is not SinkAdapter.restart_target
 
     # -- the command line (``python -m connectors.conformance <sink> …``) ----------------------------
     @classmethod

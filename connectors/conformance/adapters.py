@@ -47,17 +47,8 @@ class RedisAdapter(SinkAdapter):
     def __init__(self, url: str, target: str = "list", server=None) -> None:
         import redis
 
-        self.url, self.target, self.server = url, target, server
+        self.url, self.target, self.target_server = url, target, server
         self.client = redis.Redis.from_url(url)
-
-    def restart_target(self) -> None:
-        if self.server is None:
-            super().restart_target()
-        self.server.restart()
-
-    @property
-    def restarts_target(self) -> bool:
-        return self.server is not None
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -117,7 +108,7 @@ class WebhookAdapter(SinkAdapter):
     skips_replays = False
 
     def __init__(self, receiver, **options: str) -> None:
-        self.receiver = receiver
+        self.receiver = self.target_server = receiver  # restarts on the same port, keeping every key it accepted
         self.extra = {k: str(v) for k, v in options.items()}
 
     @classmethod
@@ -154,9 +145,6 @@ class WebhookAdapter(SinkAdapter):
     def cleanup(self, namespace: str) -> None:
         self.receiver.reset()
 
-    def restart_target(self) -> None:
-        self.receiver.restart()  # same port, keeps every key it accepted
-
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
         return {**self.options(namespace), "url": f"http://127.0.0.1:{unused_port()}/{namespace}",
                 "writeRetries": "1", "retryBackoff": "10ms"}
@@ -179,16 +167,7 @@ class KafkaAdapter(SinkAdapter):
                  timeout_s: float = 60.0, broker=None) -> None:
         self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
         self.skips_replays = guarantee == "exactly_once"  # at_least_once keeps no progress record: it rewrites
-        self.broker = broker  # optional: the broker behind `bootstrap` (``restart()`` keeping its log), for restart_target
-
-    def restart_target(self) -> None:
-        if self.broker is None:
-            super().restart_target()
-        self.broker.restart()
-
-    @property
-    def restarts_target(self) -> bool:
-        return self.broker is not None
+        self.target_server = broker  # optional: the broker behind `bootstrap` (``restart()`` keeping its log)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
