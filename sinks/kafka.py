@@ -12,13 +12,11 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource
 
-from connectors.batch import BatchWriter, batch_writer, no_schema
+from connectors.datasource import SinkDataSource
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
-from connectors.protocol import (CommitMessage, Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of,
-                                 stream_writer)
+from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
 from sinks.librdkafka import ArrowProducer
@@ -656,7 +654,7 @@ _quiet.propagate = False
 _quiet.addHandler(logging.NullHandler())
 
 
-class KafkaSinkDataSource(DataSource):
+class KafkaSinkDataSource(SinkDataSource):
     """Exactly-once (default) or at-least-once streaming and batch writes to Apache Kafka.
 
     Name: ``kafka-sink``
@@ -795,31 +793,21 @@ class KafkaSinkDataSource(DataSource):
     ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
+    label = "kafka sink"
+
     @classmethod
     def name(cls) -> str:
         return KafkaSink.name
 
-    def schema(self):
-        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
-        no_schema(KafkaSink.name)
-
-    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        return stream_writer(self.options, name="kafka sink", build=lambda reader: _build(reader, schema))
-
-    def writer(self, schema, overwrite: bool) -> BatchWriter:
-        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
-        return batch_writer(self.options, overwrite, name="kafka sink", build=lambda reader: _build(reader, schema))
-
-
-def _build(reader: OptionReader, schema) -> KafkaSink:
-    """The sink of the options in `reader`, for rows of `schema`."""
-    opts = KafkaOptions.read(reader)
-    columns = _Columns.of(schema)
-    if opts.topic is None and not columns.topic:
-        raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
-                                         "the rows a 'topic' column")
-    if opts.exactly_once and opts.progress_topic is None:
-        raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
-                          "records of exactly_once (nothing is written into it); set 'progressTopic' or "
-                          "'topic'")
-    return KafkaSink(opts, columns)
+    def build(self, reader: OptionReader, schema) -> KafkaSink:
+        """The sink of the options in `reader`, for rows of `schema`."""
+        opts = KafkaOptions.read(reader)
+        columns = _Columns.of(schema)
+        if opts.topic is None and not columns.topic:
+            raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
+                                             "the rows a 'topic' column")
+        if opts.exactly_once and opts.progress_topic is None:
+            raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
+                              "records of exactly_once (nothing is written into it); set 'progressTopic' or "
+                              "'topic'")
+        return KafkaSink(opts, columns)

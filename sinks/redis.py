@@ -8,14 +8,12 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource
 
-from connectors.batch import BatchWriter, batch_writer, no_schema
+from connectors.datasource import SinkDataSource
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
 from connectors.redact import redact_url
-from connectors.protocol import (CommitMessage, Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of,
-                                 stream_writer)
+from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.rows import as_binary, json_objects
 from sinks.resp import command, commands, packed
 
@@ -241,7 +239,7 @@ class RedisSink(Sink):
         return encoded, len(encoded)
 
 
-class RedisSinkDataSource(DataSource):
+class RedisSinkDataSource(SinkDataSource):
     """Exactly-once streaming and batch writes to Redis.
 
     Name: ``redis-sink``
@@ -301,30 +299,20 @@ class RedisSinkDataSource(DataSource):
     ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
+    label = "redis sink"
+
     @classmethod
     def name(cls) -> str:
         return RedisSink.name
 
-    def schema(self):
-        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
-        no_schema(RedisSink.name)
-
-    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        return stream_writer(self.options, name="redis sink", build=lambda reader: _build(reader, schema))
-
-    def writer(self, schema, overwrite: bool) -> BatchWriter:
-        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
-        return batch_writer(self.options, overwrite, name="redis sink", build=lambda reader: _build(reader, schema))
-
-
-def _build(reader: OptionReader, schema) -> RedisSink:
-    """The sink of the options in `reader`, whose column options must name columns of `schema`."""
-    opts = RedisOptions.read(reader)
-    for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
-                           ("valueColumn", opts.value_column)):
-        if column is not None and column not in schema.fieldNames():
-            raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
-    return RedisSink(opts)
+    def build(self, reader: OptionReader, schema) -> RedisSink:
+        """The sink of the options in `reader`, whose column options must name columns of `schema`."""
+        opts = RedisOptions.read(reader)
+        for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
+                               ("valueColumn", opts.value_column)):
+            if column is not None and column not in schema.fieldNames():
+                raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
+        return RedisSink(opts)
 
 
 def _column(batch: pa.RecordBatch, name: str | None, option: str) -> pa.Array:

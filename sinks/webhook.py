@@ -19,14 +19,12 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource
 
-from connectors.batch import BatchWriter, batch_writer, no_schema
+from connectors.datasource import SinkDataSource
 from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
                                TransientError, map_errors)
 from connectors.options import OptionReader
-from connectors.protocol import (CHANGED_INPUT_CAUSE, CHANGED_INPUT_REMEDY, CommitMessage, ProtocolWriter, Sink,
-                                 WriteIdentity, stream_writer)
+from connectors.protocol import CHANGED_INPUT_CAUSE, CHANGED_INPUT_REMEDY, CommitMessage, Sink, WriteIdentity
 from connectors.redact import redact_url
 from connectors.retry import Backoff, Retry
 from connectors.rows import json_objects
@@ -460,7 +458,7 @@ def _notification_options(options: WebhookOptions) -> WebhookOptions:
     return replace(options, batch_size=1, format="json", max_in_flight=1)
 
 
-class WebhookSinkDataSource(DataSource):
+class WebhookSinkDataSource(SinkDataSource):
     """Streaming and batch writes to an HTTP endpoint, as JSON batches with stable idempotency keys.
 
     Name: ``webhook-sink``
@@ -547,18 +545,12 @@ class WebhookSinkDataSource(DataSource):
     ...     .option("commitId", "backfill-1").save())   # batch: connectors.batch   # doctest: +SKIP
     """
 
+    label = "webhook sink"
+
     @classmethod
     def name(cls) -> str:
         return WebhookSink.name
 
-    def schema(self):
-        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
-        no_schema(WebhookSink.name)
-
-    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
-        return stream_writer(self.options, name="webhook sink", build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
-
-    def writer(self, schema, overwrite: bool) -> BatchWriter:
-        """A batch write (`connectors.batch`): same options and keys, ``mode("append")`` only."""
-        return batch_writer(self.options, overwrite, name="webhook sink",
-                            build=lambda reader: WebhookSink(WebhookOptions.read(reader)))
+    def build(self, reader: OptionReader, schema) -> WebhookSink:
+        """The sink of the options in `reader` (any columns: rows are sent as JSON)."""
+        return WebhookSink(WebhookOptions.read(reader))

@@ -1,0 +1,45 @@
+"""`SinkDataSource`: the PySpark `DataSource` of every sink, streaming and batch writes from one `build`.
+
+A sink's data source names itself (``name()``), says how its options are called in errors (`label`) and
+builds its `connectors.protocol.Sink` from the parsed options (`build`); this class gives it the rest:
+
+- ``streamWriter`` → `connectors.protocol.stream_writer` (``writeStream``);
+- ``writer`` → `connectors.batch.batch_writer` (``df.write … mode("append")``, SQL ``INSERT INTO``);
+- ``schema`` → `connectors.batch.no_schema` (a sink has no columns to read).
+
+Both writers parse the same options and run the same protocol; `build` runs on the driver, once per
+writer Spark asks for.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+
+from connectors.batch import BatchWriter, batch_writer, no_schema
+from connectors.options import OptionReader
+from connectors.protocol import ProtocolWriter, Sink, stream_writer
+
+__all__ = ["SinkDataSource"]
+
+
+class SinkDataSource(DataSource):
+    """Subclasses set `label`, and implement ``name()`` and `build`."""
+
+    #: the sink as option errors name it, e.g. ``"redis sink"``
+    label: str
+
+    def build(self, reader: OptionReader, schema) -> Sink:
+        """The sink of the options in `reader` (its getters raise `OptionError`), for rows of `schema`."""
+        raise NotImplementedError
+
+    def schema(self):
+        """Never: a sink has no columns (`connectors.batch.no_schema` says how to declare a SQL view of it)."""
+        no_schema(self.name())
+
+    def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
+        """A streaming write (`connectors.protocol`)."""
+        return stream_writer(self.options, name=self.label, build=lambda reader: self.build(reader, schema))
+
+    def writer(self, schema, overwrite: bool) -> BatchWriter:
+        """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
+        return batch_writer(self.options, overwrite, name=self.label, build=lambda reader: self.build(reader, schema))
