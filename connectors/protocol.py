@@ -65,8 +65,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -463,9 +463,9 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
 #: the likely cause and the remedy of a replayed partition whose input changed (every sink's message says it)
 CHANGED_INPUT_CAUSE = ("the partitioning before the sink changed since that run (repartition, coalesce, "
                        "spark.sql.shuffle.partitions, a changed query) or the input is not deterministic")
-CHANGED_INPUT_REMEDY = ("Restore the partitioning the earlier run had (or make the input deterministic) until this batch "
-               "is committed, then change it; or start over with a new checkpoint and a new 'commitId' (the target then "
-               "receives the stream again under the new id).")
+CHANGED_INPUT_REMEDY = ("Restore the partitioning the earlier run had (or make the input deterministic) until this "
+                        "batch is committed, then change it; or start over with a new checkpoint and a new 'commitId' "
+                        "(the target then receives the stream again under the new id).")
 
 
 def _changed(sink: str, identity: WriteIdentity, then: Fingerprint, now: Fingerprint) -> str:
@@ -473,7 +473,8 @@ def _changed(sink: str, identity: WriteIdentity, then: Fingerprint, now: Fingerp
     return (f"{sink}: batch {identity.batch_id} partition {identity.partition_id} of {identity.commit_id} was "
             f"committed by an earlier run from {then.rows} rows (digest {then.digest}), but this run gives that "
             f"partition {now.rows} rows (digest {now.digest}): the replayed batch's rows no longer map to the same "
-            f"partitions. Likely cause: {CHANGED_INPUT_CAUSE}. Skipping the partition would lose rows and writing it would duplicate rows, so the sink refuses. " + CHANGED_INPUT_REMEDY)
+            f"partitions. Likely cause: {CHANGED_INPUT_CAUSE}. Skipping the partition would lose rows and writing "
+            "it would duplicate rows, so the sink refuses. " + CHANGED_INPUT_REMEDY)
 
 
 def _fewer(sink: str, commit_id: str, batch_id: int, partitions: int, beyond: list[int]) -> str:
