@@ -33,7 +33,6 @@ import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
 
 import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
 

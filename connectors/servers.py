@@ -36,7 +36,6 @@ import uuid
 import weakref
 import base64
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
