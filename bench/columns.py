@@ -12,7 +12,10 @@ session, alternating their order round by round (medians over rounds; `impulse_v
 - ``sql``: ``rate-micro-batch`` plus the ``selectExpr`` a Spark user writes by hand (``rand(seed)``,
   ``randn``, ``pmod(hash(…))``, ``uuid()``; a power of ``rand`` for the skewed ``user_id``);
 - ``prebuilt``: a Python source that re-sends one prebuilt Arrow batch of the bare schema (no generation at
-  all; `profile_impulse.variant_class`): what Spark's Python data source path itself allows.
+  all; `profile_impulse.variant_class`): what Spark's Python data source path itself allows;
+- ``prebuilt_columns``: the same for the reference schema (one batch of impulse's own rows, re-sent): what the
+  path allows for these columns, generation for free. Its ratio to ``bare`` bounds the first goal for any
+  generator written as a Python data source.
 
 The reference schema: ``event_id`` sequence; ``user_id`` BIGINT zipf (cardinality 1M, exponent 1.1);
 ``amount`` DOUBLE normal (50, 15, min 0); ``country`` STRING values US,DE,FR,IN,BR weights 40,15,15,20,10;
@@ -20,7 +23,9 @@ The reference schema: ``event_id`` sequence; ``user_id`` BIGINT zipf (cardinalit
 ``coupon`` STRING length 8, nullRate 0.9; ``timestamp`` with outOfOrderness 5s. Columns without nulls are
 declared NOT NULL, as a user who knows them would (Spark then skips a null check per value).
 
-Goals: columns ≥ 0.8× bare; bare ≥ 0.95× prebuilt; columns ≥ 5× dbldatagen; columns ≥ 1.0× sql.
+Goals: columns ≥ 0.8× bare; bare ≥ 0.95× prebuilt; columns ≥ 5× dbldatagen; columns ≥ 1.0× sql. Also shown,
+without a target: prebuilt_columns / bare (the first goal's ceiling) and columns / prebuilt_columns (what
+generation costs).
 
 Example::
 
@@ -63,8 +68,9 @@ SQL = [
     "CASE WHEN rand(6) < 0.9 THEN NULL ELSE substring(sha2(CAST(value AS STRING), 256), 1, 8) END AS coupon",
     "timestamp - make_dt_interval(0, 0, 0, rand(7) * 5) AS timestamp",
 ]
-CONTENDERS = ("columns", "bare", "dbldatagen", "sql", "prebuilt")
+CONTENDERS = ("columns", "bare", "dbldatagen", "sql", "prebuilt", "prebuilt_columns")
 GOALS = (("columns", "bare", 0.8), ("bare", "prebuilt", 0.95), ("columns", "dbldatagen", 5.0), ("columns", "sql", 1.0))
+RATIOS = (("prebuilt_columns", "bare"), ("columns", "prebuilt_columns"))  # shown, no target
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -92,13 +98,14 @@ def frames(spark, args) -> dict:
         return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows)
                 .option("numPartitions", parts).load())
 
-    def prebuilt():
+    def prebuilt(columns: bool = False):
         import profile_impulse
         from pyspark import cloudpickle
 
         cloudpickle.register_pickle_by_value(profile_impulse)  # executors import bench/ modules by value
         spark.dataSource.register(profile_impulse.variant_class("prebuilt", prebuilt=True))
-        return spark.readStream.format("prebuilt").options(**impulse).load()
+        reader = spark.readStream.format("prebuilt").options(**impulse)
+        return (reader.schema(SCHEMA).options(**FIELDS) if columns else reader).load()
 
     return {
         "columns": lambda: spark.readStream.format("impulse").schema(SCHEMA).options(**impulse, **FIELDS).load(),
@@ -106,6 +113,7 @@ def frames(spark, args) -> dict:
         "dbldatagen": lambda: dbldatagen_frame(spark, rate, parts),
         "sql": lambda: rate().selectExpr("*", "rand(3) AS r").selectExpr(*SQL),
         "prebuilt": prebuilt,
+        "prebuilt_columns": lambda: prebuilt(columns=True),
     }
 
 
@@ -160,6 +168,8 @@ def summarise(args, results: dict[str, list[dict]], errors: int) -> dict:
     medians = {n: statistics.median(r["rows_per_s"] for r in runs) for n, runs in results.items() if runs}
     goals = [{"goal": f"{a} >= {want}x {b}", "ratio": medians[a] / medians[b], "met": medians[a] / medians[b] >= want}
              for a, b, want in GOALS if a in medians and b in medians]
+    ratios = [{"ratio_of": f"{a} / {b}", "ratio": medians[a] / medians[b]} for a, b in RATIOS
+              if a in medians and b in medians]
     return {"rows_per_batch": args.rows_per_batch, "partitions": args.partitions, "batches": args.batches,
             "rounds": args.rounds, "master": args.master, "errors": errors,
             "rows_per_s_median": medians, "rows_per_s": {n: [r["rows_per_s"] for r in runs] for n, runs in results.items()},
@@ -168,7 +178,7 @@ def summarise(args, results: dict[str, list[dict]], errors: int) -> dict:
             "cpu_s_per_million_rows_by_part_median": {
                 n: {part: statistics.median(r["cpu_s_per_million_rows_by_part"][part] for r in runs)
                     for part in runs[0]["cpu_s_per_million_rows_by_part"]} for n, runs in results.items() if runs},
-            "goals": goals}
+            "goals": goals, "ratios": ratios}
 
 
 def report(summary: dict) -> str:
@@ -180,6 +190,8 @@ def report(summary: dict) -> str:
         lines.append(f"  {name:10s} {rate / 1e6:6.2f} M rows/s  CPU {cpu * 1000:5.0f} ms per million rows ({parts})")
     for goal in summary["goals"]:
         lines.append(f"  {goal['goal']:28s} {goal['ratio']:.2f}  {'met' if goal['met'] else 'NOT met'}")
+    for ratio in summary["ratios"]:
+        lines.append(f"  {ratio['ratio_of']:28s} {ratio['ratio']:.2f}")
     if summary["errors"]:
         lines.append(f"  {summary['errors']} run(s) failed")
     return "\n".join(lines)

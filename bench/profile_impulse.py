@@ -137,7 +137,7 @@ def variant_class(name: str, *, rows_per_batch: int | None = None, split: int = 
         def read(self, partition):
             freeze_gc_once()  # as the real read() does
             if prebuilt:
-                batches = _prebuilt(partition.end - partition.first, rows_per_batch or 131_072)
+                batches = _prebuilt(partition, rows_per_batch or 131_072)
             else:
                 batches = event_batches(partition.subtask_index, partition.first, partition.end, partition.layout,
                                         rows_per_batch or 131_072)
@@ -155,8 +155,7 @@ def variant_class(name: str, *, rows_per_batch: int | None = None, split: int = 
             return ddl.replace(" NOT NULL", "") if nullable else ddl
 
         def streamReader(self, schema):
-            from impulse.options import ImpulseOptions
-            return Reader(ImpulseOptions.from_options(self.options))
+            return Reader(self.parsed, self._rows(schema))  # a user schema and its fields.* options too
 
     Source.__name__ = Reader.__name__ = name
     return Source
@@ -165,12 +164,13 @@ def variant_class(name: str, *, rows_per_batch: int | None = None, split: int = 
 _CACHE: dict = {}
 
 
-def _prebuilt(rows: int, rows_per_batch: int):
-    """Re-send slices of one record batch built once per Python worker."""
-    if rows_per_batch not in _CACHE:
-        _CACHE[rows_per_batch] = next(event_batches(0, 0, rows_per_batch, EventLayout(0, Schedule(0, 1.0), 0, None, 0),
-                                                    rows_per_batch))
-    batch = _CACHE[rows_per_batch]
+def _prebuilt(partition: ImpulsePartition, rows_per_batch: int):
+    """Re-send slices of one record batch of the partition's columns, built once per Python worker."""
+    key = (partition.layout.rows.arrow, rows_per_batch)
+    if key not in _CACHE:
+        _CACHE[key] = next(event_batches(partition.subtask_index, 0, rows_per_batch, partition.layout, rows_per_batch))
+    batch = _CACHE[key]
+    rows = partition.end - partition.first
     for lo in range(0, rows, rows_per_batch):
         yield batch.slice(0, min(rows_per_batch, rows - lo))
 
