@@ -104,3 +104,20 @@ def test_receiver_is_thread_safe(receiver):
         t.join()
     assert len(receiver.requests) == 100
     assert len(receiver.accepted) == 10
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_receiver_connections_send_without_nagle_delay(receiver):
+    """Every kept-alive connection has TCP_NODELAY: the stdlib sends an answer's headers and body in two
+    writes, and with Nagle's algorithm the body would wait for the client's delayed ACK (40 ms a request)."""
+    import socket
+
+    import requests
+
+    with requests.Session() as session:
+        assert session.post(receiver.url, data=b"x", timeout=10).status_code == 200
+        with receiver._server.connections_lock:
+            connections = list(receiver._server.connections)
+        assert connections, "the receiver dropped the kept-alive connection"
+        assert all(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for c in connections)
