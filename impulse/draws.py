@@ -22,6 +22,12 @@ draws a variable number of words, so no value depends on batch boundaries, resta
   inverting the midpoint integral of ``t⁻ˢ`` (each rank r > 256 carries ``∫ t⁻ˢ dt`` over
   ``[r − ½, r + ½]``, within 1e-5 of ``r⁻ˢ``);
 - `choice` with weights: the first index whose cumulative weight share exceeds `uniform`.
+
+**Logarithms and exponentials** (`log`, `exp`; ``xʸ`` is ``exp(y · log x)``) are fdlibm's formulas
+(``e_log.c``, ``e_exp.c``: argument reduction by a power of two or a multiple of ln 2, then a fixed
+polynomial; < 1 ulp) evaluated with basic IEEE-754 operations only (``+ − × ÷``, exact scaling by powers
+of two, rounding to an integer), never numpy's or the C library's ``log``/``exp``/``pow``: those differ
+by an ulp between CPUs (numpy dispatches SIMD implementations by CPU features) and between releases.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = ["stream_key", "words", "uniform", "open_uniform", "integers", "normal", "exponential", "zipf",
-           "choice", "Table"]
+           "choice", "Table", "log", "exp"]
 
 _SHIFT = np.uint64(11)
 _TWO_M53 = 2.0 ** -53
@@ -82,6 +88,97 @@ def integers(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return out
 
 
+# fdlibm's e_log.c and e_exp.c constants.
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01, 2.222219843214978396e-01,
+       1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01)
+_INV_LN2 = 1.44269504088896338700e+00
+_P = (1.66666666666666019037e-01, -2.77777777770155933842e-03, 6.61375632143793436117e-05,
+      -1.65339022054652515390e-06, 4.13813679705723846039e-08)
+_SQRT_HALF = 0.7071067811865476
+_EXP_MAX, _EXP_MIN = 7.09782712893383973096e+02, -7.45133219101941108420e+02
+
+
+_BLOCK = 16_384  # values per step of `log` and `exp`: their ~20 temporaries stay in the CPU cache
+
+
+def _blockwise(function, x) -> np.ndarray:
+    x = np.array(x, dtype=np.float64, ndmin=1)
+    if len(x) <= _BLOCK:
+        return function(x)
+    out = np.empty_like(x)
+    for lo in range(0, len(x), _BLOCK):
+        out[lo:lo + _BLOCK] = function(x[lo:lo + _BLOCK])
+    return out
+
+
+def log(x: np.ndarray) -> np.ndarray:
+    """Natural logarithm of positive finite doubles, the same bits on every machine (module docstring)."""
+    return _blockwise(_log, x)
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    """e to the power of finite doubles, the same bits on every machine (module docstring); 0 below
+    −745.13, inf above 709.78."""
+    return _blockwise(_exp, x)
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    f, k = np.frexp(x)  # x = m · 2^k, m in [0.5, 1)
+    low = f < _SQRT_HALF
+    f += f * low  # doubled below √½: m in [√½, √2)
+    dk = k.astype(np.float64)
+    dk -= low
+    f -= 1.0  # f = m - 1, exact
+    s = f + 2.0
+    np.divide(f, s, out=s)
+    z = s * s
+    w = z * z
+    r = _horner(_LG[6:3:-2], w, _LG[2])  # ((L7 w + L5) w + L3)
+    r *= w
+    r += _LG[0]
+    r *= z
+    t = _horner(_LG[5:2:-2], w, _LG[1])  # (L6 w + L4) w + L2
+    t *= w
+    r += t
+    hfsq = f * f
+    hfsq *= 0.5
+    r += hfsq
+    r *= s
+    t = dk * _LN2_LO
+    r += t  # s · (hfsq + R) + k · ln2_lo
+    np.subtract(hfsq, r, out=r)
+    r -= f
+    dk *= _LN2_HI
+    dk -= r
+    return dk
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, _EXP_MIN - 1.0, _EXP_MAX + 1.0)
+    k = x * _INV_LN2
+    np.rint(k, out=k)
+    hi = k * _LN2_HI
+    np.subtract(x, hi, out=hi)  # exact: k · ln2_hi has at most 43 significant bits
+    lo = k * _LN2_LO
+    r = hi - lo
+    t = r * r
+    c = _horner(_P[::-1], t)
+    c *= t
+    np.subtract(r, c, out=c)  # c = r - t·P(t)
+    y = r * c
+    c -= 2.0
+    np.divide(y, c, out=y)  # -(r·c / (2 - c))
+    y += lo  # lo - r·c / (2 - c)
+    y -= hi
+    np.subtract(1.0, y, out=y)
+    with np.errstate(over="ignore"):
+        out = np.ldexp(y, k.astype(np.int32))
+    out[x > _EXP_MAX] = np.inf
+    out[x < _EXP_MIN] = 0.0
+    return out
+
+
 # Acklam's inverse normal CDF coefficients.
 _A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
       -3.066479806614716e+01, 2.506628277459239e+00)
@@ -114,7 +211,7 @@ def normal(x: np.ndarray, mean: float = 0.0, stddev: float = 1.0) -> np.ndarray:
     if tails.any():
         pt = p[tails]
         upper = pt > 0.5
-        t = np.sqrt(-2.0 * np.log(np.where(upper, 1.0 - pt, pt)))
+        t = np.sqrt(-2.0 * log(np.where(upper, 1.0 - pt, pt)))  # 1 - pt exact: pt > ½
         zt = _horner(_C, t) / _horner(_D, t, 1.0)
         z[tails] = np.where(upper, -zt, zt)
     if stddev != 1.0:
@@ -126,8 +223,9 @@ def normal(x: np.ndarray, mean: float = 0.0, stddev: float = 1.0) -> np.ndarray:
 
 def exponential(x: np.ndarray, mean: float) -> np.ndarray:
     """Exponential deviates with the given mean (> 0)."""
-    out = np.log1p(-uniform(x))
+    out = log(1.0 - uniform(x))  # 1 - u exact: u is a multiple of 2⁻⁵³
     out *= -mean
+    out += 0.0  # -0.0 (u = 0) → 0.0
     return out
 
 
@@ -165,19 +263,20 @@ class Zipf:
 
     def __init__(self, cardinality: int, exponent: float) -> None:
         self.n, self.s = cardinality, exponent
-        head = np.arange(1, min(cardinality, _HEAD) + 1, dtype=np.float64) ** -exponent
+        head = exp(-exponent * log(np.arange(1, min(cardinality, _HEAD) + 1, dtype=np.float64)))
         self.head = Table(np.cumsum(head))
         self.head_mass = self.head.total
         self.tail_from = self._integral(len(head) + 0.5)
         tail = self._integral(cardinality + 0.5) - self.tail_from if cardinality > _HEAD else 0.0
         self.total = self.head_mass + tail
 
-    def _integral(self, t: float | np.ndarray):
+    def _integral(self, t: float) -> float:
         """An antiderivative of t^-s."""
-        return np.log(t) if self.s == 1.0 else t ** (1.0 - self.s) / (1.0 - self.s)
+        ln = log(np.array([t]))
+        return float(ln[0] if self.s == 1.0 else exp((1.0 - self.s) * ln)[0] / (1.0 - self.s))
 
     def _inverse(self, y: np.ndarray) -> np.ndarray:
-        return np.exp(y) if self.s == 1.0 else ((1.0 - self.s) * y) ** (1.0 / (1.0 - self.s))
+        return exp(y) if self.s == 1.0 else exp(log((1.0 - self.s) * y) / (1.0 - self.s))
 
     def ranks(self, x: np.ndarray) -> np.ndarray:
         """0-based ranks (int64) for the words `x`."""
