@@ -78,3 +78,34 @@ def test_load_harness_runs_through_the_server_and_names_it(spark_connect, connec
     master = connect_session.conf.get("spark.master")  # the server's (local[2,2] unless SPARK_REMOTE)
     assert report["deployment"] == {"remote": spark_connect.url, "master": master, "executors": None, "cores": None}
     assert f"on Spark Connect {spark_connect.url} (server master {master})" in out
+
+
+GENERATED = "id BIGINT, user_id BIGINT, amount DOUBLE, country STRING, session STRING, coupon STRING"
+FIELDS = {"fields.id.kind": "sequence", "fields.user_id.kind": "zipf", "fields.user_id.cardinality": "1000",
+          "fields.amount.kind": "normal", "fields.amount.mean": "50", "fields.amount.stddev": "15",
+          "fields.country.kind": "values", "fields.country.values": "US,DE,FR", "fields.session.kind": "uuid",
+          "fields.coupon.length": "8", "fields.coupon.nullRate": "0.5", "seed": "7", "outOfOrderness": "5s"}
+
+
+def test_generated_columns_over_connect_equal_the_classic_session(spark, connect_session):
+    """A user schema and its fields.* options through the server: the stream, the batch read and the classic
+    session's batch read are the same rows (values depend on seed, options and identity, not the session)."""
+    options = {"delay": "1ms", "limit": "600", "numPartitions": "2", "startTime": "0", **FIELDS}
+    rows = sorted(map(tuple, connect_session.read.format("impulse").schema(GENERATED).options(**options).load().collect()))
+    name = f"generated_{uuid.uuid4().hex[:8]}"
+    query = (connect_session.readStream.format("impulse").schema(GENERATED).options(**options).load()
+             .writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
+    assert query.awaitTermination(120), "the AvailableNow query did not finish"
+    assert sorted(map(tuple, connect_session.sql(f"SELECT * FROM {name}").collect())) == rows
+    assert sorted(map(tuple, spark.read.format("impulse").schema(GENERATED).options(**options).load().collect())) == rows
+    assert len(rows) == 600 and {r[0] for r in rows} == set(range(600))
+
+
+def test_a_bad_field_option_of_a_stream_reaches_the_client_intact(connect_session):
+    options = {"delay": "1ms", **FIELDS, "fields.user_id.kind": "uuid"}
+    frame = connect_session.readStream.format("impulse").schema(GENERATED).options(**options).load()
+    with pytest.raises(Exception) as caught:
+        query = frame.writeStream.format("noop").start()
+        query.awaitTermination(120)
+    text = str(caught.value)
+    assert "OptionError" in text and "'fields.user_id.kind'" in text and "'uuid'" in text and "BIGINT" in text
