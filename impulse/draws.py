@@ -272,7 +272,7 @@ class Zipf:
 
     def _integral(self, t: float) -> float:
         """An antiderivative of t^-s."""
-        ln = log(np.array([t]))
+        ln = log(t)
         return float(ln[0] if self.s == 1.0 else exp((1.0 - self.s) * ln)[0] / (1.0 - self.s))
 
     def _inverse(self, y: np.ndarray) -> np.ndarray:

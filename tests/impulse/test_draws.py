@@ -10,12 +10,7 @@ import numpy as np
 import pytest
 
 from impulse import draws
-
-_LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01, 2.222219843214978396e-01,
-       1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01)
-_P = (1.66666666666666019037e-01, -2.77777777770155933842e-03, 6.61375632143793436117e-05,
-      -1.65339022054652515390e-06, 4.13813679705723846039e-08)
-_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+from impulse.draws import _C, _D, _INV_LN2, _LG, _LN2_HI, _LN2_LO, _P, _P_LOW  # the pinned constants
 
 
 def fdlibm_log(x: float) -> float:
@@ -34,7 +29,7 @@ def fdlibm_log(x: float) -> float:
 
 def fdlibm_exp(x: float) -> float:
     """e_exp.c's formula, one Python float at a time."""
-    k = round(x * 1.44269504088896338700e+00)
+    k = round(x * _INV_LN2)
     hi = x - k * _LN2_HI
     lo = k * _LN2_LO
     r = hi - lo
@@ -91,14 +86,12 @@ def test_the_transforms_use_the_pinned_functions():
     u = draws.uniform(x)
     assert draws.exponential(x, 2.0).tolist() == [0.0 - 2.0 * fdlibm_log(1.0 - v) for v in u.tolist()]
     p = draws.open_uniform(x)
-    tails = np.abs(p - 0.5) > 0.5 - 0.02425
+    tails = np.abs(p - 0.5) > 0.5 - _P_LOW
     z = draws.normal(x)
     for v, got in zip(p[tails].tolist(), z[tails].tolist()):
         t = math.sqrt(-2.0 * fdlibm_log(1.0 - v if v > 0.5 else v))
-        c = (((((-7.784894002430293e-03 * t - 3.223964580411365e-01) * t - 2.400758277161838e+00) * t
-               - 2.549732539343734e+00) * t + 4.374664141464968e+00) * t + 2.938163982698783e+00)
-        d = (((7.784695709041462e-03 * t + 3.224671290700398e-01) * t + 2.445134137142996e+00) * t
-             + 3.754408661907416e+00) * t + 1.0
+        c = (((((_C[0] * t + _C[1]) * t + _C[2]) * t + _C[3]) * t + _C[4]) * t + _C[5])
+        d = ((((_D[0] * t + _D[1]) * t + _D[2]) * t + _D[3]) * t + 1.0)
         assert got == (-(c / d) if v > 0.5 else c / d)
     zipf = draws.Zipf(1_000_000, 1.1)
     v = u * zipf.total
