@@ -220,7 +220,7 @@ class _Client:
             return
         text = response.text[:_BODY_START]
         message = f"webhook-sink: {where} answered {status} {response.reason or ''}".rstrip() + f": {text!r}"
-        if status == 422:  # the Idempotency-Key draft's answer to a key reused with another body; not retried
+        if status == 422 and _reused_key(response):  # not retried
             raise PartitioningChangedError(
                 f"{message}: the receiver refuses the key because an earlier request with it had another body. "
                 f"On a replayed batch that means the rows of this partition changed since the earlier run: "
@@ -273,6 +273,23 @@ class _Client:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.session.close()
+
+
+def _reused_key(response) -> bool:
+    """Whether a 422 is the IETF Idempotency-Key draft's answer to a key reused with another body.
+
+    The draft answers with a problem document (RFC 9457) whose ``type`` or ``title`` names the
+    idempotency key (its example: ``"title": "Idempotency-Key is already used"``). Any other 422 is a
+    receiver refusing the content of the request, as many APIs answer a row they cannot accept.
+    """
+    try:
+        problem = response.json()
+    except ValueError:
+        return False
+    if not isinstance(problem, dict):
+        return False
+    named = f"{problem.get('type', '')} {problem.get('title', '')}".lower().replace("-", "").replace("_", "")
+    return "idempotencykey" in named.replace(" ", "")
 
 
 def _translate(exc: Exception, where: str, timeout_s: float) -> SinkError | None:
@@ -504,10 +521,13 @@ class WebhookSinkDataSource(SinkDataSource):
     verify : ``true`` (default) | ``false`` | path
         TLS certificate verification; a path names a CA bundle file or directory on the executors.
     idempotencyHeader : str, default ``Idempotency-Key``
-        Name of the header holding each request's key. A ``422`` answer (the IETF Idempotency-Key
+        Name of the header holding each request's key. A ``422`` answer whose problem document
+        (RFC 9457) names the idempotency key in its ``type`` or ``title`` (the IETF Idempotency-Key
         draft's answer to a key reused with another body) fails the task, not retried, with a
         `PartitioningChangedError`: on a replayed batch it means the partition's rows changed (the
-        partitioning before the sink changed, or the input is not deterministic).
+        partitioning before the sink changed, or the input is not deterministic). Any other ``422``
+        is the receiver refusing the request's rows: a `DeliveryError` with the status and the start
+        of the body, like every status outside ``retryOn``.
     commitUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions"}`` here when Spark commits
         a batch, keyed ``<commit id>:<batch>:commit``.

@@ -361,7 +361,12 @@ class Receiver:
         try:
             duplicate = self._accept(headers, body, request)
         except KeyReused as exc:
-            answer.status, answer.payload = 422, json.dumps({"ok": False, "error": str(exc)}).encode()
+            # the draft's answer: a problem document (RFC 9457) that names the key, which the sink tells apart
+            # from a 422 refusing a request's rows
+            answer.status, answer.headers = 422, {"Content-Type": "application/problem+json"}
+            answer.payload = json.dumps({"type": "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/",
+                                         "title": "Idempotency-Key is already used", "detail": str(exc),
+                                         "ok": False, "error": str(exc)}).encode()
             self._remember(request, 422, duplicate=False, accepted=False)
             return answer
         except ValueError as exc:  # not JSON: refuse for good (the sink does not retry a 400)

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pytest
 
 from connectors.conformance.suite import expected_events
-from connectors.errors import CommitError, OptionError, SinkError, TransientError
+from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
+                               TransientError)
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
@@ -181,6 +182,27 @@ def test_write_hook_keys_and_bodies_are_stable_across_splits(http_receiver):
         sorted(f"{identity.commit_id}:7:1:{k}" for k in range(10))
     assert all(r.duplicate and r.body == first[r.idempotency_key] for r in again)
     assert sorted(c for r in accepted(http_receiver, path) for _, c in events_of(r)) == list(range(95))
+
+
+def test_a_422_is_a_reused_key_only_when_its_problem_document_says_so(http_receiver):
+    """The Idempotency-Key draft answers a key reused with another body with 422 and a problem document naming
+    the key; many APIs answer 422 to rows they cannot accept. Only the first means the partition's rows changed."""
+    http_receiver.reset()
+    path = namespace("unprocessable")
+    sink = WebhookSink(options(url=http_receiver.url + path, batchSize=10))
+    identity = WriteIdentity("q", 0, 0, 0)
+    write_directly(sink, identity, [rows(0, 10)])
+    with pytest.raises(PartitioningChangedError, match="rows of this partition changed"):
+        write_directly(sink, identity, [rows(0, 10, subtask=1)])  # the same key, another body
+    http_receiver.respond_with(422, body=b'{"error": "field amount must be positive"}')
+    try:
+        with pytest.raises(DeliveryError) as refused:
+            write_directly(sink, WriteIdentity("q", 1, 0, 0), [rows(10, 10)])
+    finally:
+        http_receiver.reset_behaviour()
+    assert not isinstance(refused.value, PartitioningChangedError)
+    assert "422" in str(refused.value) and "field amount must be positive" in str(refused.value)
+    assert "not retried" in str(refused.value)
 
 
 def test_url_user_info_is_basic_auth_and_cookies_are_not_kept(http_receiver):
