@@ -1,4 +1,4 @@
-"""The project's one HTTP receiver (`impulse.loadtest.receiver.Receiver`) as the tests use it: dedupes by
+"""The project's one HTTP receiver (`connectors.servers.receiver.Receiver`) as the tests use it: dedupes by
 Idempotency-Key, refuses a key reused with another body, answers as told, restarts on its port."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from connectors.servers import wait_until
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 
 
 @pytest.fixture

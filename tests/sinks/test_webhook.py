@@ -1,4 +1,4 @@
-"""The webhook sink against a real HTTP server (`impulse.loadtest.receiver.Receiver`, which dedupes by Idempotency-Key).
+"""The webhook sink against a real HTTP server (`connectors.servers.receiver.Receiver`, which dedupes by Idempotency-Key).
 
 Every Spark test writes impulse events (``(subtask_index, counter)`` is each one's unique key) under its own
 URL path and checks the EXACT list of events in the accepted (deduplicated) requests: a lost event and a
@@ -27,7 +27,7 @@ from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
 from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 from connectors.servers import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
