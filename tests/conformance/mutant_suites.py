@@ -11,11 +11,15 @@ one executor crash on the first attempt of partition 0 of batch 1: mid-write for
 mutants, after the write for the Kafka one (a crash before librdkafka sent anything leaves no trace).
 Spark's Kafka sink takes no faultInjection option: its fault case is skipped. The Redis mutant without
 input fingerprints runs `test_basic_write` and `test_repartition_after_crash` (2 → 5 partitions) only.
-The full suite's other
-cases (the other 7 faults, the driver kill, the 1M-row batch, bad options…) run against the real sinks.
+The three mutants
+with a window between two round trips run `test_basic_write` and `test_cut_at_every_round_trip` only. The
+full suite's other cases (the other 7 faults, the driver kill, the 1M-row batch, bad options, the bad
+network…) run against the real sinks.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -66,8 +70,12 @@ def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str
                 with Receiver(record=True) as receiver:
                     yield adapter(receiver)
                 return
-            server = request.getfixturevalue("redis_server" if kind.startswith("redis") else "kafka_broker")
-            yield adapter(server.url if kind.startswith("redis") else server.bootstrap)
+            if kind.startswith("redis"):
+                yield adapter(request.getfixturevalue("redis_server").url)
+                return
+            route = os.environ.get("KAFKA_PROXY_ROUTE")  # the outer run's broker listener behind a proxy
+            yield adapter(request.getfixturevalue("kafka_broker").bootstrap,
+                          proxy_route=tuple(route.split(",")) if route else None)
 
     return only_cases(Suite, cases)
 
@@ -78,6 +86,10 @@ TestRedisWithoutFingerprint = mutant_suite("redis-no-fingerprint", MID_WRITE,
                                            ("test_basic_write", "test_repartition_after_crash"))
 TestKafkaWithoutTransactions = mutant_suite("kafka-no-transactions", AFTER_WRITE)
 TestWebhookFreshKeys = mutant_suite("webhook-fresh-keys", MID_WRITE)
+CUT_CASES = ("test_basic_write", "test_cut_at_every_round_trip")
+TestRedisRecordAfterExec = mutant_suite("redis-record-after-exec", MID_WRITE, CUT_CASES)
+TestKafkaOffsetsAfterData = mutant_suite("kafka-offsets-after-data", MID_WRITE, CUT_CASES)
+TestWebhookCutCounted = mutant_suite("webhook-cut-counted", MID_WRITE, CUT_CASES)
 
 
 @only_cases
