@@ -37,8 +37,8 @@ class SinkAdapter(ABC):
     #: address keeping its data (`connectors.servers.RedisServer`, ``KafkaBroker``, the reference receiver);
     #: it makes `restart_target` work. None: the suite skips its restart case.
     target_server = None
-    #: writer options the network cases add to `options` (for example smaller requests, one at a time, so
-    #: a partition's write makes several round trips on one connection)
+    #: writer options the cut sweep adds to `options` (for example smaller requests, one at a time, so a
+    #: partition's write makes several round trips on one connection)
     network_options: Mapping[str, str] = {}
 
     @abstractmethod

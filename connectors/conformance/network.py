@@ -17,7 +17,10 @@ from typing import Callable, Iterator, Mapping
 from connectors.conformance.adapter import SinkAdapter
 from connectors.servers.tap import DOWN, UP, Conversation, Tap
 
-__all__ = ["Cut", "DOWN", "Network", "Routed", "UP", "cut_points", "network_for"]
+__all__ = ["CUT_KINDS", "Cut", "DOWN", "Network", "Routed", "UP", "cut_points", "network_for"]
+
+#: the kinds of cut point: one byte short of a request, right after a request, right after a reply
+CUT_KINDS = ("inside_request", "after_request", "after_reply")
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Cut:
     direction: str
     size: int
     where: str
+    kind: str  # one of `CUT_KINDS`
 
     def __str__(self) -> str:
         arrow = "sink → target" if self.direction == UP else "target → sink"
@@ -54,26 +58,27 @@ def cut_points(conversation: Conversation) -> list[Cut]:
         if direction == UP:
             requests += 1
             if size > 1:
-                cuts.append(Cut(UP, sent[UP] - 1, f"inside request {requests} (its last byte not sent)"))
+                cuts.append(Cut(UP, sent[UP] - 1, f"inside request {requests} (its last byte not sent)",
+                                "inside_request"))
             if index < last:
                 cuts.append(Cut(UP, sent[UP], f"after request {requests}{' (the last)' if index == last - 1 else ''}, "
-                                              "before its reply"))
+                                              "before its reply", "after_request"))
         else:
             replies += 1
             if index < last:
-                cuts.append(Cut(DOWN, sent[DOWN], f"after reply {replies}, before request {replies + 1}"))
+                cuts.append(Cut(DOWN, sent[DOWN], f"after reply {replies}, before request {replies + 1}", "after_reply"))
     return cuts
 
 
 class Routed(SinkAdapter):
-    """`inner`, with its sink sent to `address` (a proxy's ``host:port``) and the adapter's
-    `SinkAdapter.network_options` added; reads back, prepares and cleans up as `inner` does."""
+    """`inner`, with its sink sent to `address` (a proxy's ``host:port``) and `extra` options added; reads
+    back, prepares and cleans up as `inner` does."""
 
-    def __init__(self, inner: SinkAdapter, address: str) -> None:
-        self.inner, self.address, self.format = inner, address, inner.format
+    def __init__(self, inner: SinkAdapter, address: str, extra: Mapping[str, str] | None = None) -> None:
+        self.inner, self.address, self.format, self.extra = inner, address, inner.format, dict(extra or {})
 
     def options(self, namespace: str) -> Mapping[str, str]:
-        return {**self.inner.options_via(namespace, self.address), **self.inner.network_options}
+        return {**self.inner.options_via(namespace, self.address), **self.extra}
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -100,7 +105,8 @@ class Network:
 
     proxy: object
     tap: Tap
-    adapter: Routed
+    adapter: Routed       # the sink through the proxy
+    cut_adapter: Routed   # the same with the adapter's `SinkAdapter.network_options`, for the cut sweep
 
     def recorded(self) -> Conversation:
         """The conversation that carried the most bytes from the sink since the last `Tap.reset`: a partition's write."""
@@ -132,6 +138,7 @@ def network_for(adapter: SinkAdapter, toxiproxy) -> Iterator[Network]:
     with Tap(upstream) as tap:
         proxy = toxiproxy.proxy(tap.address, listen=listen)
         try:
-            yield Network(proxy, tap, Routed(adapter, proxy.listen))
+            yield Network(proxy, tap, Routed(adapter, proxy.listen),
+                          Routed(adapter, proxy.listen, adapter.network_options))
         finally:
             proxy.delete()

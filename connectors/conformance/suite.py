@@ -60,7 +60,7 @@ from typing import Iterator, Mapping
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.network import DOWN, UP, cut_points, network_for
+from connectors.conformance.network import CUT_KINDS, DOWN, UP, cut_points, network_for
 from connectors.protocol import CommitMessage
 from connectors.partitions import split_limit
 
@@ -206,7 +206,8 @@ class SinkConformance:
             yield name
 
     @pytest.fixture(scope="class")
-    def network(self, adapter: SinkAdapter, request):
+    @classmethod
+    def network(cls, adapter: SinkAdapter, request):
         """The proxy in front of the adapter's target (`connectors.conformance.network.Network`); the
         ``toxiproxy`` fixture is asked for only when the adapter can be routed."""
         if adapter.network_route() is None:
@@ -497,6 +498,8 @@ class SinkConformance:
     # 9 -------------------------------------------------------------------------------------------
     #: events of each run of the network cases (one micro-batch over `PARTITIONS` partitions)
     network_limit = 200
+    #: the kinds of cut points `test_cut_at_every_round_trip` runs (`connectors.conformance.network.CUT_KINDS`)
+    cut_kinds: tuple[str, ...] = CUT_KINDS
     #: the bad network, on every connection: (toxic, direction, attributes); ms, KB/s
     bad_network: tuple[tuple[str, str, dict[str, int]], ...] = (
         ("latency", UP, {"latency": 20, "jitter": 15}), ("latency", DOWN, {"latency": 20, "jitter": 15}),
@@ -510,17 +513,18 @@ class SinkConformance:
         restarted from its checkpoint, as a user would); then exactly the events of the run must have
         landed. The number of runs is the number of cut points of the recorded conversation.
         """
-        routed, limit = network.adapter, self.network_limit
+        routed, limit = network.cut_adapter, self.network_limit
         with fresh_namespace(adapter) as namespace:
             network.proxy.clear()
             network.tap.reset()
             run_query(spark, routed, namespace, tmp_path / "recorded", limit=limit)
             self.check_landed(adapter, namespace, limit)
             conversation = network.recorded()
-        cuts = cut_points(conversation)
+        cuts = [cut for cut in cut_points(conversation) if cut.kind in self.cut_kinds]
         assert cuts, f"the recorded write has no round trip to cut: {conversation.turns}"
         broken, missed = [], []
         for index, cut in enumerate(cuts):
+            started = time.monotonic()
             with fresh_namespace(adapter) as namespace:
                 checkpoint = tmp_path / f"cut-{index}"
                 network.arm(cut)
@@ -533,6 +537,9 @@ class SinkConformance:
                 if failure is not None:  # restarted from its checkpoint, as Spark's users do
                     failure = _attempt(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
                 verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
+            if os.environ.get("IMPULSE_CUT_TRACE"):
+                print(f"{cut}: fired={fired is not None} failed={failure is not None} {time.monotonic() - started:.1f}s",
+                      file=sys.stderr, flush=True)
             if fired is None:
                 missed.append(str(cut))
             if self.breaks_guarantee(adapter, verdict) or failure is not None:
