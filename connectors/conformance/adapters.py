@@ -209,11 +209,15 @@ class KafkaAdapter(SinkAdapter):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--bootstrap", required=True, help="bootstrap servers, host:port[,host:port]")
+        parser.add_argument("--proxy-route", metavar="LISTENER,ADVERTISED",
+                            help="for the network cases: a broker listener (host:port) whose advertised address "
+                                 "(host:port) is where the proxy is to listen; without it they are skipped")
 
     @classmethod
     @contextmanager
     def from_arguments(cls, args: argparse.Namespace) -> Iterator["KafkaAdapter"]:
-        yield cls(args.bootstrap)
+        route = getattr(args, "proxy_route", None)
+        yield cls(args.bootstrap, proxy_route=tuple(route.split(",", 1)) if route else None)
 
     @staticmethod
     def topic(namespace: str) -> str:
