@@ -70,33 +70,18 @@ def cut_points(conversation: Conversation) -> list[Cut]:
     return cuts
 
 
-class Routed(SinkAdapter):
-    """`inner`, with its sink sent to `address` (a proxy's ``host:port``) and `extra` options added; reads
-    back, prepares and cleans up as `inner` does."""
+class Routed:
+    """`inner` (a `SinkAdapter`), with its sink sent to `address` (a proxy's ``host:port``) and `extra`
+    options added; everything else (format, reading back, preparing, cleaning up…) is `inner`'s."""
 
     def __init__(self, inner: SinkAdapter, address: str, extra: Mapping[str, str] | None = None) -> None:
-        self.inner, self.address, self.format, self.extra = inner, address, inner.format, dict(extra or {})
+        self.inner, self.address, self.extra = inner, address, dict(extra or {})
 
     def options(self, namespace: str) -> Mapping[str, str]:
         return {**self.inner.options_via(namespace, self.address), **self.extra}
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
-
-    def frame(self, frame):
-        return self.inner.frame(frame)
-
-    def prepare(self, namespace: str) -> None:
-        self.inner.prepare(namespace)
-
-    def cleanup(self, namespace: str) -> None:
-        self.inner.cleanup(namespace)
-
-    def read_back(self, namespace: str) -> list[tuple[int, int]]:
-        return self.inner.read_back(namespace)
-
-    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
-        return self.inner.unreachable_options(namespace)
 
 
 @dataclass
