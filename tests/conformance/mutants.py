@@ -20,7 +20,8 @@ Three more each leave a window between two round trips, which only a cut of the 
 - `RedisRecordAfterExec`: the rows in MULTI/EXEC, the commit record in a second round trip after it:
   cut after EXEC's reply, the retry finds no record and writes the rows again (duplicates);
 - `KafkaOffsetsAfterData`: the data's transaction commits, then the progress offsets in a second
-  transaction: a failure between the two rewrites the partition (duplicates);
+  transaction: a failure between the two rewrites the partition (duplicates). A cut does not reach it
+  (librdkafka resends on a new connection): ``test_mutants.HOLES``;
 - `WebhookCutCounted`: a request whose reply never came (the connection cut) counts as delivered: cut
   before the receiver had the whole request, its rows are lost.
 
