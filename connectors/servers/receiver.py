@@ -17,7 +17,9 @@ back; load runs leave it off (memory). ``GET`` answers the counts.
 
 For tests, answers can be changed: ``fail_next(n, status)`` (the next n requests get that answer and
 are not accepted), ``respond_with(status)`` (every request, until ``reset_behaviour``), ``delay_next(n,
-seconds)`` (recorded and accepted on arrival, answered late: a slow server). ``restart()`` listens again
+seconds)`` (recorded and accepted on arrival, answered late: a slow server), ``refuse_rows(predicate,
+path)`` (a request under that path holding a row the predicate picks is answered 422, as an API refuses
+a row it cannot accept). ``restart()`` listens again
 on the same port keeping everything received; ``stop()`` also cuts kept-alive connections.
 """
 
@@ -31,7 +33,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = ["Receiver", "ReceiverCounts", "ReceivedRequest", "count_rows"]
 
@@ -85,6 +87,17 @@ def count_rows(body: bytes, content_type: str) -> int:
     return len(parsed) if isinstance(parsed, list) else 1
 
 
+def _rows_of(body: bytes, content_type: str) -> list[Any]:
+    """The rows of a request body as `count_rows` counts them (a body that is not JSON has none)."""
+    try:
+        if "ndjson" in content_type or "jsonl" in content_type:
+            return [json.loads(line) for line in body.splitlines() if line.strip()]
+        parsed = json.loads(body)
+    except ValueError:
+        return []
+    return parsed if isinstance(parsed, list) else [parsed]
+
+
 class KeyReused(Exception):
     """A request reuses an Idempotency-Key the receiver accepted with another body."""
 
@@ -102,6 +115,7 @@ class _Behaviour:
     delay_left: int = 0
     delay_seconds: float = 0.0
     always: tuple[int, dict[str, str], bytes] | None = None
+    refuse: tuple[str, Callable[[Any], bool]] | None = None  # (path prefix, row predicate)
 
 
 @dataclass
@@ -279,6 +293,12 @@ class Receiver:
         with self._lock:
             self._behaviour.always = (status, dict(headers or {}), body)
 
+    def refuse_rows(self, predicate: Callable[[Any], bool], path: str = "/") -> None:
+        """Answer 422 (not the reused-key problem document) to every request under `path` with a row that
+        `predicate` (called with the parsed row) picks; such a request is recorded, not accepted."""
+        with self._lock:
+            self._behaviour.refuse = (path, predicate)
+
     def delay_next(self, n: int, seconds: float) -> None:
         with self._lock:
             self._behaviour.delay_left = n
@@ -338,6 +358,10 @@ class Receiver:
                 forced = b.fail_response
             elif b.always is not None:
                 forced = b.always
+        if forced is None and b.refuse is not None and path.startswith(b.refuse[0]):
+            refused = [i for i, row in enumerate(_rows_of(body, headers.get("Content-Type") or "")) if b.refuse[1](row)]
+            if refused:
+                forced = (422, {}, json.dumps({"ok": False, "error": "rows refused", "rows": refused}).encode())
         if forced is not None and not 200 <= forced[0] < 300:
             answer.status, answer.headers, answer.payload = forced[0], dict(forced[1]), forced[2]
             self._remember(request, answer.status, duplicate=False, accepted=False)
@@ -345,7 +369,12 @@ class Receiver:
         try:
             duplicate = self._accept(headers, body, request)
         except KeyReused as exc:
-            answer.status, answer.payload = 422, json.dumps({"ok": False, "error": str(exc)}).encode()
+            # the draft's answer: a problem document (RFC 9457) that names the key, which the sink tells apart
+            # from a 422 refusing a request's rows
+            answer.status, answer.headers = 422, {"Content-Type": "application/problem+json"}
+            answer.payload = json.dumps({"type": "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/",
+                                         "title": "Idempotency-Key is already used", "detail": str(exc),
+                                         "ok": False, "error": str(exc)}).encode()
             self._remember(request, 422, duplicate=False, accepted=False)
             return answer
         except ValueError as exc:  # not JSON: refuse for good (the sink does not retry a 400)

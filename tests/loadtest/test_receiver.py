@@ -30,7 +30,9 @@ def test_receiver_dedupes_by_idempotency_key(receiver):
             assert response.status_code == 200
         # the key reused with another body: refused, as the Idempotency-Key draft says (not a duplicate)
         reused = session.post(f"{receiver.url}/hook", data=b"a-changed", headers={"Idempotency-Key": "k1"}, timeout=10)
-        assert reused.status_code == 422 and "k1" in reused.json()["error"]
+        assert reused.status_code == 422 and "k1" in reused.json()["detail"]
+        assert reused.headers["Content-Type"] == "application/problem+json"
+        assert reused.json()["title"] == "Idempotency-Key is already used"
     assert receiver.accepted == [b"a", b"b", b"no-key-1", b"no-key-2"]
     assert len(receiver.requests) == 6
     assert [r.duplicate for r in receiver.requests] == [False, True, False, False, False, False]
