@@ -51,7 +51,9 @@ def kafka_broker():
     """A ``connectors.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
     from connectors.servers import KafkaBroker
 
-    yield from _serving(KafkaBroker.from_env())
+    # a second listener advertised at a proxy's port: the conformance suite's network cases put Toxiproxy there
+    yield from _serving(KafkaBroker.external(os.environ["KAFKA_BROKERS"]) if os.environ.get("KAFKA_BROKERS")
+                        else KafkaBroker(proxy_listener=True))
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +64,14 @@ def http_receiver():
     from connectors.servers.receiver import Receiver
 
     yield from _serving(Receiver(record=True))
+
+
+@pytest.fixture(scope="session")
+def toxiproxy():
+    """A ``connectors.servers.toxiproxy.Toxiproxy`` (``.proxy(upstream)`` → a proxy to add toxics to)."""
+    from connectors.servers.toxiproxy import Toxiproxy
+
+    yield from _serving(Toxiproxy.from_env())
 
 
 # --- Spark beyond one JVM. One standalone cluster and one Connect server per test worker, started by the

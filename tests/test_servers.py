@@ -162,3 +162,82 @@ def test_kafka_restart_keeps_committed_data(kafka_broker):
                message=lambda: f"read_committed sees {values()}")
 
 
+
+
+# --------------------------------------------------------------------------------- Toxiproxy and the tap
+
+
+def _echo_server():
+    """A loopback server answering each chunk with the same bytes: one reply per request."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve(conn):
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    def accept():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener
+
+
+def _exchange(address: str, requests: list[bytes]) -> list[bytes]:
+    """Send each request and read its whole echo; stop at the first broken one (what came back so far)."""
+    import socket
+
+    host, port = address.rsplit(":", 1)
+    replies = []
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        for request in requests:
+            try:
+                sock.sendall(request)
+                reply = b""
+                while len(reply) < len(request):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return replies + [reply]
+                    reply += chunk
+            except OSError:
+                return replies
+            replies.append(reply)
+    return replies
+
+
+@pytest.mark.integration
+def test_toxiproxy_limit_data_cuts_at_the_byte_and_the_tap_records_turns(toxiproxy):
+    from connectors.conformance.network import cut_points
+    from connectors.servers.tap import DOWN, UP, Tap
+
+    listener = _echo_server()
+    requests = [b"a" * 10, b"b" * 20, b"c" * 30]
+    with Tap(f"127.0.0.1:{listener.getsockname()[1]}") as tap:
+        proxy = toxiproxy.proxy(tap.address)
+        try:
+            assert _exchange(proxy.listen, requests) == requests
+            wait_until(lambda: tap.snapshot() and tap.snapshot()[0].closed, 5)
+            [conversation] = tap.snapshot()
+            assert conversation.turns == [(d, len(r)) for r in requests for d in (UP, DOWN)]
+            cuts = cut_points(conversation)  # per request: inside it, after it; after each reply but the last
+            assert [(c.kind, c.direction, c.size) for c in cuts][:3] == [
+                ("inside_request", UP, 9), ("after_request", UP, 10), ("after_reply", DOWN, 10)]
+            assert len(cuts) == 3 * len(requests) - 1
+
+            tap.reset()
+            proxy.add_toxic("limit_data", DOWN, bytes=30)  # after the second reply: the third never comes back
+            assert _exchange(proxy.listen, requests) == requests[:2] + [b""]
+            assert tap.wait_for_cut(DOWN, 30, 5) is not None
+            proxy.clear()
+            assert proxy.toxics() == [] and _exchange(proxy.listen, requests) == requests
+        finally:
+            proxy.delete()
+    listener.close()

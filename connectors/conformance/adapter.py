@@ -37,6 +37,9 @@ class SinkAdapter(ABC):
     #: address keeping its data (`connectors.servers.RedisServer`, ``KafkaBroker``, the reference receiver);
     #: it makes `restart_target` work. None: the suite skips its restart case.
     target_server = None
+    #: writer options the cut sweep adds to `options` (for example smaller requests, one at a time, so a
+    #: partition's write makes several round trips on one connection)
+    network_options: Mapping[str, str] = {}
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:
@@ -65,6 +68,17 @@ class SinkAdapter(ABC):
     @abstractmethod
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
         """Options like `options` but pointing at an address where nothing listens."""
+
+    def network_route(self) -> tuple[str, str | None] | None:
+        """Where the network cases put a proxy: ``(upstream, listen)``, the target's ``host:port`` the proxy
+        forwards to and the ``host:port`` it must listen on (None: any free port; a Kafka broker listener
+        advertises a fixed one). Default None: the network cases are skipped, naming the adapter."""
+        return None
+
+    def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
+        """`options` with the target's address replaced by `address` (the proxy's ``host:port``); needed
+        with `network_route`."""
+        raise NotImplementedError(f"{type(self).__name__} has a network_route but no options_via")
 
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
         """Option overrides that must fail at query start, each with a word the error must contain."""

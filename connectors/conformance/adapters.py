@@ -35,6 +35,18 @@ def events_from_json(values: list[bytes]) -> list[tuple[int, int]]:
     return list(zip(table.column("subtask_index").to_pylist(), table.column("counter").to_pylist()))
 
 
+def _host_port(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}"
+
+
+def _with_address(url: str, address: str) -> str:
+    """`url` with its host and port replaced by `address` (``host:port``), credentials kept."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rpartition("@")[0]
+    return parts._replace(netloc=f"{credentials}@{address}" if credentials else address).geturl()
+
+
 class RedisAdapter(SinkAdapter):
     """The Redis sink writing to `target` (default ``list``: appends, where a duplicate would show).
 
@@ -64,6 +76,12 @@ class RedisAdapter(SinkAdapter):
     def options(self, namespace: str) -> Mapping[str, str]:
         return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
                 "commitKeyPrefix": f"commit:{namespace}:"}
+
+    def network_route(self) -> tuple[str, str | None]:
+        return _host_port(self.url), None
+
+    def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
+        return {**self.options(namespace), "url": _with_address(self.url, address)}
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         key = f"{namespace}:"
@@ -106,6 +124,8 @@ class WebhookAdapter(SinkAdapter):
     format = "webhook-sink"
     unreachable_message = "cannot reach"
     skips_replays = False
+    #: four requests per partition of the network cases, one at a time on one connection
+    network_options = {"batchSize": "25", "maxInFlight": "1"}
 
     def __init__(self, receiver, **options: str) -> None:
         self.receiver = self.target_server = receiver  # restarts on the same port, keeping every key it accepted
@@ -125,6 +145,13 @@ class WebhookAdapter(SinkAdapter):
         base = f"{parts.scheme}://{parts.netloc}"
         return {"url": f"{base}/{namespace}", "commitUrl": f"{base}/{namespace}/commit", "batchSize": "100",
                 "maxInFlight": "4", "retryBackoff": "50ms", **self.extra}
+
+    def network_route(self) -> tuple[str, str | None]:
+        return _host_port(self.receiver.url), None
+
+    def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
+        return {key: _with_address(value, address) if key in ("url", "commitUrl") else value
+                for key, value in self.options(namespace).items()}
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         import json
@@ -164,19 +191,33 @@ class KafkaAdapter(SinkAdapter):
     large_value_bytes = 900_000
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
-                 timeout_s: float = 60.0, broker=None) -> None:
+                 timeout_s: float = 60.0, broker=None, proxy_route: tuple[str, str] | None = None) -> None:
         self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
         self.skips_replays = guarantee == "exactly_once"  # at_least_once keeps no progress record: it rewrites
         self.target_server = broker  # optional: the broker behind `bootstrap` (``restart()`` keeping its log)
+        self.proxy_route = proxy_route or getattr(broker, "proxy_route", None)
+
+    def network_route(self) -> tuple[str, str | None] | None:
+        """`proxy_route`, a broker listener whose advertised address is where the proxy must listen (as
+        `connectors.servers.KafkaBroker` with ``proxy_listener`` has), so metadata sends the producer back
+        through the proxy; by default the `broker`'s. None: the network cases are skipped."""
+        return self.proxy_route
+
+    def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
+        return {**self.options(namespace), "kafka.bootstrap.servers": address}
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--bootstrap", required=True, help="bootstrap servers, host:port[,host:port]")
+        parser.add_argument("--proxy-route", metavar="LISTENER,ADVERTISED",
+                            help="for the network cases: a broker listener (host:port) whose advertised address "
+                                 "(host:port) is where the proxy is to listen; without it they are skipped")
 
     @classmethod
     @contextmanager
     def from_arguments(cls, args: argparse.Namespace) -> Iterator["KafkaAdapter"]:
-        yield cls(args.bootstrap)
+        route = getattr(args, "proxy_route", None)
+        yield cls(args.bootstrap, proxy_route=tuple(route.split(",", 1)) if route else None)
 
     @staticmethod
     def topic(namespace: str) -> str:

@@ -31,7 +31,15 @@ StreamTest):
 7. metrics: the rows and batches the sink reports equal what landed, and so does the query's
    ``numOutputRows``;
 8. two queries with different ``commitId``s writing the same events into one target at once: each
-   query's copy lands once.
+   query's copy lands once;
+9. the network (`connectors.conformance.network`: a Toxiproxy proxy between the sink and its target;
+   skipped for an adapter without `SinkAdapter.network_route`): a cut at every round trip of one
+   partition's write — one byte short of each request, right after each request (the last one too: the
+   write applied, its acknowledgement lost), right after each reply — each in its own run, the protocol
+   and Spark retrying (and the query restarted from its checkpoint if it failed): exactly-once after
+   each; and a bad network (latency with jitter, a bandwidth cap, a slow close on every connection): the
+   query keeps up, or fails with an error naming the sink and completes once restarted, exactly-once
+   either way.
 """
 
 from __future__ import annotations
@@ -44,13 +52,15 @@ import sys
 import time
 import uuid
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
+from connectors.conformance.network import CUT_KINDS, DOWN, UP, cut_points, network_for
 from connectors.protocol import CommitMessage
 from connectors.partitions import split_limit
 
@@ -192,16 +202,31 @@ class SinkConformance:
     @pytest.fixture
     def namespace(self, adapter: SinkAdapter):
         """A fresh namespace per test, prepared before and cleaned after."""
-        name = "t" + uuid.uuid4().hex[:10]
-        adapter.prepare(name)
-        yield name
-        adapter.cleanup(name)
+        with fresh_namespace(adapter) as name:
+            yield name
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def network(cls, adapter: SinkAdapter, request):
+        """The proxy in front of the adapter's target (`connectors.conformance.network.Network`); the
+        ``toxiproxy`` fixture is asked for only when the adapter can be routed."""
+        if adapter.network_route() is None:
+            pytest.skip(f"{type(adapter).__name__} has no network_route: the network cases need a proxy in front "
+                        "of its target")
+        with network_for(adapter, request.getfixturevalue("toxiproxy")) as network:
+            yield network
 
     @pytest.fixture(autouse=True)
     def _case(self, request):
         """The running case's name (``test_fault_injection[mid_write-crash-first-attempt]``), for messages."""
         self.case = request.node.name
         self.node = request.node
+
+    def breaks_guarantee(self, adapter: SinkAdapter, verdict: Verdict) -> bool:
+        """Whether `verdict` breaks the adapter's guarantee: a loss or an unexpected event always, a
+        duplicate unless the guarantee is ``at_least_once``."""
+        at_least_once = getattr(adapter, "guarantee", EXACTLY_ONCE) == AT_LEAST_ONCE
+        return bool(verdict.lost or verdict.unexpected or (verdict.duplicated and not at_least_once))
 
     def check_landed(self, adapter: SinkAdapter, namespace: str, limit: int,
                      expected: list[tuple[int, int]] | None = None) -> None:
@@ -215,8 +240,7 @@ class SinkConformance:
         expected = expected_events(limit) if expected is None else sorted(expected)
         verdict = compare(landed, expected)
         self.node.user_properties.append(("duplicates", verdict.duplicated))
-        at_least_once = getattr(adapter, "guarantee", EXACTLY_ONCE) == AT_LEAST_ONCE
-        if verdict.lost or verdict.unexpected or (verdict.duplicated and not at_least_once):
+        if self.breaks_guarantee(adapter, verdict):
             pytest.fail(f"{self.case}: {verdict}", pytrace=False)
 
     # 1 -------------------------------------------------------------------------------------------
@@ -469,6 +493,97 @@ class SinkConformance:
         for query in queries:
             await_query(query)
         self.check_landed(adapter, namespace, self.limit, expected=expected_events(self.limit) * 2)
+
+
+    # 9 -------------------------------------------------------------------------------------------
+    #: events of each run of the network cases (one micro-batch over `PARTITIONS` partitions)
+    network_limit = 200
+    #: the kinds of cut points `test_cut_at_every_round_trip` runs (`connectors.conformance.network.CUT_KINDS`)
+    cut_kinds: tuple[str, ...] = CUT_KINDS
+    #: the bad network, on every connection: (toxic, direction, attributes); ms, KB/s
+    bad_network: tuple[tuple[str, str, dict[str, int]], ...] = (
+        ("latency", UP, {"latency": 20, "jitter": 15}), ("latency", DOWN, {"latency": 20, "jitter": 15}),
+        ("bandwidth", UP, {"rate": 256}), ("bandwidth", DOWN, {"rate": 256}), ("slow_close", DOWN, {"delay": 300}))
+
+    def test_cut_at_every_round_trip(self, spark, adapter, network, tmp_path):
+        """Record one write's conversation through the proxy, then cut it at each of its round trips in turn.
+
+        Each cut is its own run in a fresh namespace: a ``limit_data`` toxic cuts the first connection that
+        reaches the point and is removed at once; the protocol and Spark retry (a query that failed is
+        restarted from its checkpoint, as a user would); then exactly the events of the run must have
+        landed. The number of runs is the number of cut points of the recorded conversation.
+        """
+        routed, limit = network.cut_adapter, self.network_limit
+        with fresh_namespace(adapter) as namespace:
+            network.proxy.clear()
+            network.tap.reset()
+            run_query(spark, routed, namespace, tmp_path / "recorded", limit=limit)
+            self.check_landed(adapter, namespace, limit)
+            conversation = network.recorded()
+        cuts = [cut for cut in cut_points(conversation) if cut.kind in self.cut_kinds]
+        assert cuts, f"the recorded write has no round trip to cut: {conversation.turns}"
+        broken, missed = [], []
+        for index, cut in enumerate(cuts):
+            started = time.monotonic()
+            with fresh_namespace(adapter) as namespace:
+                checkpoint = tmp_path / f"cut-{index}"
+                network.arm(cut)
+                try:
+                    query = start_query(spark, routed, namespace, checkpoint, limit=limit)
+                    fired = network.await_cut(cut, lambda: query.isActive, timeout=120)
+                finally:
+                    network.proxy.clear()
+                failure = _attempt(lambda: await_query(query))
+                if failure is not None:  # restarted from its checkpoint, as Spark's users do
+                    failure = _attempt(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
+                verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
+            if os.environ.get("IMPULSE_CUT_TRACE"):
+                print(f"{cut}: fired={fired is not None} failed={failure is not None} {time.monotonic() - started:.1f}s",
+                      file=sys.stderr, flush=True)
+            if fired is None:
+                missed.append(str(cut))
+            if self.breaks_guarantee(adapter, verdict) or failure is not None:
+                again = "" if failure is None else f"; the query failed again after a restart: {str(failure)[-500:]}"
+                broken.append(f"{cut}: {verdict}{again}")
+        self.node.user_properties.append(("cuts", len(cuts)))
+        self.node.user_properties.append(("cuts_fired", len(cuts) - len(missed)))
+        if broken:
+            pytest.fail(f"{self.case}: {len(broken)} of {len(cuts)} cuts broke the guarantee:\n" + "\n".join(broken),
+                        pytrace=False)
+        assert len(missed) <= len(cuts) // 2, \
+            f"{len(missed)} of {len(cuts)} cuts never fired (the write's conversation changed between runs): {missed}"
+
+    def test_bad_network(self, spark, adapter, network, namespace, tmp_path):
+        """Latency with jitter, a bandwidth cap and a slow close on every connection: the query keeps up,
+        or fails with an error naming the sink and completes once restarted on a good network; exactly
+        once either way."""
+        checkpoint = tmp_path / "ck"
+        network.proxy.clear()
+        for kind, stream, attributes in self.bad_network:
+            network.proxy.add_toxic(kind, stream, **attributes)
+        try:
+            failure = _attempt(lambda: run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit,
+                                                 per_trigger=self.per_trigger, timeout=300))
+        finally:
+            network.proxy.clear()
+        self.node.user_properties.append(("kept_up", failure is None))
+        if failure is not None:
+            text = str(failure)
+            assert adapter.format in text, f"{self.case}: the error does not name the sink {adapter.format}: {text[-2000:]}"
+            run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger)
+        self.check_landed(adapter, namespace, self.limit)
+
+
+@contextmanager
+def fresh_namespace(adapter: SinkAdapter) -> Iterator[str]:
+    """A new namespace (``t`` and 10 hex digits: always 11 characters, so runs send as many bytes), prepared
+    by the adapter, cleaned up on exit."""
+    name = "t" + uuid.uuid4().hex[:10]
+    adapter.prepare(name)
+    try:
+        yield name
+    finally:
+        adapter.cleanup(name)
 
 
 class _Override(SinkAdapter):

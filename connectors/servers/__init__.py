@@ -3,8 +3,8 @@
 One module per server: `connectors.servers.redis` (redis-server), `connectors.servers.kafka` (an Apache
 Kafka broker and the Maven fetcher of its jars), `connectors.servers.receiver` (the project's reference
 HTTP receiver), `connectors.servers.spark` (a Spark standalone cluster, a Spark Connect server) and
-`connectors.servers.toxiproxy` (Shopify's Toxiproxy, a fault-injecting TCP proxy); `connectors.servers.base`
-holds what they share. ``python -m connectors.servers`` is their command line (``fetch-kafka``,
+`connectors.servers.toxiproxy` (Shopify's Toxiproxy, a fault-injecting TCP proxy, and its build) with
+`connectors.servers.tap` (a recording TCP relay); `connectors.servers.base` holds what they share. ``python -m connectors.servers`` is their command line (``fetch-kafka``,
 ``fetch-toxiproxy``, ``serve <kind>``).
 
 Only the standard library is imported at module level; ``redis`` and ``confluent_kafka`` are imported when
@@ -16,6 +16,8 @@ from connectors.servers.kafka import KAFKA_VERSION, KafkaBroker, fetch_kafka, ka
 from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
 from connectors.servers.spark import SparkConnectServer, SparkStandaloneCluster, processes_under, spark_home
+from connectors.servers.tap import Tap
+from connectors.servers.toxiproxy import TOXIPROXY_VERSION, Toxiproxy, fetch_toxiproxy
 
 __all__ = [
     "KAFKA_VERSION",
@@ -26,8 +28,12 @@ __all__ = [
     "ServerError",
     "SparkConnectServer",
     "SparkStandaloneCluster",
+    "TOXIPROXY_VERSION",
+    "Tap",
+    "Toxiproxy",
     "cache_root",
     "fetch_kafka",
+    "fetch_toxiproxy",
     "free_port",
     "kafka_jars_dir",
     "processes_under",

@@ -16,14 +16,20 @@ def main(argv: Iterable[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m connectors.servers", description=servers.__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache (no-op when present)")
+    sub.add_parser("fetch-toxiproxy", help="build the pinned Toxiproxy server into the cache with `go install` "
+                                           "(no-op when present)")
     serve = sub.add_parser("serve", help="run one server in the foreground until Ctrl-C")
-    serve.add_argument("kind", choices=["kafka", "redis", "http", "spark-cluster", "spark-connect"])
+    serve.add_argument("kind", choices=["kafka", "redis", "http", "spark-cluster", "spark-connect", "toxiproxy"])
     args = parser.parse_args(list(argv))
     if args.command == "fetch-kafka":
         print(servers.fetch_kafka())
         return 0
+    if args.command == "fetch-toxiproxy":
+        print(servers.fetch_toxiproxy())
+        return 0
     server = {"kafka": servers.KafkaBroker, "redis": servers.RedisServer, "http": servers.Receiver,
-              "spark-cluster": servers.SparkStandaloneCluster, "spark-connect": servers.SparkConnectServer}[args.kind]()
+              "spark-cluster": servers.SparkStandaloneCluster, "spark-connect": servers.SparkConnectServer,
+              "toxiproxy": servers.Toxiproxy}[args.kind]()
     with server:
         address = getattr(server, {"kafka": "bootstrap", "spark-cluster": "master_url"}.get(args.kind, "url"))
         where = f" (dir {server.dir})" if hasattr(server, "dir") else ""

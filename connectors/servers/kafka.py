@@ -112,6 +112,10 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 class KafkaBroker(_ProcessServer):
     """A single-node Apache Kafka (KRaft, broker and controller in one JVM) on free loopback ports.
 
+    With `proxy_listener`, a second listener (``PROXIED``, on `proxied_port`) advertises another free port,
+    `proxy_port`, where a proxy is expected: a client bootstrapping at the proxy is told the broker is
+    there too, so its whole conversation goes through the proxy (`proxy_route`).
+
     ``KafkaBroker.external("host:port")`` wraps a broker someone else runs (``KAFKA_BROKERS``).
     """
 
@@ -123,8 +127,11 @@ class KafkaBroker(_ProcessServer):
     DEFAULT_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
     def __init__(self, config: dict[str, Any] | None = None, heap: str = "512m",
-                 jvm_options: Iterable[str] | None = None) -> None:
+                 jvm_options: Iterable[str] | None = None, proxy_listener: bool = False) -> None:
         super().__init__()
+        self.proxy_listener = proxy_listener
+        self.proxied_port: int | None = None
+        self.proxy_port: int | None = None
         self.extra_config = dict(config or {})
         self.heap = heap
         self.jvm_options = list(self.DEFAULT_JVM_OPTIONS if jvm_options is None else jvm_options)
@@ -142,6 +149,14 @@ class KafkaBroker(_ProcessServer):
     @property
     def bootstrap(self) -> str:
         return self._address(lambda: f"{LOOPBACK}:{self.port}")
+
+    @property
+    def proxy_route(self) -> tuple[str, str] | None:
+        """``(listener, advertised)``: where a proxy forwards to and where it must listen (None without
+        `proxy_listener`)."""
+        if not self.proxy_listener or self.proxied_port is None:
+            return None
+        return f"{LOOPBACK}:{self.proxied_port}", f"{LOOPBACK}:{self.proxy_port}"
 
     # --- life cycle
 
@@ -174,6 +189,10 @@ class KafkaBroker(_ProcessServer):
             "num.io.threads": 4,
             "log.retention.hours": 168,
         }
+        if self.proxy_listener:
+            props["listeners"] += f",PROXIED://{LOOPBACK}:{self.proxied_port}"
+            props["advertised.listeners"] += f",PROXIED://{LOOPBACK}:{self.proxy_port}"
+            props["listener.security.protocol.map"] += ",PROXIED:PLAINTEXT"
         props.update(self.extra_config)
         return props
 
@@ -206,9 +225,10 @@ class KafkaBroker(_ProcessServer):
         fixed_ports = self.port is not None
         for attempt in range(3):
             if not fixed_ports:  # first start: pick ports; a restart keeps them
-                self.port, self.controller_port = free_port(), free_port()
-                while self.controller_port == self.port:
-                    self.controller_port = free_port()
+                ports: set[int] = set()
+                while len(ports) < 4:
+                    ports.add(free_port())
+                self.port, self.controller_port, self.proxied_port, self.proxy_port = ports
             self.properties_path.write_text(
                 "".join(f"{key}={value}\n" for key, value in self._properties().items())
             )

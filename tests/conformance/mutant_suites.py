@@ -11,11 +11,17 @@ one executor crash on the first attempt of partition 0 of batch 1: mid-write for
 mutants, after the write for the Kafka one (a crash before librdkafka sent anything leaves no trace).
 Spark's Kafka sink takes no faultInjection option: its fault case is skipped. The Redis mutant without
 input fingerprints runs `test_basic_write` and `test_repartition_after_crash` (2 → 5 partitions) only.
-The full suite's other
-cases (the other 7 faults, the driver kill, the 1M-row batch, bad options…) run against the real sinks.
+The three mutants
+with a window between two round trips run `test_basic_write` and `test_cut_at_every_round_trip` only, on
+one kind of cut point each (CI time: a third of the sweep): after each reply for Redis and Kafka (the
+window follows a reply), one byte short of each request for the webhook (the request never arrives). The
+full suite's other cases (the other 7 faults, the driver kill, the 1M-row batch, bad options, the bad
+network…) run against the real sinks.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -47,8 +53,10 @@ def only_cases(cls: type, cases: tuple[str, ...] = CASES) -> type:
     return cls
 
 
-def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str, ...] = CASES) -> type:
-    """The suite's `cases` against the mutant `kind` of `MUTANTS`, with `fault` as its whole fault matrix."""
+def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str, ...] = CASES,
+                 cut_kinds: tuple[str, ...] = ()) -> type:
+    """The suite's `cases` against the mutant `kind` of `MUTANTS`, with `fault` as its whole fault matrix
+    and `cut_kinds` as the cut points of the sweep."""
 
     class Suite(SinkConformance):
         fault_cases = (fault,)
@@ -66,9 +74,14 @@ def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str
                 with Receiver(record=True) as receiver:
                     yield adapter(receiver)
                 return
-            server = request.getfixturevalue("redis_server" if kind.startswith("redis") else "kafka_broker")
-            yield adapter(server.url if kind.startswith("redis") else server.bootstrap)
+            if kind.startswith("redis"):
+                yield adapter(request.getfixturevalue("redis_server").url)
+                return
+            route = os.environ.get("KAFKA_PROXY_ROUTE")  # the outer run's broker listener behind a proxy
+            yield adapter(request.getfixturevalue("kafka_broker").bootstrap,
+                          proxy_route=tuple(route.split(",")) if route else None)
 
+    Suite.cut_kinds = cut_kinds
     return only_cases(Suite, cases)
 
 
@@ -78,6 +91,10 @@ TestRedisWithoutFingerprint = mutant_suite("redis-no-fingerprint", MID_WRITE,
                                            ("test_basic_write", "test_repartition_after_crash"))
 TestKafkaWithoutTransactions = mutant_suite("kafka-no-transactions", AFTER_WRITE)
 TestWebhookFreshKeys = mutant_suite("webhook-fresh-keys", MID_WRITE)
+CUT_CASES = ("test_basic_write", "test_cut_at_every_round_trip")
+TestRedisRecordAfterExec = mutant_suite("redis-record-after-exec", MID_WRITE, CUT_CASES, ("after_reply",))
+TestKafkaOffsetsAfterData = mutant_suite("kafka-offsets-after-data", MID_WRITE, CUT_CASES, ("after_reply",))
+TestWebhookCutCounted = mutant_suite("webhook-cut-counted", MID_WRITE, CUT_CASES, ("inside_request",))
 
 
 @only_cases

@@ -14,6 +14,17 @@ registered under its own format name (``mutant-…``):
   record (duplicates after a crash or a replay);
 - `WebhookFreshKeys`: a new idempotency key on every attempt: the receiver cannot dedupe a resend.
 
+Three more each leave a window between two round trips, which only a cut of the connection there finds
+(the suite's ``test_cut_at_every_round_trip``):
+
+- `RedisRecordAfterExec`: the rows in MULTI/EXEC, the commit record in a second round trip after it:
+  cut after EXEC's reply, the retry finds no record and writes the rows again (duplicates);
+- `KafkaOffsetsAfterData`: the data's transaction commits, then the progress offsets in a second
+  transaction: a failure between the two rewrites the partition (duplicates). A cut does not reach it
+  (librdkafka resends on a new connection): ``test_mutants.HOLES``;
+- `WebhookCutCounted`: a request whose reply never came (the connection cut) counts as delivered: cut
+  before the receiver had the whole request, its rows are lost.
+
 Spark's own ``format("kafka")`` (at-least-once, nobody here wrote it) is the fifth; its adapter is
 `SparkKafkaAdapter`.
 """
@@ -29,8 +40,11 @@ import pyarrow as pa
 from connectors.conformance.adapters import KafkaAdapter, RedisAdapter, WebhookAdapter
 from connectors.protocol import ProtocolWriter, Sink, WriteIdentity
 from sinks.kafka import KafkaSink, KafkaSinkDataSource
+from sinks.kafka import _mapped as _kafka_mapped
 from sinks.redis import RedisSink, RedisSinkDataSource, _mapped
-from sinks.webhook import WebhookSink, WebhookSinkDataSource
+from connectors.errors import TransientError
+from connectors.protocol import fingerprint_of
+from sinks.webhook import WebhookSink, WebhookSinkDataSource, _Client
 
 
 def mutant_source(base: type, name: str, mutate: Callable[[Sink], Sink]) -> type:
@@ -75,10 +89,35 @@ class _NoFingerprintRedisSink(RedisSink):
         return bool(super().is_committed(conn, identity))  # the mutation: committed, whatever the input was
 
 
+class _RecordAfterExecRedisSink(RedisSink):
+    """The rows and a decoy record in MULTI/EXEC (the real sink's write), the real record after EXEC."""
+
+    _decoy = False
+
+    def partition_key(self, identity: WriteIdentity) -> str:
+        key = super().partition_key(identity)
+        return f"{key}:decoy" if self._decoy else key
+
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+        self._decoy = True
+        try:
+            super().write(conn, identity, batches)
+        finally:
+            self._decoy = False
+        _, connection = conn
+        fingerprint = fingerprint_of(batches)
+        value = str(identity.batch_id) if fingerprint is None else f"{identity.batch_id} {fingerprint}"
+        with _mapped(self.options.url):  # the mutation: the record in a second round trip
+            connection.send_command("SET", self.partition_key(identity), value)
+            connection.read_response()
+
+
 RedisWithoutCommitCheck = mutant_source(RedisSinkDataSource, "mutant-redis-no-check", _as(_NoCheckRedisSink))
 RedisRecordFirst = mutant_source(RedisSinkDataSource, "mutant-redis-record-first", _as(_RecordFirstRedisSink))
 RedisWithoutFingerprint = mutant_source(RedisSinkDataSource, "mutant-redis-no-fingerprint",
                                         _as(_NoFingerprintRedisSink))
+RedisRecordAfterExec = mutant_source(RedisSinkDataSource, "mutant-redis-record-after-exec",
+                                     _as(_RecordAfterExecRedisSink))
 
 
 # ------------------------------------------------------------------------------------------------ Kafka
@@ -90,6 +129,28 @@ def _without_transactions(sink: KafkaSink) -> KafkaSink:
 KafkaWithoutTransactions = mutant_source(KafkaSinkDataSource, "mutant-kafka-no-transactions", _without_transactions)
 
 
+class _OffsetsAfterDataKafkaSink(KafkaSink):
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+        producer, offsets = conn.producer, []
+        send = producer.send_offsets_to_transaction
+        producer.send_offsets_to_transaction = lambda *args, **kwargs: offsets.append((args, kwargs))
+        try:
+            super().write(conn, identity, batches)  # the data's transaction, without the offsets
+        finally:
+            del producer.send_offsets_to_transaction
+        with _kafka_mapped(self.options, f"committing the progress of {identity}"):  # the mutation: a second one
+            producer.begin_transaction()
+            conn.in_transaction = True
+            for args, kwargs in offsets:
+                send(*args, **kwargs)
+            producer.commit_transaction(self.options.timeout_s)
+            conn.in_transaction = False
+
+
+KafkaOffsetsAfterData = mutant_source(KafkaSinkDataSource, "mutant-kafka-offsets-after-data",
+                                      _as(_OffsetsAfterDataKafkaSink))
+
+
 # ---------------------------------------------------------------------------------------------- webhook
 class _FreshKeysWebhookSink(WebhookSink):
     def key_prefix(self, identity: WriteIdentity) -> str:
@@ -98,6 +159,24 @@ class _FreshKeysWebhookSink(WebhookSink):
 
 
 WebhookFreshKeys = mutant_source(WebhookSinkDataSource, "mutant-webhook-fresh-keys", _as(_FreshKeysWebhookSink))
+
+
+class _CutCountedClient(_Client):
+    def _once(self, method: str, url: str, key: str, body: bytes, headers: Mapping[str, str]) -> None:
+        try:
+            super()._once(method, url, key, body, headers)
+        except TransientError as exc:
+            if getattr(exc, "status", None) is None:  # the mutation: no answer (connection cut) counts as delivered
+                return
+            raise
+
+
+class _CutCountedWebhookSink(WebhookSink):
+    def open(self, identity: WriteIdentity) -> _Client:
+        return _CutCountedClient(self.options, where="this executor")
+
+
+WebhookCutCounted = mutant_source(WebhookSinkDataSource, "mutant-webhook-cut-counted", _as(_CutCountedWebhookSink))
 
 
 # ------------------------------------------------------------------------------------------- adapters
@@ -126,4 +205,7 @@ MUTANTS = {
     "redis-no-fingerprint": (RedisAdapter, RedisWithoutFingerprint),
     "kafka-no-transactions": (KafkaAdapter, KafkaWithoutTransactions),
     "webhook-fresh-keys": (WebhookAdapter, WebhookFreshKeys),
+    "redis-record-after-exec": (RedisAdapter, RedisRecordAfterExec),
+    "kafka-offsets-after-data": (KafkaAdapter, KafkaOffsetsAfterData),
+    "webhook-cut-counted": (WebhookAdapter, WebhookCutCounted),
 }
