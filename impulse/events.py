@@ -82,8 +82,7 @@ class EventLayout:
             timestamps = counters * self.interval_us
             timestamps += self.start_us
         else:
-            timestamps = self.schedule.offsets_us(counters - self.base_counter)
-            timestamps += self.schedule.anchor_us
+            timestamps = self.schedule.times_us(counters, self.base_counter)
         if self.disorder is not None and len(counters):
             timestamps -= self.disorder.delays_us(subtask, int(counters[0]), len(counters))
         return timestamps

@@ -9,6 +9,7 @@ from typing import Mapping
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from impulse.fields import KINDS, PROPERTIES
+from impulse.schedule import RateStages
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
@@ -30,6 +31,9 @@ class ImpulseOptions:
 
     `downtime` defaults to ``catchup`` when the timeline is pinned (``startTime`` or ``interval``
     given) and to ``skip`` otherwise: a restart must not move a pinned timeline.
+
+    With ``rateStages`` (`rate_stages`, one partition's share), `delay_us` is that of the peak target
+    and `limits` hold at most the profile's events per partition: the stream ends after the last stage.
     """
 
     num_partitions: int
@@ -48,6 +52,7 @@ class ImpulseOptions:
     late_rate: float = 0.0
     late_by_us: int = 0
     fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
+    rate_stages: RateStages | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -55,12 +60,22 @@ class ImpulseOptions:
         reader = OptionReader(options, name="impulse source")
         rate = reader.number("eventsPerSecond", above=0)
         delay = reader.duration_us("delay")
-        if (rate is None) == (delay is None):
-            given = {"eventsPerSecond": options.get("eventsPerSecond"), "delay": options.get("delay")}
-            raise OptionError("eventsPerSecond/delay", given,
-                              "exactly one of 'eventsPerSecond' (events/s over all partitions, > 0) "
-                              "or 'delay' (time between events of one partition, e.g. '250ms')")
+        stages_text = reader.string("rateStages")
+        if (rate is None) + (delay is None) + (stages_text is None) != 2:
+            given = {"eventsPerSecond": options.get("eventsPerSecond"), "delay": options.get("delay"),
+                     "rateStages": stages_text}
+            raise OptionError("eventsPerSecond/delay/rateStages", {k: v for k, v in given.items() if v is not None} or None,
+                              "exactly one of 'eventsPerSecond' (events/s over all partitions, > 0), "
+                              "'delay' (time between events of one partition, e.g. '250ms') or 'rateStages' "
+                              "(e.g. '30s:1000,1m:1000,30s:5000')")
         partitions = reader.integer("numPartitions", os.cpu_count() or 1, minimum=1, maximum=100_000)
+        stages = None if stages_text is None else RateStages.parse(stages_text, partitions)
+        if stages is not None:
+            rate = stages.peak * partitions
+            for other in ("rampUpTime", "interval"):
+                if reader.has(other):
+                    raise OptionError(other, options.get(other), f"no '{other}' with 'rateStages': the stages set "
+                                      "every event's time (the first stage ramps up from 0)")
         delay_us = float(delay) if delay is not None else partitions * 1e6 / rate
         limit = reader.integer("limit", minimum=0)
         per_partition = reader.integer("limitPerPartition", minimum=0)
@@ -72,6 +87,8 @@ class ImpulseOptions:
             limits = split_limit(limit, partitions)
         elif per_partition is not None:
             limits = (per_partition,) * partitions
+        if stages is not None:
+            limits = tuple(min(cap, stages.total) for cap in limits or (stages.total,) * partitions)
         late_rate = reader.number("lateRate", 0.0, minimum=0.0)
         late_by = reader.duration_us("lateBy")
         if late_rate > 1:
@@ -101,6 +118,7 @@ class ImpulseOptions:
             late_rate=late_rate,
             late_by_us=late_by or 0,
             fields=_fields(reader.prefixed("fields.")),
+            rate_stages=stages,
         )
         reader.finish()
         return parsed
