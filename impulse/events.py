@@ -77,12 +77,16 @@ class EventLayout:
         if self.rows is None:
             object.__setattr__(self, "rows", default_rows(self.payload_bytes))
 
-    def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
+    def scheduled_us(self, counters: np.ndarray) -> np.ndarray:
+        """Each event's time before disorder: ``start + interval × counter``, or its scheduled time."""
         if self.interval_us is not None:
             timestamps = counters * self.interval_us
             timestamps += self.start_us
-        else:
-            timestamps = self.schedule.times_us(counters, self.base_counter)
+            return timestamps
+        return self.schedule.times_us(counters, self.base_counter)
+
+    def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
+        timestamps = self.scheduled_us(counters)
         if self.disorder is not None and len(counters):
             timestamps -= self.disorder.delays_us(subtask, int(counters[0]), len(counters))
         return timestamps
@@ -109,6 +113,9 @@ def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
                 columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
             elif column == "payload":
                 columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
+            elif column.refers:
+                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions,
+                                            layout.scheduled_us(counters) - layout.start_us))
             else:
                 columns.append(column.array(subtask_index, lo, len(counters), layout.partitions))
         yield pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -121,6 +121,14 @@ class ImpulseOptions:
             rate_stages=stages,
         )
         reader.finish()
+        for column, properties in parsed.fields.items():
+            if properties.get("kind", "").strip().lower() == "ref":
+                if start_time_us is None or parsed.downtime == DOWNTIME_SKIP:
+                    given = {"startTime": options.get("startTime"), "downtime": options.get("downtime")}
+                    raise OptionError(f"fields.{column}.kind", "ref",
+                                      "a pinned timeline for kind=ref: set 'startTime' (the same as the referenced "
+                                      "stream's) and no downtime=skip, so that events and entities keep their "
+                                      f"scheduled times (given: {given})")
         return parsed
 
     @property

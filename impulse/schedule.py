@@ -238,6 +238,22 @@ class Schedule:
             k -= 1
         return k
 
+    def due_many(self, now_us: np.ndarray) -> np.ndarray:
+        """`due` at each time of `now_us` (int64 epoch µs), vectorised; a constant rate only (no ramp, no stages).
+
+        Exactly consistent with `offsets_us` (the same double products, floored), like `due`.
+        """
+        if self.ramp_us or self.stages is not None:
+            raise ValueError("due_many takes a constant rate")
+        elapsed = (now_us - self.anchor_us).astype(np.float64)
+        n = np.ceil((elapsed + 1.0) / self.delay_us)
+        np.maximum(n, 0.0, out=n)
+        for _ in range(2):  # the estimate is off by at most one event: correct it against the offsets
+            n += np.floor(n * self.delay_us) <= elapsed
+            n -= (n > 0) & (np.floor((n - 1.0) * self.delay_us) > elapsed)
+        n[elapsed < 0] = 0.0
+        return n.astype(np.int64)
+
     def _offset_us(self, k: int) -> int:
         return int(self.offsets_us(np.array([k], dtype=np.int64))[0])
 
