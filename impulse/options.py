@@ -8,6 +8,7 @@ from typing import Mapping
 
 from connectors.errors import OptionError
 from connectors.options import OptionReader
+from impulse.changelog import Changelog
 from impulse.fields import KINDS, PROPERTIES
 from impulse.schedule import RateStages
 
@@ -53,6 +54,7 @@ class ImpulseOptions:
     late_by_us: int = 0
     fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
     rate_stages: RateStages | None = None
+    changelog: Changelog | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -100,6 +102,7 @@ class ImpulseOptions:
         start_time_us = reader.time_us("startTime")
         interval_us = reader.duration_us("interval")
         pinned = start_time_us is not None or interval_us is not None
+        seed = reader.integer("seed", 0, minimum=-2 ** 63, maximum=2 ** 64 - 1)
         parsed = cls(
             num_partitions=partitions,
             delay_us=delay_us,
@@ -113,12 +116,13 @@ class ImpulseOptions:
             payload_bytes=reader.integer("payloadBytes", 0, minimum=0, maximum=64 * 1024 * 1024),
             downtime=reader.choice("downtime", (DOWNTIME_SKIP, DOWNTIME_CATCHUP),
                                    DOWNTIME_CATCHUP if pinned else DOWNTIME_SKIP),
-            seed=reader.integer("seed", 0, minimum=-2 ** 63, maximum=2 ** 64 - 1),
+            seed=seed,
             out_of_orderness_us=reader.duration_us("outOfOrderness", 0, positive=False),
             late_rate=late_rate,
             late_by_us=late_by or 0,
             fields=_fields(reader.prefixed("fields.")),
             rate_stages=stages,
+            changelog=_changelog(reader, seed),
         )
         reader.finish()
         for column, properties in parsed.fields.items():
@@ -142,6 +146,19 @@ class ImpulseOptions:
         if self.alignment_us:
             start -= start % self.alignment_us
         return start
+
+
+def _changelog(reader: OptionReader, seed: int) -> Changelog | None:
+    key = reader.string("changelog.key")
+    weights = reader.string("changelog.weights")
+    live = reader.integer("changelog.liveKeys", 1024, minimum=1, maximum=1 << 24)
+    if key is None:
+        for option in ("changelog.weights", "changelog.liveKeys"):
+            if reader.has(option):
+                raise OptionError(option, weights if option == "changelog.weights" else live,
+                                  "no changelog option without 'changelog.key' (the BIGINT key column)")
+        return None
+    return Changelog.parse(key.strip().lower(), weights, live, seed)
 
 
 def _fields(given: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -140,7 +140,7 @@ class ImpulseDataSource(DataSource):
 
     def _rows(self, schema) -> RowSpec:
         opts = self.parsed
-        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes)
+        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog)
 
 
 @dataclass
