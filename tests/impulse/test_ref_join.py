@@ -11,7 +11,7 @@ pytestmark = pytest.mark.integration
 
 def readme_block() -> str:
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### References between streams"):readme.index("## The offset-commit protocol")]
+    section = readme[readme.index("### References between streams"):readme.index("### Changelogs: `changelog.key`")]
     (block,) = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
     return block
 
