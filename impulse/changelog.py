@@ -39,7 +39,7 @@ __all__ = ["Changelog", "OPS", "INSERT", "UPDATE", "DELETE"]
 
 OPS = ("insert", "update", "delete")
 INSERT, UPDATE, DELETE = range(3)
-_OP_DICTIONARY = pa.array(OPS)
+_OP_TEXT = np.frombuffer(b"".join(op.encode() for op in OPS), dtype=np.uint8).reshape(len(OPS), 6)  # 6 letters each
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,11 @@ class Changelog:
         counters = np.arange(first, first + count, dtype=np.int64)
         rounds = counters // s  # = block · m + round within the block
         first_round = first // s
+        index = rounds - first_round
         word = draws.words(draws.stream_key(self.seed, self.key_column, "changelog/order"), subtask, first_round,
-                           int(rounds[-1]) - first_round + 1 if count else 0)[rounds - first_round]
-        a = self._units[(word >> np.uint64(32)) % np.uint64(len(self._units))]
-        c = ((word & np.uint64(0xFFFFFFFF)) % np.uint64(s)).astype(np.int64)
+                           int(index[-1]) + 1 if count else 0)  # one word per round
+        a = self._units[(word >> np.uint64(32)) % np.uint64(len(self._units))][index]
+        c = ((word & np.uint64(0xFFFFFFFF)) % np.uint64(s)).astype(np.int64)[index]
         slots = counters - rounds * s
         slots *= a
         slots += c
@@ -108,8 +109,10 @@ class Changelog:
 
     @staticmethod
     def op_array(ops: np.ndarray) -> pa.Array:
-        """The ``op`` column: ``insert`` / ``update`` / ``delete`` text of `ops`."""
-        return pa.DictionaryArray.from_arrays(pa.array(ops, type=pa.int8()), _OP_DICTIONARY).cast(pa.string())
+        """The ``op`` column: ``insert`` / ``update`` / ``delete`` text of `ops` (six bytes each, no copy per row)."""
+        offsets = np.arange(0, 6 * (len(ops) + 1), 6, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), len(ops), [None, pa.py_buffer(offsets),
+                                                             pa.py_buffer(_OP_TEXT[ops].reshape(-1))])
 
 
 @dataclass(frozen=True)
