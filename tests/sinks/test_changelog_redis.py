@@ -1,0 +1,57 @@
+"""A changelog applied to Redis with ``opColumn``: the README's accounts cookbook, its driver SIGKILLed mid-run
+and restarted, leaves exactly the changelog's final state (read back with redis-cli)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from connectors.conformance.suite import kill_tree
+from tests.impulse.helpers import committed_batches, checkpoint_offsets, poll
+from tests.impulse.test_changelog_stream import final_state
+from tests.sinks.redis_changelog_driver import ROOT, cookbook
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
+
+
+def redis_cli_hash(url: str, key: str) -> dict[str, str]:
+    out = subprocess.run(["redis-cli", "-u", url, "HGETALL", key], check=True, capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    return dict(zip(lines[::2], lines[1::2]))
+
+
+def expected_state(spark) -> dict[str, str]:
+    """The final state from the batch read of the same stream: id → balance as Spark writes it as text."""
+    namespace = {"spark": spark}  # the block's frame only, read as a batch
+    frame = cookbook("redis://unused:1/0", "/unused").split("query = ")[0].replace("spark.readStream", "spark.read")
+    exec(compile(frame, "README.md", "exec"), namespace)  # noqa: S102
+    rows = namespace["accounts"].selectExpr("subtask_index", "counter", "id", "op",
+                                            "CAST(balance AS STRING)").collect()
+    return {str(k): v[0] for k, v in final_state(tuple(r) for r in rows).items()}
+
+
+def test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_state(spark, redis_server, tmp_path):
+    redis_server.client().delete("accounts")
+    checkpoint = tmp_path / "ck"
+    args = json.dumps({"url": redis_server.url, "checkpoint": str(checkpoint)})
+    process = subprocess.Popen([sys.executable, "-m", "tests.sinks.redis_changelog_driver", args], cwd=ROOT,
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:  # kill it while a batch is planned but not committed, after at least two committed ones
+        poll(lambda: process.poll() is not None or (
+            len(committed_batches(checkpoint)) >= 2
+            and len(checkpoint_offsets(checkpoint)) > len(committed_batches(checkpoint))),
+             timeout=240, interval=0.01, what="a batch in flight after two committed")
+        assert process.poll() is None, f"the driver ended early: {process.stderr.read().decode()[-2000:]}"
+    finally:
+        kill_tree(process.pid)
+        process.wait(30)
+    assert len(committed_batches(checkpoint)) < 10, "the kill came after the last batch"
+    namespace = {"spark": spark}
+    exec(compile(cookbook(redis_server.url, str(checkpoint)), "README.md", "exec"), namespace)  # noqa: S102
+    assert namespace["query"].awaitTermination(240) and namespace["query"].exception() is None
+    expected = expected_state(spark)
+    assert 0 < len(expected) < 20_000
+    assert redis_cli_hash(redis_server.url, "accounts") == expected
