@@ -8,6 +8,7 @@ from typing import Mapping
 
 from connectors.errors import OptionError
 from connectors.options import OptionReader
+from connectors.partitions import split_limit
 from impulse.changelog import Changelog
 from impulse.fields import KINDS, PROPERTIES
 from impulse.schedule import RateStages
@@ -16,11 +17,6 @@ __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
 DOWNTIME_SKIP = "skip"
 DOWNTIME_CATCHUP = "catchup"
-
-
-def split_limit(total: int, partitions: int) -> tuple[int, ...]:
-    """How a total `limit` is shared: partition i gets ``total // partitions``, plus one if ``i < total % partitions``."""
-    return tuple(total // partitions + (1 if i < total % partitions else 0) for i in range(partitions))
 
 
 @dataclass(frozen=True)
