@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 
+import pyarrow as pa
 import pytest
 
 from connectors.conformance.suite import kill_tree
@@ -57,3 +59,55 @@ def test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_sta
     expected = expected_state(spark)
     assert 0 < len(expected) < 20_000
     assert redis_cli_hash(redis_server.url, "accounts") == expected
+
+
+# --- opColumn, without Spark: the sink's write against the real server --------------------------------------
+
+def redis_sink(url: str, **options):
+    from connectors.options import OptionReader
+    from sinks.redis import RedisOptions, RedisSink
+
+    return RedisSink(RedisOptions.read(OptionReader({"url": url, **options}, name="redis sink")))
+
+
+def write(sink, batch, batch_id: int = 0) -> None:
+    from connectors.protocol import WriteIdentity
+
+    identity = WriteIdentity("q" + uuid.uuid4().hex[:6], batch_id, 0, 0)
+    conn = sink.open(identity)
+    try:
+        sink.write(conn, identity, iter([batch]))
+    finally:
+        sink.close(conn)
+
+
+CHANGES = pa.RecordBatch.from_pydict({
+    "id": ["a", "b", "a", "c", "b", "a", "c"],
+    "op": ["insert", "insert", "update", "insert", "delete", "delete", None],
+    "balance": ["1", "2", "3", "4", "5", "6", "7"]})
+
+
+def test_a_delete_removes_the_key_in_row_order(redis_server):
+    prefix = "s" + uuid.uuid4().hex[:6] + ":"
+    client = redis_server.client()
+    client.set(prefix + "b", "old")
+    write(redis_sink(redis_server.url, keyPrefix=prefix, keyColumn="id", valueColumn="balance", opColumn="op",
+                     commitKeyPrefix=f"commit:{prefix}"), CHANGES)
+    assert sorted(client.keys(prefix + "*")) == [(prefix + "c").encode()]  # a, b deleted after their writes
+    assert client.get(prefix + "c") == b"7"  # a null op writes as usual
+
+
+def test_a_delete_removes_the_field_of_a_hash(redis_server):
+    key = "h" + uuid.uuid4().hex[:6]
+    write(redis_sink(redis_server.url, target="hash", keyPrefix=key, fieldColumn="id", valueColumn="balance",
+                     opColumn="op", commitKeyPrefix=f"commit:{key}:"), CHANGES)
+    assert redis_server.client().hgetall(key) == {b"c": b"7"}
+
+
+@pytest.mark.parametrize("target", ["list", "stream"])
+def test_op_column_is_refused_where_a_delete_means_nothing(redis_server, target):
+    from connectors.errors import OptionError
+
+    with pytest.raises(OptionError) as err:
+        redis_sink(redis_server.url, target=target, keyPrefix="x", opColumn="op")
+    assert err.value.option == "opColumn" and "string (DEL) or hash (HDEL)" in str(err.value)
