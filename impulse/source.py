@@ -88,6 +88,11 @@ class ImpulseDataSource(DataSource):
     lateRate, lateBy : fraction 0..1 and duration, both or neither
         That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
     fields.<column>.<property> : see `impulse.fields`
+        ``kind=ref`` refers to the entities of another impulse stream that exist at each event's
+        scheduled time; it needs ``startTime`` (the referenced stream's) and refuses ``downtime=skip``.
+    changelog.key, changelog.weights, changelog.liveKeys : see `impulse.changelog`
+        The stream becomes the change log of the entities keyed by a BIGINT column, with an ``op``
+        STRING column (insert, update, delete).
     downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
