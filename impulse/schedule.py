@@ -127,9 +127,15 @@ class RateStages:
         """
         starts, counts, r0s, slopes, durations = self._table
         kd = k.astype(np.float64)
-        stage = np.searchsorted(counts, kd, side="right")
-        stage -= 1
-        np.clip(stage, 0, len(counts) - 1, out=stage)
+        if not len(kd):
+            return np.zeros(0, dtype=np.int64)
+        ends = np.clip(np.searchsorted(counts, [kd.min(), kd.max()], side="right") - 1, 0, len(counts) - 1)
+        if ends[0] == ends[1]:  # one stage (a record batch usually is): its parameters as scalars
+            stage = ends[0]
+        else:
+            stage = np.searchsorted(counts, kd, side="right")
+            stage -= 1
+            np.clip(stage, 0, len(counts) - 1, out=stage)
         kd -= counts[stage]  # m: events into the stage
         r0, slope = r0s[stage], slopes[stage]
         root = slope * kd
