@@ -15,7 +15,11 @@ session, alternating their order round by round (medians over rounds; `impulse_v
   all; `profile_impulse.variant_class`): what Spark's Python data source path itself allows;
 - ``prebuilt_columns``: the same for the reference schema (one batch of impulse's own rows, re-sent): what the
   path allows for these columns, generation for free. Its ratio to ``bare`` bounds the first goal for any
-  generator written as a Python data source.
+  generator written as a Python data source;
+- ``ref``: bare impulse plus one ``kind=ref`` column (``pick=recent``, Zipf over the 1000 newest of a
+  1000 events/s stream): the cost of a reference column;
+- ``changelog``: a changelog stream (``id``, ``op``, ``timestamp``; ``changelog.weights=20,70,10``): the cost
+  of computing each event's key and op.
 
 The reference schema: ``event_id`` sequence; ``user_id`` BIGINT zipf (cardinality 1M, exponent 1.1);
 ``amount`` DOUBLE normal (50, 15, min 0); ``country`` STRING values US,DE,FR,IN,BR weights 40,15,15,20,10;
@@ -24,8 +28,8 @@ The reference schema: ``event_id`` sequence; ``user_id`` BIGINT zipf (cardinalit
 declared NOT NULL, as a user who knows them would (Spark then skips a null check per value).
 
 Goals: columns ≥ 0.8× bare; bare ≥ 0.95× prebuilt; columns ≥ 5× dbldatagen; columns ≥ 1.0× sql. Also shown,
-without a target: prebuilt_columns / bare (the first goal's ceiling) and columns / prebuilt_columns (what
-generation costs).
+without a target: prebuilt_columns / bare (the first goal's ceiling), columns / prebuilt_columns (what
+generation costs), ref / bare and changelog / bare (the CPU per million rows shows their cost in ms).
 
 Example::
 
@@ -68,9 +72,16 @@ SQL = [
     "CASE WHEN rand(6) < 0.9 THEN NULL ELSE substring(sha2(CAST(value AS STRING), 256), 1, 8) END AS coupon",
     "timestamp - make_dt_interval(0, 0, 0, rand(7) * 5) AS timestamp",
 ]
-CONTENDERS = ("columns", "bare", "dbldatagen", "sql", "prebuilt", "prebuilt_columns")
+REF = ("counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL, timestamp TIMESTAMP NOT NULL, "
+       "customer_id BIGINT NOT NULL", {
+           "fields.customer_id.kind": "ref", "fields.customer_id.refEventsPerSecond": "1000",
+           "fields.customer_id.pick": "recent", "fields.customer_id.cardinality": "1000"})
+CHANGELOG = ("id BIGINT NOT NULL, op STRING NOT NULL, timestamp TIMESTAMP NOT NULL",
+             {"changelog.key": "id", "changelog.weights": "20,70,10"})
+CONTENDERS = ("columns", "bare", "dbldatagen", "sql", "prebuilt", "prebuilt_columns", "ref", "changelog")
 GOALS = (("columns", "bare", 0.8), ("bare", "prebuilt", 0.95), ("columns", "dbldatagen", 5.0), ("columns", "sql", 1.0))
-RATIOS = (("prebuilt_columns", "bare"), ("columns", "prebuilt_columns"))  # shown, no target
+RATIOS = (("prebuilt_columns", "bare"), ("columns", "prebuilt_columns"), ("ref", "bare"),
+          ("changelog", "bare"))  # shown, no target
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -114,6 +125,9 @@ def frames(spark, args) -> dict:
         "sql": lambda: rate().selectExpr("*", "rand(3) AS r").selectExpr(*SQL),
         "prebuilt": prebuilt,
         "prebuilt_columns": lambda: prebuilt(columns=True),
+        "ref": lambda: spark.readStream.format("impulse").schema(REF[0]).options(**impulse, **REF[1]).load(),
+        "changelog": lambda: (spark.readStream.format("impulse").schema(CHANGELOG[0])
+                              .options(**impulse, **CHANGELOG[1]).load()),
     }
 
 

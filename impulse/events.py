@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from impulse import draws
+from impulse.changelog import Changelog, ChangeColumn
 from impulse.schedule import Schedule
 from impulse.schema import RowSpec, arrow_schema, default_rows, spark_schema
 
@@ -77,13 +78,16 @@ class EventLayout:
         if self.rows is None:
             object.__setattr__(self, "rows", default_rows(self.payload_bytes))
 
-    def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
+    def scheduled_us(self, counters: np.ndarray) -> np.ndarray:
+        """Each event's time before disorder: ``start + interval × counter``, or its scheduled time."""
         if self.interval_us is not None:
             timestamps = counters * self.interval_us
             timestamps += self.start_us
-        else:
-            timestamps = self.schedule.offsets_us(counters - self.base_counter)
-            timestamps += self.schedule.anchor_us
+            return timestamps
+        return self.schedule.times_us(counters, self.base_counter)
+
+    def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
+        timestamps = self.scheduled_us(counters)
         if self.disorder is not None and len(counters):
             timestamps -= self.disorder.delays_us(subtask, int(counters[0]), len(counters))
         return timestamps
@@ -99,6 +103,7 @@ def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
     for lo in range(first, end, rows_per_batch):
         counters = np.arange(lo, min(lo + rows_per_batch, end), dtype=np.int64)
         columns = []
+        changes = None  # (keys, ops) of a changelog, made for the first of its columns
         for column in layout.rows.columns:
             if column == "counter":
                 columns.append(pa.array(counters))
@@ -110,6 +115,13 @@ def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
                 columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
             elif column == "payload":
                 columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
+            elif isinstance(column, ChangeColumn):
+                if changes is None:
+                    changes = column.changelog.changes_of(subtask_index, lo, len(counters), layout.partitions)
+                columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
+            elif column.refers:
+                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions,
+                                            layout.scheduled_us(counters) - layout.start_us))
             else:
                 columns.append(column.array(subtask_index, lo, len(counters), layout.partitions))
         yield pa.RecordBatch.from_arrays(columns, schema=schema)

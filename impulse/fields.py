@@ -22,7 +22,22 @@ exponential     numbers, STRING                             mean (1)
 zipf            integers, STRING                            cardinality (required), exponent (1), min (0)
 values          all but BINARY                              values (required, comma-separated), weights
 uuid            STRING                                      —
+ref             integers                                    refEventsPerSecond (required), refNumPartitions
+                                                            (1), refLimit, pick (uniform), cardinality and
+                                                            exponent (1) with pick=recent, window with
+                                                            pick=window
 ==============  ==========================================  ==============================================
+
+``ref`` refers to the entities of another impulse stream on the same pinned timeline (the same
+``startTime``) whose key is a ``sequence`` from 0: that stream's entity ``g`` (its global index) is
+created at ``start + ⌊(g // P) · P · 10⁶ / R⌋`` µs (R = ``refEventsPerSecond``, P =
+``refNumPartitions``, `impulse.schedule`), so the entities created by a time t are exactly
+``0 .. E(t) − 1`` with ``E(t) = P · (events due per partition by t)`` (at most ``refLimit``). An event at
+scheduled time t (its ``timestamp`` before any disorder) picks one of them: ``pick=uniform`` over all,
+``pick=recent`` the ``r``-th newest with ``r`` Zipf-distributed over ``cardinality`` ranks (probability ∝
+1/(r+1)^exponent; when fewer exist, ``r mod E``), ``pick=window`` uniformly among those created at or
+after ``t − window`` (the newest when none was). So every value names an entity created at or before the
+event's scheduled time.
 
 Defaults by type (no ``kind``): integers ``random`` over the type's whole range; FLOAT, DOUBLE
 ``random`` in [0, 1); DECIMAL(p,s) ``random`` from 0 to its largest value; BOOLEAN ``random`` (0.5);
@@ -54,12 +69,15 @@ from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DataType, Date
 from connectors.errors import OptionError
 from connectors.options import OptionReader, parse_time_us
 from impulse import draws
+from impulse.schedule import Schedule
 
 __all__ = ["Column", "ColumnType", "column_type", "generated_column", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
-KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid")
+KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid", "ref")
 PROPERTIES = ("kind", "nullRate", "format", "start", "step", "min", "max", "length", "minLength", "maxLength",
-              "probability", "mean", "stddev", "cardinality", "exponent", "values", "weights")
+              "probability", "mean", "stddev", "cardinality", "exponent", "values", "weights",
+              "refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "window")
+PICKS = ("uniform", "recent", "window")
 TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP"
 _DAY_US = 86_400_000_000
 _EPOCH_2000_DAYS, _EPOCH_2030_DAYS = 10_957, 21_915
@@ -111,13 +129,26 @@ class Column:
     fmt: tuple | None = None      # STRING from numbers: see `_parse_format`
     keys: tuple[int, int, int] = field(default=(0, 0, 0))  # stream keys: value, null, length
 
-    def array(self, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
-        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`."""
-        values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions)
+    def array(self, subtask: int, first: int, count: int, partitions: int,
+              since_start_us: np.ndarray | None = None) -> pa.Array:
+        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`.
+
+        `since_start_us`: each event's scheduled time (before disorder) minus the stream's start time, µs;
+        only ``kind=ref`` reads it (`refers`).
+        """
+        if self.kind == "ref":
+            values = _ref(self, subtask, first, count, since_start_us)
+        else:
+            values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions)
         if self.null_rate <= 0:
             return values
         nulls = draws.uniform(draws.words(self.keys[1], subtask, first, count)) < self.null_rate
         return _with_nulls(values, nulls)
+
+    @property
+    def refers(self) -> bool:
+        """Whether the values depend on the events' scheduled times (``kind=ref``)."""
+        return self.kind == "ref"
 
     def _words(self, subtask: int, first: int, count: int, per_event: int = 1) -> np.ndarray:
         return draws.words(self.keys[0], subtask, first, count, per_event)
@@ -172,6 +203,7 @@ _KIND_FAMILIES = {
     "zipf": ("int", "string"),
     "values": _NUMBERS + ("boolean", "string", "date", "timestamp"),
     "uuid": ("string",),
+    "ref": ("int",),
 }
 
 
@@ -292,7 +324,34 @@ def _parse(kind: str, ctype: ColumnType, reader: OptionReader, prefix: str) -> t
                 raise OptionError(prefix + "weights", weights_text,
                                   f"{len(items)} numbers ≥ 0 (one per value), not all 0")
         return (items, weights)
+    if kind == "ref":
+        return _parse_ref(ctype, reader, prefix)
     return ()  # uuid
+
+
+def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str) -> tuple:
+    """(delay µs of one referenced partition, refNumPartitions, refLimit or None, pick, cardinality, exponent,
+    window µs)."""
+    rate = reader.number(prefix + "refEventsPerSecond", None, above=0.0)
+    if rate is None:
+        raise OptionError(prefix + "refEventsPerSecond", None, "the eventsPerSecond of the referenced stream "
+                          "(> 0), required for kind=ref")
+    partitions = reader.integer(prefix + "refNumPartitions", 1, minimum=1, maximum=100_000)
+    limit = reader.integer(prefix + "refLimit", None, minimum=1, maximum=min(ctype.hi, 2 ** 62))
+    pick = reader.choice(prefix + "pick", PICKS, "uniform")
+    cardinality, exponent, window = 1, 0.0, 0
+    if pick == "recent":
+        cardinality = reader.integer(prefix + "cardinality", None, minimum=1, maximum=1 << 40)
+        if cardinality is None:
+            raise OptionError(prefix + "cardinality", None, "how many of the newest entities pick=recent chooses "
+                              "from (an integer ≥ 1)")
+        exponent = reader.number(prefix + "exponent", 1.0, minimum=0.0)
+    elif pick == "window":
+        window = reader.duration_us(prefix + "window")
+        if window is None:
+            raise OptionError(prefix + "window", None, "a duration for pick=window: only entities created within it "
+                              "before the event are picked, e.g. '10s'")
+    return (partitions * 1e6 / rate, partitions, limit, pick, cardinality, exponent, window)
 
 
 _SPEC = re.compile(r"^(?:(?P<zero>0)?(?P<width>\d+)?d?|\.(?P<digits>\d+)f)$")
@@ -481,6 +540,36 @@ def _hex_lanes(words: np.ndarray) -> np.ndarray:
     pairs += np.uint64(0x3030303030303030)
     pairs += letters
     return pairs
+
+
+def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: np.ndarray) -> pa.Array:
+    """Ids of referenced entities created at or before each event's scheduled time (module docstring)."""
+    delay_us, partitions, limit, pick, cardinality, exponent, window_us = column.params
+    created = Schedule(0, delay_us)  # the referenced stream's schedule, on the same start
+
+    def existing(at: np.ndarray) -> np.ndarray:
+        n = created.due_many(at)
+        n *= partitions
+        if limit is not None:
+            np.minimum(n, limit, out=n)
+        return n
+
+    newest = existing(since_start_us)
+    np.maximum(newest, 1, out=newest)  # entity 0 exists from the start; an event is never scheduled before it
+    x = column._words(subtask, first, count)
+    if pick == "recent":
+        ranks = draws.zipf(cardinality, exponent).ranks(x)
+        ranks %= newest
+        ids = newest - 1
+        ids -= ranks
+    else:
+        oldest = np.zeros_like(newest) if pick == "uniform" else np.minimum(existing(since_start_us - window_us - 1),
+                                                                          newest - 1)
+        span = newest - oldest
+        ids = np.floor(draws.uniform(x) * span).astype(np.int64)
+        np.minimum(ids, span - 1, out=ids)
+        ids += oldest
+    return _numbers_to_type(column, ids)
 
 
 _KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,

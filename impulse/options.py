@@ -9,7 +9,9 @@ from typing import Mapping
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.partitions import split_limit
+from impulse.changelog import Changelog
 from impulse.fields import KINDS, PROPERTIES
+from impulse.schedule import RateStages
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
@@ -26,6 +28,9 @@ class ImpulseOptions:
 
     `downtime` defaults to ``catchup`` when the timeline is pinned (``startTime`` or ``interval``
     given) and to ``skip`` otherwise: a restart must not move a pinned timeline.
+
+    With ``rateStages`` (`rate_stages`, one partition's share), `delay_us` is that of the peak target
+    and `limits` hold at most the profile's events per partition: the stream ends after the last stage.
     """
 
     num_partitions: int
@@ -44,6 +49,8 @@ class ImpulseOptions:
     late_rate: float = 0.0
     late_by_us: int = 0
     fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
+    rate_stages: RateStages | None = None
+    changelog: Changelog | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -51,12 +58,22 @@ class ImpulseOptions:
         reader = OptionReader(options, name="impulse source")
         rate = reader.number("eventsPerSecond", above=0)
         delay = reader.duration_us("delay")
-        if (rate is None) == (delay is None):
-            given = {"eventsPerSecond": options.get("eventsPerSecond"), "delay": options.get("delay")}
-            raise OptionError("eventsPerSecond/delay", given,
-                              "exactly one of 'eventsPerSecond' (events/s over all partitions, > 0) "
-                              "or 'delay' (time between events of one partition, e.g. '250ms')")
+        stages_text = reader.string("rateStages")
+        if (rate is None) + (delay is None) + (stages_text is None) != 2:
+            given = {"eventsPerSecond": options.get("eventsPerSecond"), "delay": options.get("delay"),
+                     "rateStages": stages_text}
+            raise OptionError("eventsPerSecond/delay/rateStages", {k: v for k, v in given.items() if v is not None} or None,
+                              "exactly one of 'eventsPerSecond' (events/s over all partitions, > 0), "
+                              "'delay' (time between events of one partition, e.g. '250ms') or 'rateStages' "
+                              "(e.g. '30s:1000,1m:1000,30s:5000')")
         partitions = reader.integer("numPartitions", os.cpu_count() or 1, minimum=1, maximum=100_000)
+        stages = None if stages_text is None else RateStages.parse(stages_text, partitions)
+        if stages is not None:
+            rate = stages.peak * partitions
+            for other in ("rampUpTime", "interval"):
+                if reader.has(other):
+                    raise OptionError(other, options.get(other), f"no '{other}' with 'rateStages': the stages set "
+                                      "every event's time (the first stage ramps up from 0)")
         delay_us = float(delay) if delay is not None else partitions * 1e6 / rate
         limit = reader.integer("limit", minimum=0)
         per_partition = reader.integer("limitPerPartition", minimum=0)
@@ -68,6 +85,8 @@ class ImpulseOptions:
             limits = split_limit(limit, partitions)
         elif per_partition is not None:
             limits = (per_partition,) * partitions
+        if stages is not None:
+            limits = tuple(min(cap, stages.total) for cap in limits or (stages.total,) * partitions)
         late_rate = reader.number("lateRate", 0.0, minimum=0.0)
         late_by = reader.duration_us("lateBy")
         if late_rate > 1:
@@ -79,6 +98,7 @@ class ImpulseOptions:
         start_time_us = reader.time_us("startTime")
         interval_us = reader.duration_us("interval")
         pinned = start_time_us is not None or interval_us is not None
+        seed = reader.integer("seed", 0, minimum=-2 ** 63, maximum=2 ** 64 - 1)
         parsed = cls(
             num_partitions=partitions,
             delay_us=delay_us,
@@ -92,13 +112,23 @@ class ImpulseOptions:
             payload_bytes=reader.integer("payloadBytes", 0, minimum=0, maximum=64 * 1024 * 1024),
             downtime=reader.choice("downtime", (DOWNTIME_SKIP, DOWNTIME_CATCHUP),
                                    DOWNTIME_CATCHUP if pinned else DOWNTIME_SKIP),
-            seed=reader.integer("seed", 0, minimum=-2 ** 63, maximum=2 ** 64 - 1),
+            seed=seed,
             out_of_orderness_us=reader.duration_us("outOfOrderness", 0, positive=False),
             late_rate=late_rate,
             late_by_us=late_by or 0,
             fields=_fields(reader.prefixed("fields.")),
+            rate_stages=stages,
+            changelog=_changelog(reader, seed),
         )
         reader.finish()
+        for column, properties in parsed.fields.items():
+            if properties.get("kind", "").strip().lower() == "ref":
+                if start_time_us is None or parsed.downtime == DOWNTIME_SKIP:
+                    given = {"startTime": options.get("startTime"), "downtime": options.get("downtime")}
+                    raise OptionError(f"fields.{column}.kind", "ref",
+                                      "a pinned timeline for kind=ref: set 'startTime' (the same as the referenced "
+                                      "stream's) and no downtime=skip, so that events and entities keep their "
+                                      f"scheduled times (given: {given})")
         return parsed
 
     @property
@@ -112,6 +142,19 @@ class ImpulseOptions:
         if self.alignment_us:
             start -= start % self.alignment_us
         return start
+
+
+def _changelog(reader: OptionReader, seed: int) -> Changelog | None:
+    key = reader.string("changelog.key")
+    weights = reader.string("changelog.weights")
+    live = reader.integer("changelog.liveKeys", 1024, minimum=1, maximum=1 << 24)
+    if key is None:
+        for option in ("changelog.weights", "changelog.liveKeys"):
+            if reader.has(option):
+                raise OptionError(option, weights if option == "changelog.weights" else live,
+                                  "no changelog option without 'changelog.key' (the BIGINT key column)")
+        return None
+    return Changelog.parse(key.strip().lower(), weights, live, seed)
 
 
 def _fields(given: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -8,6 +8,13 @@ microseconds) and the partition's counter at that anchor. The k-th event after t
 - with a ramp-up of T µs the rate grows linearly from 0 to 1/delay over T, so
   ``offset(k) = sqrt(2·T·delay·k)`` while ``k·delay < T/2`` and ``k·delay + T/2`` after.
 
+With rate stages (`RateStages`, k6's ramping-arrival-rate stages) the rate is a piecewise linear
+function r(t) of the time since the start of the profile, and event k is due at ``N⁻¹(k)``, the exact
+inverse of the cumulative rate ``N(t) = ∫₀ᵗ r``: the events due by t are the k with ``N⁻¹(k) ≤ t``,
+so their number is known exactly from the integral. The profile is a function of the counter: a
+re-anchored schedule (a restart with ``downtime=skip``) pauses the profile during the downtime and
+resumes it where it stopped, at the partition's next counter.
+
 Offsets are floored to whole microseconds. All of it is deterministic: the same anchor, delay and
 k give the same time on every machine (IEEE-754 double arithmetic, no clock involved).
 """
@@ -15,20 +22,203 @@ k give the same time on every machine (IEEE-754 double arithmetic, no clock invo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Schedule"]
+from connectors.errors import OptionError
+from connectors.options import parse_duration_us
+
+__all__ = ["Schedule", "RateStages"]
+
+
+@dataclass(frozen=True)
+class RateStages:
+    """A changing rate of one partition: k6's stages, each a linear ramp from the previous target.
+
+    `stages` is ``((duration µs, target events/s), …)``: the rate starts at 0 and goes linearly to each
+    stage's target over its duration; the profile ends after the last stage. With ``r(t)`` that rate and
+    ``N(t) = ∫₀ᵗ r`` (events), event ``k`` (0, 1, …) is scheduled ``offset(k) = ⌊N⁻¹(k)⌋`` µs after the
+    start of the profile, and the profile holds `total` = ``⌈N(end)⌉`` events (those with ``N⁻¹(k) <
+    end``). So the number of events scheduled in ``[a, b)`` (whole µs) is the integral of the rate over the
+    interval within one event (``⌈N(b)⌉ − ⌈N(a)⌉`` in exact arithmetic; the inverse is computed in
+    doubles, so an event due within a rounding error of a whole µs may land one µs off).
+
+    Public interface, for whatever schedules events by a rate: `parse`, `offsets_us`, `due`, `total`,
+    `to_json`/`from_json` (what an offset stores). Deterministic: IEEE-754 doubles only, no clock.
+    """
+
+    stages: tuple[tuple[int, float], ...]
+    total: int = field(init=False)
+    _table: tuple = field(init=False, repr=False, compare=False)  # per stage: start µs, events before, r0, slope, D
+
+    def __post_init__(self) -> None:
+        if not self.stages or any(d <= 0 or not (r >= 0 and math.isfinite(r)) for d, r in self.stages):
+            raise ValueError(f"stages need durations > 0 and finite targets ≥ 0: {self.stages}")
+        starts, counts, r0s, slopes = [], [], [], []
+        t, n, previous = 0, Fraction(0), 0.0
+        for duration, target in self.stages:
+            starts.append(t)
+            counts.append(float(n))
+            r0, r1 = previous / 1e6, target / 1e6  # events per µs
+            r0s.append(r0)
+            slopes.append((r1 - r0) / duration)
+            n += (Fraction(previous) + Fraction(target)) * duration / 2_000_000  # exact: the stage's events
+            t, previous = t + duration, target
+        durations = [d for d, _ in self.stages]
+        object.__setattr__(self, "total", math.ceil(n))
+        object.__setattr__(self, "_table", tuple(np.array(v, dtype=dtype) for v, dtype in (
+            (starts, np.int64), (counts, np.float64), (r0s, np.float64), (slopes, np.float64),
+            (durations, np.int64))))
+
+    @classmethod
+    def parse(cls, text: str, partitions: int = 1, option: str = "rateStages") -> "RateStages":
+        """``"30s:1000,1m:1000,30s:5000"`` (duration:target events/s over all partitions) → one partition's stages.
+
+        Raises `OptionError` naming `option` for a malformed list, a target < 0 or no target > 0.
+        """
+        expected = ("comma-separated stages 'duration:events per second', e.g. '30s:1000,1m:1000,30s:5000' "
+                    "(a linear ramp from the previous target, starting at 0, to each target over its duration)")
+        stages = []
+        for item in str(text).split(","):
+            duration, colon, target = item.partition(":")
+            if not colon:
+                raise OptionError(option, text, expected)
+            try:
+                rate = float(target.strip().replace("_", ""))
+            except ValueError:
+                raise OptionError(option, text, expected) from None
+            if not (rate >= 0 and math.isfinite(rate)):
+                raise OptionError(option, text, expected + "; targets are numbers ≥ 0")
+            us = parse_duration_us(duration, option)
+            if us <= 0:
+                raise OptionError(option, text, expected + "; durations are > 0")
+            stages.append((us, rate / partitions))
+        if not any(rate > 0 for _, rate in stages):
+            raise OptionError(option, text, expected + "; at least one target > 0")
+        return cls(tuple(stages))
+
+    def to_json(self) -> list[list]:
+        return [[d, r] for d, r in self.stages]
+
+    @classmethod
+    def from_json(cls, stages: Sequence[Sequence]) -> "RateStages":
+        return cls(tuple((int(d), float(r)) for d, r in stages))
+
+    @property
+    def duration_us(self) -> int:
+        """The length of the profile."""
+        return sum(d for d, _ in self.stages)
+
+    @property
+    def peak(self) -> float:
+        """The highest target, events/s."""
+        return max(r for _, r in self.stages)
+
+    def offsets_us(self, k: np.ndarray) -> np.ndarray:
+        """µs from the start of the profile to each event in `k` (int64 array, k ≥ 0): ``⌊N⁻¹(k)⌋``.
+
+        Within a stage that starts at T with Nₛ events before it, rate r₀ and slope a (events/µs²),
+        ``N⁻¹(k) = T + 2m / (r₀ + √(r₀² + 2am))`` with ``m = k − Nₛ`` (the root of ``r₀τ + aτ²/2 = m``
+        that stays exact for a = 0 and for a ramp down). Events past the profile (``k ≥ total``)
+        get its end.
+        """
+        starts, counts, r0s, slopes, durations = self._table
+        kd = k.astype(np.float64)
+        if not len(kd):
+            return np.zeros(0, dtype=np.int64)
+        ends = np.clip(np.searchsorted(counts, [kd.min(), kd.max()], side="right") - 1, 0, len(counts) - 1)
+        if ends[0] == ends[1]:  # one stage (a record batch usually is): its parameters as scalars
+            stage = ends[0]
+        else:
+            stage = np.searchsorted(counts, kd, side="right")
+            stage -= 1
+            np.clip(stage, 0, len(counts) - 1, out=stage)
+        kd -= counts[stage]  # m: events into the stage
+        r0, slope = r0s[stage], slopes[stage]
+        root = slope * kd
+        root *= 2.0
+        root += r0 * r0
+        np.maximum(root, 0.0, out=root)
+        np.sqrt(root, out=root)
+        root += r0
+        tau = np.zeros_like(kd)
+        kd *= 2.0
+        np.divide(kd, root, out=tau, where=kd > 0)
+        np.minimum(tau, durations[stage], out=tau)
+        np.floor(tau, out=tau)
+        out = tau.astype(np.int64)
+        out += starts[stage]
+        return out
+
+    def offset_us(self, k: int) -> int:
+        return int(self.offsets_us(np.array([k], dtype=np.int64))[0])
+
+    def events_before(self, elapsed_us: float) -> float:
+        """N(t): the integral of the rate over the first `elapsed_us` µs of the profile (events, a float)."""
+        starts, counts, r0s, slopes, durations = self._table
+        if elapsed_us <= 0:
+            return 0.0
+        i = max(0, int(np.searchsorted(starts, elapsed_us, side="right")) - 1)
+        tau = min(elapsed_us - float(starts[i]), float(durations[i]))
+        return float(counts[i] + r0s[i] * tau + slopes[i] * tau * tau / 2.0)
+
+    def due(self, elapsed_us: int) -> int:
+        """How many events have ``offset(k) ≤ elapsed_us`` (at most `total`; 0 before the start).
+
+        Exactly consistent with `offsets_us`: the integral gives an estimate, corrected against it.
+        """
+        if elapsed_us < 0:
+            return 0
+        k = min(self.total, max(0, math.ceil(self.events_before(elapsed_us + 1))))
+        while k < self.total and self.offset_us(k) <= elapsed_us:
+            k += 1
+        while k > 0 and self.offset_us(k - 1) > elapsed_us:
+            k -= 1
+        return k
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """The schedule of one partition: `delay_us` between events (> 0), `ramp_us` of linear ramp-up (≥ 0)."""
+    """The schedule of one partition: `delay_us` between events (> 0), `ramp_us` of linear ramp-up (≥ 0),
+    or `stages` (then `delay_us` and `ramp_us` are not used)."""
 
     anchor_us: int
     delay_us: float
     ramp_us: int = 0
+    stages: RateStages | None = None
+
+    @classmethod
+    def of_offset(cls, offset: dict) -> "Schedule":
+        """The schedule an impulse offset describes (``anchorTime``, ``delayUs``, ``rampUs``, optional ``stages``)."""
+        stages = offset.get("stages")
+        return cls(offset["anchorTime"], offset["delayUs"], offset["rampUs"],
+                   None if stages is None else RateStages.from_json(stages))
+
+    def next_counter(self, now_us: int, base: int) -> int:
+        """The first counter not yet due at `now_us` of a partition whose counter at the anchor was `base`."""
+        if self.stages is None:
+            return base + self.due(now_us)
+        elapsed = now_us - self.anchor_us
+        if elapsed < 0:
+            return base
+        return max(base, self.stages.due(elapsed + self.stages.offset_us(base)))
+
+    def times_us(self, counters: np.ndarray, base: int) -> np.ndarray:
+        """Scheduled epoch µs of the `counters` of a partition whose counter at the anchor was `base`.
+
+        With stages the profile is a function of the counter: event ``c`` is due at ``anchor +
+        offset(c) − offset(base)``, so a re-anchored schedule resumes the profile where it stopped.
+        """
+        if self.stages is None:
+            times = self.offsets_us(counters - base)
+        else:
+            times = self.stages.offsets_us(counters)
+            times -= self.stages.offset_us(base)
+        times += self.anchor_us
+        return times
 
     def due(self, now_us: int) -> int:
         """How many events since the anchor are due at `now_us` (those with ``anchor + offset(k) ≤ now_us``).
@@ -39,6 +229,8 @@ class Schedule:
         elapsed = now_us - self.anchor_us
         if elapsed < 0:
             return 0
+        if self.stages is not None:
+            return self.stages.due(elapsed)
         ramp, delay = self.ramp_us, self.delay_us
         # event k is due when floor(offset(k)) ≤ elapsed, i.e. offset(k) < elapsed + 1
         if ramp and elapsed < ramp:
@@ -52,6 +244,22 @@ class Schedule:
             k -= 1
         return k
 
+    def due_many(self, now_us: np.ndarray) -> np.ndarray:
+        """`due` at each time of `now_us` (int64 epoch µs), vectorised; a constant rate only (no ramp, no stages).
+
+        Exactly consistent with `offsets_us` (the same double products, floored), like `due`.
+        """
+        if self.ramp_us or self.stages is not None:
+            raise ValueError("due_many takes a constant rate")
+        elapsed = (now_us - self.anchor_us).astype(np.float64)
+        n = np.ceil((elapsed + 1.0) / self.delay_us)
+        np.maximum(n, 0.0, out=n)
+        for _ in range(2):  # the estimate is off by at most one event: correct it against the offsets
+            n += np.floor(n * self.delay_us) <= elapsed
+            n -= (n > 0) & (np.floor((n - 1.0) * self.delay_us) > elapsed)
+        n[elapsed < 0] = 0.0
+        return n.astype(np.int64)
+
     def _offset_us(self, k: int) -> int:
         return int(self.offsets_us(np.array([k], dtype=np.int64))[0])
 
@@ -61,6 +269,8 @@ class Schedule:
         Computed in place in one float64 buffer: fresh temporaries of a record batch's size cost page
         faults that dominated the time (same IEEE-754 operations, same results).
         """
+        if self.stages is not None:
+            return self.stages.offsets_us(k)
         kd = k.astype(np.float64)
         kd *= self.delay_us
         if self.ramp_us:

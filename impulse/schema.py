@@ -16,6 +16,7 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
 
 from connectors.errors import OptionError
+from impulse.changelog import ChangeColumn, Changelog, change_columns
 from impulse.fields import Column, generated_column
 
 __all__ = ["BUILT_IN", "RowSpec", "arrow_schema", "spark_schema", "default_schema", "default_rows", "row_spec"]
@@ -31,9 +32,10 @@ BUILT_IN = {
 
 @dataclass(frozen=True)
 class RowSpec:
-    """What each row holds, in order: a built-in column's name, or a generated `Column`. Picklable."""
+    """What each row holds, in order: a built-in column's name, a generated `Column`, or a changelog's key or
+    op (`ChangeColumn`). Picklable."""
 
-    columns: tuple[str | Column, ...]
+    columns: tuple[str | Column | ChangeColumn, ...]
     arrow: pa.Schema
 
 
@@ -66,14 +68,21 @@ def arrow_schema(payload_bytes: int) -> pa.Schema:
 
 
 def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]], *, seed: int,
-             payload_bytes: int) -> RowSpec:
-    """Check a schema (None: the default one) against the ``fields.*`` options and the payload size.
+             payload_bytes: int, changelog: Changelog | None = None) -> RowSpec:
+    """Check a schema (None: the default one) against the ``fields.*`` options, the payload size and the
+    changelog (its key and ``op`` columns are filled by it, `impulse.changelog`).
 
     `fields` maps a lower-cased column name to its properties (lower-cased names, string values).
     """
     if schema is None:
         schema = default_schema(payload_bytes)
     by_name = {f.name.lower(): f for f in schema.fields}
+    changes = {} if changelog is None else change_columns(changelog, by_name)
+    for column in changes:
+        if column in fields:
+            prop = next(iter(fields[column]))
+            raise OptionError(f"fields.{column}.{prop}", fields[column][prop],
+                              f"no fields.* options for '{column}': the changelog fills it (changelog.key)")
     for column, properties in fields.items():
         prop = next(iter(properties))
         option, value = f"fields.{column}.{prop}", properties[prop]
@@ -87,7 +96,10 @@ def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]],
     arrow_fields = []
     for f in schema.fields:
         lower = f.name.lower()
-        if lower in BUILT_IN:
+        if lower in changes:
+            columns.append(changes[lower])
+            arrow_fields.append(pa.field(f.name, changes[lower].arrow, nullable=f.nullable))
+        elif lower in BUILT_IN:
             spark_type, arrow_type, ddl = BUILT_IN[lower]
             if f.dataType != spark_type:
                 raise OptionError(f"schema, column '{f.name}'", f.dataType.simpleString().upper(),

@@ -5,6 +5,8 @@ Offsets (stored by Spark in ``<checkpoint>/offsets``) are JSON dicts::
     {"startTime": µs, "anchorTime": µs, "delayUs": float, "rampUs": int,
      "anchorCounters": [per partition], "counters": [per partition]}
 
+and with ``rateStages`` ``"stages": [[duration µs, target events/s of one partition], …]``.
+
 ``counters[i]`` is the next counter of partition i; a micro-batch covers ``[start.counters[i],
 end.counters[i])`` of every partition, so a restart from the checkpoint resumes with no gap and no
 duplicate, and a replayed batch (same offsets) yields identical rows. The rows are a pure function
@@ -51,6 +53,12 @@ class ImpulseDataSource(DataSource):
         numPartitions (a float: no rate is lost to rounding). Exactly one of this and ``delay``.
     delay : duration, e.g. ``250ms``, ``1s``, ``500us``
         Time between two events of one partition (total rate numPartitions / delay).
+    rateStages : ``duration:target,…``, e.g. ``30s:1000,1m:1000,30s:5000``
+        A rate that changes (k6's stages): from 0, a linear ramp from the previous target to each
+        target (events/s over all partitions) over its duration; the stream ends after the last
+        stage. Instead of ``eventsPerSecond``/``delay``; not with ``rampUpTime`` or ``interval``.
+        Event k of a partition is due at the exact inverse of the cumulative rate
+        (`impulse.schedule.RateStages`); a re-anchored schedule resumes the profile where it stopped.
     numPartitions : int ≥ 1, optional
         Default: the CPU count of the driver (the default parallelism of ``local[*]``).
     limit : int ≥ 0, optional
@@ -80,6 +88,11 @@ class ImpulseDataSource(DataSource):
     lateRate, lateBy : fraction 0..1 and duration, both or neither
         That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
     fields.<column>.<property> : see `impulse.fields`
+        ``kind=ref`` refers to the entities of another impulse stream that exist at each event's
+        scheduled time; it needs ``startTime`` (the referenced stream's) and refuses ``downtime=skip``.
+    changelog.key, changelog.weights, changelog.liveKeys : see `impulse.changelog`
+        The stream becomes the change log of the entities keyed by a BIGINT column, with an ``op``
+        STRING column (insert, update, delete).
     downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
@@ -132,7 +145,7 @@ class ImpulseDataSource(DataSource):
 
     def _rows(self, schema) -> RowSpec:
         opts = self.parsed
-        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes)
+        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog)
 
 
 @dataclass
@@ -170,8 +183,8 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self.options
         start = opts.aligned_start(now_us())
         zeros = [0] * opts.num_partitions
-        self._initial = {"startTime": start, "anchorTime": start, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
-                         "anchorCounters": zeros, "counters": zeros}
+        self._initial = {"startTime": start, "anchorTime": start, **self._rate(), "anchorCounters": zeros,
+                         "counters": zeros}
         if self._available_now_us is not None:
             # Spark prepares AvailableNow before asking a new query for its initial offset: "now" is
             # then at least the start, so the events due at the start are read.
@@ -203,7 +216,7 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {**self._last_start, "counters": self._available(self._last_start, now_us())}
 
     def partitions(self, start: dict, end: dict) -> Sequence[ImpulsePartition]:
-        schedule = Schedule(end["anchorTime"], end["delayUs"], end["rampUs"])
+        schedule = Schedule.of_offset(end)
         return [
             ImpulsePartition(i, first, last, _layout(self.options, self.rows, end["startTime"], schedule, base))
             for i, (first, last, base) in enumerate(zip(start["counters"], end["counters"], end["anchorCounters"]))
@@ -217,10 +230,19 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release: events are generated, not buffered."""
 
     def _available(self, start: dict, now: int) -> list[int]:
-        due = Schedule(start["anchorTime"], start["delayUs"], start["rampUs"]).due(now)
+        schedule = Schedule.of_offset(start)
         limits = self.options.limits or [None] * len(start["counters"])
-        return [max(counter, base + due if cap is None else min(base + due, cap))
-                for counter, base, cap in zip(start["counters"], start["anchorCounters"], limits)]
+        dues = (schedule.next_counter(now, base) for base in start["anchorCounters"])
+        return [max(counter, due if cap is None else min(due, cap))
+                for counter, due, cap in zip(start["counters"], dues, limits)]
+
+    def _rate(self) -> dict:
+        """The offset's fields that say the rate: ``delayUs``, ``rampUs``, and ``stages`` with `rateStages`."""
+        opts = self.options
+        rate = {"delayUs": opts.delay_us, "rampUs": opts.ramp_up_us}
+        if opts.rate_stages is not None:
+            rate["stages"] = opts.rate_stages.to_json()
+        return rate
 
     def _check_partitions(self, start: dict) -> None:
         stored = len(start["counters"])
@@ -241,12 +263,12 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._resume_checked = True
         if start == self._initial:
             return start
-        opts = self.options
-        rate_changed = start["delayUs"] != opts.delay_us or start["rampUs"] != opts.ramp_up_us
+        rate = self._rate()
+        rate_changed = {key: start.get(key) for key in ("delayUs", "rampUs", "stages")} != {"stages": None, **rate}
         behind = self._available(start, now) != start["counters"]
-        if rate_changed or (opts.downtime == DOWNTIME_SKIP and behind):
-            return {**start, "anchorTime": now, "delayUs": opts.delay_us, "rampUs": opts.ramp_up_us,
-                    "anchorCounters": list(start["counters"])}
+        if rate_changed or (self.options.downtime == DOWNTIME_SKIP and behind):
+            start = {key: value for key, value in start.items() if key != "stages"}
+            return {**start, "anchorTime": now, **rate, "anchorCounters": list(start["counters"])}
         return start
 
 
@@ -263,7 +285,8 @@ class ImpulseBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[ImpulsePartition]:
         opts = self.options
-        layout = _layout(opts, self.rows, self.start_us, Schedule(self.start_us, opts.delay_us, opts.ramp_up_us), 0)
+        schedule = Schedule(self.start_us, opts.delay_us, opts.ramp_up_us, opts.rate_stages)
+        layout = _layout(opts, self.rows, self.start_us, schedule, 0)
         return [ImpulsePartition(i, 0, cap, layout) for i, cap in enumerate(opts.limits) if cap > 0] or \
             [ImpulsePartition(0, 0, 0, layout)]
 

@@ -27,6 +27,9 @@ TARGETS = ("string", "list", "hash", "stream")
 #: transaction before its commit record is written. ``string`` has none: ``SET`` replaces any type.
 KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream"}
 
+#: With ``opColumn``, what a row whose op is ``delete`` becomes, by target: the key's or the field's removal.
+DELETES = {"string": b"DEL", "hash": b"HDEL"}
+
 # KEYS: the keys to check; ARGV[1]: the type they need. Returns {index, type, ...} of the keys holding another.
 _WRONG_TYPES = b"local bad = {} for i = 1, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
                b"if t ~= ARGV[1] and t ~= 'none' then bad[#bad + 1] = i bad[#bad + 1] = t end end return bad"
@@ -65,6 +68,7 @@ class RedisOptions:
     key_column: str | None
     field_column: str | None
     value_column: str | None
+    op_column: str | None
     ttl_s: int | None
     list_operation: str
     max_length: int | None
@@ -83,6 +87,7 @@ class RedisOptions:
             key_column=reader.string("keyColumn"),
             field_column=reader.string("fieldColumn"),
             value_column=reader.string("valueColumn"),
+            op_column=reader.string("opColumn"),
             ttl_s=reader.integer("ttl", minimum=1),
             list_operation=reader.choice("listOperation", ("append", "prepend"), "append"),
             max_length=reader.integer("maxLength", minimum=1),
@@ -92,6 +97,9 @@ class RedisOptions:
         if opts.target != "string" and not (opts.key_prefix or opts.key_column):
             raise OptionError("keyPrefix", "", f"a key (keyPrefix, keyColumn or both) for target '{opts.target}': "
                                                "it names the list, hash or stream the rows go to")
+        if opts.op_column is not None and opts.target not in DELETES:
+            raise OptionError("opColumn", opts.op_column, f"no value for target '{opts.target}': a changelog's deletes "
+                                                           "apply to target string (DEL) or hash (HDEL)")
         if opts.max_length is not None and opts.target not in ("list", "stream"):
             raise OptionError("maxLength", opts.max_length, "no value: maxLength applies to target list or stream")
         return opts
@@ -284,10 +292,14 @@ class RedisSink(Sink):
         opts = self.options
         value = as_binary(_column(batch, opts.value_column, "valueColumn")) if opts.value_column \
             else json_objects(batch).cast(pa.binary())
+        deletes = _deletes(batch, opts.op_column)
         if opts.target == "string":
             key = _concat(opts.key_prefix, _key_values(batch, opts.key_column, identity, first_row))
             ttl = (b"EX", str(opts.ttl_s).encode()) if opts.ttl_s else ()
-            return commands(b"SET", key, value, *ttl), batch.num_rows, key
+            main = commands(b"SET", key, value, *ttl)
+            if deletes is not None:
+                main = pc.if_else(deletes, commands(DELETES["string"], key), main)
+            return main, batch.num_rows, key
         key = _concat(opts.key_prefix, _column(batch, opts.key_column, "keyColumn")) if opts.key_column \
             else pa.array([opts.key_prefix.encode()] * batch.num_rows, pa.binary())
         if opts.target == "list":
@@ -296,6 +308,8 @@ class RedisSink(Sink):
             field = _column(batch, opts.field_column, "fieldColumn") if opts.field_column \
                 else _key_values(batch, None, identity, first_row)
             main = commands(b"HSET", key, as_binary(field), value)
+            if deletes is not None:
+                main = pc.if_else(deletes, commands(DELETES["hash"], key, as_binary(field)), main)
         else:
             trim = (b"MAXLEN", str(opts.max_length).encode()) if opts.max_length else ()
             main = commands(b"XADD", key, *trim, b"*", b"value", value)
@@ -334,6 +348,10 @@ class RedisSinkDataSource(SinkDataSource):
     valueColumn : str, optional
         Column written as the value (strings as UTF-8, binary as is). Default: the row as JSON
         (`connectors.rows.json_objects`: timestamps ISO-8601, binary base64).
+    opColumn : str, optional, target ``string`` or ``hash``
+        Applies a changelog: a row whose op is ``delete`` removes its key (``DEL``), or with ``hash``
+        its field (``HDEL``), in row order with the other rows and exactly once like them; any other
+        op (``insert``, ``update``) writes as usual. The op stays in the default JSON value.
     ttl : int ≥ 1, seconds, optional
         Expiry of every key written (``SET … EX`` for strings, ``EXPIRE`` of the key otherwise).
     listOperation : ``append`` (default) | ``prepend``
@@ -384,10 +402,18 @@ class RedisSinkDataSource(SinkDataSource):
         """The sink of the options in `reader`, whose column options must name columns of `schema`."""
         opts = RedisOptions.read(reader)
         for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
-                               ("valueColumn", opts.value_column)):
+                               ("valueColumn", opts.value_column), ("opColumn", opts.op_column)):
             if column is not None and column not in schema.fieldNames():
                 raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
         return RedisSink(opts)
+
+
+def _deletes(batch: pa.RecordBatch, op_column: str | None) -> pa.Array | None:
+    """Which rows are deletes (their op is ``delete``), or None when there is no op column or no delete."""
+    if op_column is None:
+        return None
+    deletes = pc.fill_null(pc.equal(_column(batch, op_column, "opColumn").cast(pa.string()), "delete"), False)
+    return deletes if pc.any(deletes).as_py() else None
 
 
 def _column(batch: pa.RecordBatch, name: str | None, option: str) -> pa.Array:

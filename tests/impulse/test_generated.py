@@ -198,7 +198,7 @@ def test_the_readme_cookbook_runs(spark, tmp_path):
     from pyspark.sql import DataFrame, functions as F
 
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Realistic events: typed columns"):readme.index("## The offset-commit protocol")]
+    section = readme[readme.index("### Realistic events: typed columns"):readme.index("### References between streams")]
     blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
     assert len(blocks) == 3
     namespace = {"spark": spark, "F": F}

@@ -138,3 +138,11 @@ def test_schedules_are_pure_values():
     assert a == b and hash(a) == hash(b)
     ks = np.arange(1000, dtype=np.int64)
     assert np.array_equal(a.offsets_us(ks), b.offsets_us(ks))
+
+
+@pytest.mark.parametrize("schedule", [s for s in SCHEDULES if not s.ramp_us], ids=repr)
+def test_due_many_is_due_at_every_time(schedule):
+    offsets = schedule.offsets_us(np.arange(200_000, dtype=np.int64))
+    times = np.concatenate([np.arange(-3, 400), np.linspace(0, offsets[-1] - 1, 5000).astype(np.int64),
+                            offsets[::997], offsets[1::997] - 1]) + ANCHOR
+    assert list(schedule.due_many(times)) == [schedule.due(int(t)) for t in times]

@@ -1,0 +1,33 @@
+"""The README's accounts-to-Redis cookbook in its own driver process, for the SIGKILL test:
+``python -m tests.sinks.redis_changelog_driver '<json: url, checkpoint>'`` runs the block until it ends."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cookbook(url: str, checkpoint: str) -> str:
+    """The README block, with the test server's address and a checkpoint of the test's own."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Changelogs: `changelog.key`"):readme.index("## The offset-commit protocol")]
+    (block,) = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    assert block.count('"redis://localhost:6379/0"') == 1 and block.count('"/tmp/ck-accounts"') == 1
+    return block.replace('"redis://localhost:6379/0"', repr(url)).replace('"/tmp/ck-accounts"', repr(checkpoint))
+
+
+def main(argv: list[str]) -> int:
+    args = json.loads(argv[0])
+    from connectors.session import local_session
+
+    namespace = {"spark": local_session("local[2]", "changelog-driver")}
+    exec(compile(cookbook(args["url"], args["checkpoint"]), "README.md", "exec"), namespace)  # noqa: S102
+    namespace["query"].awaitTermination()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
