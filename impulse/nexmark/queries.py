@@ -254,7 +254,7 @@ QUERIES: tuple[Query, ...] = (
     Query("q8", "monitor new users", _q8, final_after="stime + INTERVAL 10 SECONDS"),
     Query("q9", "winning bids", _q9, unsupported=_NOT_TIME_BASED),
     Query("q10", "log to file system", _q10),
-    Query("q11", "user sessions", _q11, final_after="endtime"),
+    Query("q11", "user sessions", _q11, check_mode="complete"),
     Query("q12", "processing-time windows", _q12, mode="update", check_mode="complete",
           unchecked="its windows are of processing time: the answer depends on when each micro-batch runs"),
     Query("q13", "bounded side input join", _q13),
