@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--partitions", type=int, default=None, help="source partitions (default: the cores)")
     parser.add_argument("--per-trigger", type=_count, default=None,
                         help="events per micro-batch (default: events / 10, at most 1M)")
+    parser.add_argument("--cores", type=int, default=None,
+                        help="cores for events/s per core (default: Spark's default parallelism; give it with --remote)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-warmup", action="store_true", help="skip the small untimed run before the first query")
     return parser
@@ -181,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"starting Spark ({args.remote or args.master})…", file=sys.stderr, flush=True)
     spark = make_session(args.master, app_name="impulse-nexmark", remote=args.remote)
-    cores = deployment(spark, args.remote)["cores"] or 1
+    cores = args.cores or deployment(spark, args.remote)["cores"] or 1
     partitions = args.partitions or cores
     per_trigger = args.per_trigger or max(1, min(args.events // 10, 1_000_000))
     options = source_options(args.events, partitions, args.rate, per_trigger, args.seed)

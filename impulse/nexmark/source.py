@@ -170,14 +170,26 @@ def _columns(generator: Generator, kind: int, ids: np.ndarray, layout: EventLayo
 
 
 def _spread(fields: list[pa.Array], rows: np.ndarray, length: int, struct: pa.StructType) -> pa.StructArray:
-    """A struct array of `length` rows: `fields` at `rows`, null elsewhere."""
-    index = np.full(length, -1, dtype=np.int64)
-    index[rows] = np.arange(len(rows))
-    take = pa.array(index, mask=index < 0)
-    children = [field.take(take) for field in fields]
+    """A struct array of `length` rows: `fields` at `rows` (ascending), null elsewhere."""
     valid = np.zeros(length, dtype=bool)
     valid[rows] = True
+    children = [_scatter(field, rows, length) for field in fields]
     return pa.StructArray.from_arrays(children, fields=list(struct), mask=pa.array(~valid))
+
+
+def _scatter(values: pa.Array, rows: np.ndarray, length: int) -> pa.Array:
+    """`values` placed at `rows` (ascending) of `length` rows, empty or zero elsewhere: strings keep their data
+    buffer (only the offsets are rebuilt, the rows in between empty), numbers are scattered by numpy."""
+    if pa.types.is_string(values.type):
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=len(values) + 1, offset=4 * values.offset)
+        ends = np.zeros(length + 1, dtype=np.int32)
+        ends[rows + 1] = np.diff(offsets)
+        np.cumsum(ends, out=ends)
+        ends += offsets[0]
+        return pa.Array.from_buffers(pa.string(), length, [None, pa.py_buffer(ends), values.buffers()[2]])
+    full = np.zeros(length, dtype=np.int64)
+    full[rows] = values.cast(pa.int64()).to_numpy()
+    return pa.array(full, type=values.type)
 
 
 def _read(partition: NexmarkPartition) -> Iterator[pa.RecordBatch]:
