@@ -74,7 +74,7 @@ def prebuilt_class():
 
 
 def frames(spark, args) -> dict:
-    options = {"eventsPerSecond": "1e12", "startTime": "0", "numPartitions": str(args.partitions),
+    options = {"delay": "1us", "startTime": "0", "numPartitions": str(args.partitions),
                "maxEventsPerTrigger": str(args.rows_per_batch)}
     spark.dataSource.register(prebuilt_class())
     return {name: (lambda fmt=name: spark.readStream.format(fmt).options(**options).load())

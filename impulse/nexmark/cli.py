@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 import uuid
@@ -88,13 +89,15 @@ def source_options(events: int, partitions: int, rate: int, per_trigger: int, se
 
 
 def _progress_events(stream) -> int:
-    """Events read so far by the query's first source (a join reads the stream twice: count it once)."""
-    seen = {}
-    for progress in stream.recentProgress:
-        sources = progress.get("sources") or []
-        if sources:
-            seen[progress["batchId"]] = sources[0].get("numInputRows", 0)
-    return sum(seen.values())
+    """Events read so far: the sum of the source's partition counters in the last batch's end offset (a
+    join reads the stream twice; this counts each event once)."""
+    progress = stream.lastProgress
+    for source in (progress or {}).get("sources") or []:
+        offset = source.get("endOffset")
+        offset = json.loads(offset) if isinstance(offset, str) else offset
+        if isinstance(offset, dict) and "counters" in offset:
+            return sum(offset["counters"])
+    return 0
 
 
 def _await(stream, name: str, events: int, out: TextIO, every: float = 2.0) -> None:
