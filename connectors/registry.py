@@ -62,6 +62,7 @@ class Connector:
 
 CONNECTORS: tuple[Connector, ...] = (
     Connector("impulse", "impulse.source:ImpulseDataSource"),
+    Connector("nexmark", "impulse.nexmark.source:NexmarkDataSource"),
     Connector("redis-sink", "sinks.redis:RedisSinkDataSource", extra="redis", preload=("redis", "hiredis"),
               adapter="connectors.conformance.adapters:RedisAdapter"),
     Connector("kafka-sink", "sinks.kafka:KafkaSinkDataSource", extra="kafka", preload=("confluent_kafka",),

@@ -37,7 +37,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["stream_key", "words", "uniform", "open_uniform", "integers", "normal", "exponential", "zipf",
+__all__ = ["stream_key", "words", "words_at", "uniform", "open_uniform", "integers", "normal", "exponential", "zipf",
            "choice", "Table", "log", "exp"]
 
 _SHIFT = np.uint64(11)
@@ -57,6 +57,30 @@ def words(key: int, subtask: int, first: int, count: int, per_event: int = 1) ->
     generator.advance(start // 4)
     raw = generator.random_raw(count * per_event + start % 4)[start % 4:]
     return raw if per_event == 1 else raw.reshape(count, per_event)
+
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def words_at(key: int, numbers: np.ndarray, per_event: int = 1) -> np.ndarray:
+    """Words of arbitrary (not consecutive) event numbers: shape (len(numbers), per_event), uint64.
+
+    Word ``j`` of event ``c`` is output ``c·per_event + j`` (0-based) of SplitMix64 seeded with `key`:
+    ``mix(key + (c·per_event + j + 1)·γ)`` with γ = 0x9E3779B97F4A7C15 and Stafford's mix13 finaliser,
+    in wrapping 64-bit arithmetic. A pure function of (key, c, j), computed for any set of events at the
+    cost of those events alone (`words` draws a consecutive range; a strided subset would cost the range).
+    """
+    index = numbers.astype(np.uint64)[:, None] * np.uint64(per_event)
+    index = index + (np.arange(per_event, dtype=np.uint64) + np.uint64(1))
+    z = index * _GAMMA
+    z += np.uint64(key)
+    z ^= z >> np.uint64(30)
+    z *= _MIX1
+    z ^= z >> np.uint64(27)
+    z *= _MIX2
+    z ^= z >> np.uint64(31)
+    return z
 
 
 def uniform(x: np.ndarray) -> np.ndarray:

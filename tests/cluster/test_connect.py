@@ -62,7 +62,7 @@ def test_a_bad_option_reaches_the_client_intact(connect_session):
 def test_explicit_registration_from_the_client(connect_session):
     from connectors import register_all
 
-    assert register_all(connect_session) == ["impulse", "kafka-sink", "redis-sink", "webhook-sink"]
+    assert register_all(connect_session) == ["impulse", "kafka-sink", "nexmark", "redis-sink", "webhook-sink"]
     assert batch_read(connect_session, 10) == expected(10)
 
 

@@ -31,7 +31,8 @@ SCRIPT = textwrap.dedent('''
     query.awaitTermination()
     streamed = sorted(tuple(r) for r in spark.sql("SELECT counter, subtask_index, unix_micros(timestamp) FROM registered").collect())
     batch = spark.read.format("impulse").options(**options).load().count()
-    print("RESULT " + json.dumps({"streamed": streamed, "batch": batch}))
+    nexmark = spark.read.format("nexmark").option("limit", "50").load().count()
+    print("RESULT " + json.dumps({"streamed": streamed, "batch": batch, "nexmark": nexmark}))
     spark.stop()
 ''')
 
@@ -47,3 +48,4 @@ def test_fresh_session_finds_impulse_without_register_all(tmp_path):
     result = json.loads(lines[-1][len("RESULT "):])
     assert result["streamed"] == sorted([c, i, c * 1_000_000] for i in range(2) for c in range(5))
     assert result["batch"] == 10
+    assert result["nexmark"] == 50  # pyspark_nexmark registers the Nexmark source the same way
