@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from impulse.loadtest.config import LoadError
+from impulse.loadtest.units import LoadError
 
 __all__ = ["Run", "load_runs", "compare_text", "plot_compare", "main"]
 

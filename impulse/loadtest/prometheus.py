@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Iterator
 
-from impulse.loadtest.config import LoadError
+from impulse.loadtest.units import LoadError
 from impulse.loadtest.metrics import PHASES, recent_rate
 
 __all__ = ["Exporter", "LATENCY_BUCKETS_S", "PHASE_BUCKETS_S"]

@@ -24,7 +24,6 @@ from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
-from impulse.loadtest.run import LoadResult
 from impulse.loadtest.session import describe
 
 __all__ = ["summary_text", "ramp_text", "write_report"]

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from impulse.loadtest.config import LoadError, parse_rate, parse_seconds
+from impulse.loadtest.units import LoadError, parse_rate, parse_seconds
 
 __all__ = ["Threshold", "Check", "parse_threshold", "evaluate", "hopeless", "LATENCY_METRICS"]
 
