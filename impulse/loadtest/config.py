@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from impulse.loadtest.stages import STAGES_OPTION, StagePlan, parse_stages
 from impulse.loadtest.thresholds import Threshold, parse_threshold
 from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
@@ -21,7 +22,8 @@ __all__ = ["LoadConfig", "RampConfig", "LoadError", "parse_rate", "parse_seconds
 class LoadConfig:
     """One load run: impulse events at `rate` for `duration_s` into `sink`.
 
-    The run sends exactly ``round(rate × duration_s)`` events (impulse's ``limit``): the stream runs
+    The run sends exactly ``round(rate × duration_s)`` events (impulse's ``limit``; with the source option
+    ``rateStages``, the events its stages schedule, see `impulse.loadtest.stages`): the stream runs
     dry when the duration is over, the harness waits until the sink has committed the last event
     (at most `drain_timeout_s`, default max(30 s, duration)), then stops the query between batches.
     """
@@ -46,7 +48,17 @@ class LoadConfig:
     remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
 
     @property
+    def stages(self) -> StagePlan | None:
+        """The source option ``rateStages``, parsed (None without it): the rate then changes within the run, `rate`
+        is the stages' mean and `duration_s` their length."""
+        text = next((v for k, v in self.source_options.items() if k.lower() == STAGES_OPTION.lower()), None)
+        return None if text is None else parse_stages(text, f"--source-option {STAGES_OPTION}")
+
+    @property
     def total_events(self) -> int:
+        stages = self.stages
+        if stages is not None:
+            return stages.total_events(self.partitions)
         return max(1, round(self.rate * self.duration_s))
 
     @property
@@ -72,6 +84,7 @@ class LoadConfig:
         if not self.max_latency_s > 0:
             raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
         self.trigger_s  # noqa: B018 - parses, raises LoadError
+        self.stages  # noqa: B018 - parses, raises LoadError
         self.parsed_thresholds()
 
     def parsed_thresholds(self) -> list[Threshold]:
