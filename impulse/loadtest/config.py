@@ -47,6 +47,12 @@ class LoadConfig:
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
     remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
 
+    def __post_init__(self) -> None:
+        stages = self.stages
+        if stages is not None:  # the stages set the run's rate (their mean) and duration
+            object.__setattr__(self, "rate", stages.mean_rate)
+            object.__setattr__(self, "duration_s", stages.duration_s)
+
     @property
     def stages(self) -> StagePlan | None:
         """The source option ``rateStages``, parsed (None without it): the rate then changes within the run, `rate`

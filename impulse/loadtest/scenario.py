@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 from connectors.redact import is_secret
 from impulse.loadtest.config import LoadConfig, RampConfig
-from impulse.loadtest.stages import STAGES_OPTION, parse_stages
+from impulse.loadtest.stages import STAGES_OPTION
 from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
 __all__ = ["Key", "KEYS", "Scenario", "Plan", "build_parser", "plan_from_args", "load_plan", "SCENARIO_TABLE"]
@@ -480,16 +480,13 @@ def _scenario(values: Mapping[str, Any], name: str) -> Scenario:
     get: Callable[[str], Any] = lambda key: _value(values, key)  # noqa: E731
     source = dict(get("source"))
     stages_key = next((k for k in source if k.lower() == STAGES_OPTION.lower()), None)
-    rate, duration = get("rate"), get("duration")
-    if stages_key is not None:
+    if stages_key is not None:  # LoadConfig takes the rate and the duration from the stages
         given = [f"--{k}" for k in ("rate", "duration", "ramp") if k in values]
         if given:
             raise LoadError(f"--source-option {STAGES_OPTION} sets the rate and the duration: leave out "
                             f"{' and '.join(given)}")
-        plan = parse_stages(source[stages_key], f"--source-option {STAGES_OPTION}")
-        rate, duration = plan.mean_rate, plan.duration_s
     config = LoadConfig(
-        sink=get("sink").strip(), options=dict(get("options")), rate=rate, duration_s=duration,
+        sink=get("sink").strip(), options=dict(get("options")), rate=get("rate"), duration_s=get("duration"),
         partitions=get("partitions"), payload_bytes=get("payload-bytes"), trigger=get("trigger"),
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
