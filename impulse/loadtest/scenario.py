@@ -527,9 +527,11 @@ def _plan(layers: Sequence[tuple[str | None, Mapping[str, Any]]], source: str | 
 
 def keys_table() -> str:
     """The README's table of keys (Markdown): key, flag, default, what it is."""
+    from impulse.loadtest.target import known_sinks
+
     rows = ["| key | flag | default | scope | what |", "|---|---|---|---|---|"]
     for key in KEYS:
-        text = key.help.replace("{sinks}", "redis-sink, kafka-sink, webhook-sink, noop").replace("%%", "%")
+        text = key.help.replace("{sinks}", ", ".join(known_sinks())).replace("%%", "%").replace("|", "\\|")
         rows.append(f"| `{key.name}` | `{key.option}` | {key.describe_default()} | {key.scope} | {text} |")
     return "\n".join(rows)
 

@@ -157,3 +157,10 @@ def test_a_prefix_of_a_flag_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--sink", "noop", "--rat", "10k"])
     assert exit_.value.code == 2 and "unrecognized arguments: --rat" in capsys.readouterr().err
+
+
+def test_the_readme_lists_every_key_as_the_table_says():
+    from impulse.loadtest.scenario import keys_table
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert keys_table() in readme, "README: paste the output of python3 -m impulse.loadtest.scenario"
