@@ -1,8 +1,8 @@
 """``impulse-load`` (also ``python -m impulse.loadtest``): the command line of the load harness.
 
 Exit codes: 0 the run completed (a ramp: ran to its end); 1 the query failed, did not deliver every
-event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag, an unknown sink,
-a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
+event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown
+sink, a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
 99 a ``--threshold`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
 (the report still covers what ran).
 

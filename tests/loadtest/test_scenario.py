@@ -29,9 +29,9 @@ def test_every_key_is_a_flag_and_every_flag_a_key():
     flags = {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
     assert flags == {key.option for key in KEYS} | {"--help", "--set"}
     assert len({key.name for key in KEYS}) == len(KEYS)
-    for key in KEYS:  # the table's defaults are the run's: one list of them
-        if key.name in ("rate", "partitions", "trigger", "master", "sink"):
-            assert key.default == getattr(LoadConfig(), {"rate": "rate"}.get(key.name, key.name))
+    defaults = {key.name: key.default for key in KEYS}  # the table's defaults are the run's: one list of them
+    for name in ("sink", "rate", "partitions", "trigger", "master", "schema", "remote"):
+        assert defaults[name] == getattr(LoadConfig(), name)
 
 
 def test_a_file_and_the_same_flags_give_the_same_run(tmp_path):
