@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -227,7 +227,6 @@ class Plan:
     output: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
-    settings: Mapping[str, Any] = field(default_factory=dict, repr=False)   # every key's value, for the report
 
 
 # ----------------------------------------------------------------------------------------------- flags
@@ -521,8 +520,7 @@ def _plan(layers: Sequence[tuple[str | None, Mapping[str, Any]]], source: str | 
     if port is not None and port > 65535:
         raise LoadError(f"{source + ': key metrics-port' if source else '--metrics-port'} must be a TCP port "
                         f"(0-65535), not {port}")
-    settings = {key.name: _value(first, key.name) for key in KEYS if key.scope == "file"}
-    return Plan(tuple(scenarios), source, _value(first, "output"), port, _value(first, "metrics-host"), settings)
+    return Plan(tuple(scenarios), source, _value(first, "output"), port, _value(first, "metrics-host"))
 
 
 def keys_table() -> str:
