@@ -32,6 +32,7 @@ allowed (the CLI exits 2).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -413,8 +414,6 @@ def _merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
 def load_plan(path: str | Path, flags: Mapping[str, Any] | None = None, sets: Sequence[str] = (),
               environ: Mapping[str, str] | None = None) -> Plan:
     """Read a TOML file (with ``--set`` edits and flag values on top, see the module docstring) into a `Plan`."""
-    import os
-
     path = Path(path)
     source = str(path)
     document = _read_toml(path)
