@@ -86,6 +86,10 @@ def test_the_spike_example_reports_every_stage(spark, redis_server, tmp_path, ca
     assert [s["stage"] for s in spike["stages"]] == [1, 2, 3, 4, 5, 6]
     assert sum(s["events"] for s in spike["stages"]) == spike["summary"]["events"]
     for stage in spike["stages"]:
-        if stage["sustained"]:
-            assert abs(stage["achievedRate"] / stage["targetRate"] - 1) <= 0.05, stage
+        if stage["sustained"]:  # a sustained hold kept up: ≥ 95 % of its rate (above 100 % only while draining a
+            assert stage["achievedRate"] >= 0.95 * stage["targetRate"], stage  # backlog of the stage before)
+            assert stage["latencyMs"]["p99"] <= 2_000, stage   # the example's max-latency
+    first_hold = spike["stages"][1]  # after the ramp from 0: no backlog to drain, so within 5 % either way
+    if first_hold["sustained"]:
+        assert abs(first_hold["achievedRate"] / first_hold["targetRate"] - 1) <= 0.05, first_hold
     assert "20,000" not in out and "hold 4,000/s" in out
