@@ -286,7 +286,7 @@ _ENV = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 def _expand(value: Any, where: str, environ: Mapping[str, str]) -> Any:
     """``${ENV:NAME}`` in a string (or in the strings of a table or list) replaced by the variable's value."""
     if isinstance(value, dict):
-        return {k: _expand(v, f"{where}.{k}", environ) for k, v in value.items()}
+        return {k: _expand(v, f"{where}: {k!r}", environ) for k, v in value.items()}
     if isinstance(value, list):
         return [_expand(v, where, environ) for v in value]
     if not isinstance(value, str):
@@ -299,6 +299,21 @@ def _expand(value: Any, where: str, environ: Mapping[str, str]) -> Any:
         return environ[name]
 
     return _ENV.sub(variable, value)
+
+
+def _expand_document(document: Mapping[str, Any], source: str, environ: Mapping[str, str]) -> dict:
+    """`_expand` over a file's top level and its scenarios, each value labelled by its table and key."""
+    def table(values: Mapping[str, Any], where: str) -> dict:
+        return {k: _expand(v, f"{where}: key {k!r}", environ) for k, v in values.items() if k != SCENARIO_TABLE}
+
+    out = table(document, source)
+    scenarios = document.get(SCENARIO_TABLE)
+    if isinstance(scenarios, list):
+        out[SCENARIO_TABLE] = [table(s, f"{source}: scenario {s.get('name', f'#{i}')!r}") if isinstance(s, dict) else s
+                               for i, s in enumerate(scenarios, 1)]
+    elif SCENARIO_TABLE in document:
+        out[SCENARIO_TABLE] = scenarios   # not a list: refused with its reason when the scenarios are read
+    return out
 
 
 def _refuse_literal_secrets(table: Mapping[str, Any], where: str, nested: bool = False) -> None:
@@ -423,7 +438,7 @@ def load_plan(path: str | Path, flags: Mapping[str, Any] | None = None, sets: Se
             _refuse_literal_secrets(table, f"{source}: scenario {table.get('name', '?')!r}")
     for assignment in sets:  # after the check: a CI job's --set may carry a secret from its own environment
         _apply_set(document, assignment, source)
-    document = _expand(document, source, os.environ if environ is None else environ)
+    document = _expand_document(document, source, os.environ if environ is None else environ)
     top = _read_table(document, source, "top")
     scenarios = document.get(SCENARIO_TABLE, [{}])
     if not isinstance(scenarios, list) or not all(isinstance(s, dict) for s in scenarios) or not scenarios:
