@@ -163,7 +163,7 @@ class Collector:
         if self.offsets is None:
             return 0
         o = self.offsets
-        if self.stages is not None and "delayUs" not in o:  # a staged schedule: its arithmetic, from its start
+        if self._staged(o):  # a staged schedule: its arithmetic, from its start
             return min(self.total, int(self.stages.events_by((now_us - int(o["startTime"])) / 1e6)))
         due = Schedule(o["anchorTime"], o["delayUs"], o["rampUs"]).due(now_us)
         return sum(min(base + due, cap) for base, cap in zip(o["anchorCounters"], self.limits))
@@ -229,10 +229,15 @@ class Collector:
             if self._commit_id is None or record.get("commitId") == self._commit_id:
                 self._metrics[int(record["batchId"])] = record
 
+    def _staged(self, offset: dict) -> bool:
+        """Whether the run's schedule is the stages' (the source's offset then says ``stages``; its ``delayUs`` is the
+        peak's, not the schedule)."""
+        return self.stages is not None and ("stages" in offset or "delayUs" not in offset)
+
     def _offsets_latency(self, start: dict, end: dict, ack_us: int) -> LatencyHistogram:
         """`offsets_latency`, or for a staged schedule: event k of a partition is due when the stages have
         scheduled k events per partition (k × partitions in all) since the schedule's start."""
-        if self.stages is None or "delayUs" in end:
+        if not self._staged(end):
             return offsets_latency(start, end, ack_us)
         histogram = LatencyHistogram()
         partitions = len(end["counters"])

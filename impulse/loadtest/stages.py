@@ -24,7 +24,8 @@ import numpy as np
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.bound import THROUGHPUT_SHARE
 from impulse.loadtest.metrics import Batch, merged_latency, percentiles_ms
-from impulse.loadtest.units import LoadError, parse_rate, parse_seconds
+from connectors.options import parse_duration_us
+from impulse.loadtest.units import LoadError
 
 __all__ = ["Stage", "StagePlan", "StageResult", "parse_stages", "stage_results", "STAGES_OPTION"]
 
@@ -129,28 +130,31 @@ class StagePlan:
 
 
 def parse_stages(text: str, where: str = STAGES_OPTION) -> StagePlan:
-    """``'30s:1000,1m:1000,30s:5000'`` (DURATION:EVENTS_PER_S, comma-separated; k/M suffixes allowed) → `StagePlan`.
+    """``'30s:1000,1m:1000,30s:5000'`` → `StagePlan`: the forms the source takes, DURATION (with a unit) : EVENTS_PER_S
+    (a number ≥ 0, ``_`` allowed), comma-separated, at least one target > 0.
 
     Raises `LoadError` naming `where`, the value and the form expected.
     """
+    form = f"the form is DURATION:EVENTS_PER_S,… (e.g. {_EXAMPLE})"
     stages: list[Stage] = []
     start_s, rate = 0.0, 0.0
-    parts = [part.strip() for part in str(text).split(",")]
-    if not any(parts):
-        raise LoadError(f"{where}: {text!r} has no stage; the form is DURATION:EVENTS_PER_S,… (e.g. {_EXAMPLE})")
-    for part in parts:
-        duration, sep, target = part.rpartition(":")
-        if not sep or not duration.strip():
-            raise LoadError(f"{where}: stage {part!r} of {text!r} is not DURATION:EVENTS_PER_S (e.g. {_EXAMPLE})")
-        seconds = parse_seconds(duration, f"{where}: stage {part!r}")
-        target_rate = parse_rate(target, f"{where}: stage {part!r}")
+    for part in str(text).split(","):
+        duration, sep, target = part.partition(":")
+        try:
+            seconds = parse_duration_us(duration, where) / 1e6
+            target_rate = float(target.strip().replace("_", ""))
+        except ValueError:
+            raise LoadError(f"{where}: stage {part.strip()!r} of {text!r} is not DURATION:EVENTS_PER_S; {form}") \
+                from None
+        if not sep or not seconds > 0 or not (target_rate >= 0 and math.isfinite(target_rate)):
+            raise LoadError(f"{where}: stage {part.strip()!r} of {text!r} needs a duration > 0 and a target ≥ 0; "
+                            f"{form}")
         stages.append(Stage(start_s, seconds, rate, target_rate))
         start_s, rate = start_s + seconds, target_rate
     plan = StagePlan(tuple(stages), str(text))
     if not plan.events >= 1:
         raise LoadError(f"{where}: {text!r} schedules no event (every target is 0)")
     return plan
-
 
 @dataclass
 class StageResult:

@@ -21,7 +21,7 @@ from impulse.loadtest.stages import parse_stages
 from impulse.loadtest.units import LoadError
 from tests.loadtest.helpers import NO_RATE_STAGES, source_has_rate_stages
 
-SPIKE = "5s:5k,10s:5k,5s:20k,10s:20k,5s:5k,10s:5k"   # 0 → 5k → 20k → 5k, each target held for 10 s
+SPIKE = "5s:5000,10s:5000,5s:20000,10s:20000,5s:5000,10s:5000"   # 0 → 5k → 20k → 5k, each target held for 10 s
 START_US = 1_700_000_000_000_000
 
 
@@ -43,8 +43,10 @@ def test_stages_follow_k6_linear_ramps_from_zero():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("", "has no stage"), ("30s", "is not DURATION:EVENTS_PER_S"), ("soon:100", "is not a duration"),
-    ("30s:lots", "is not a rate"), ("10s:0", "schedules no event"),
+    ("", "is not DURATION:EVENTS_PER_S"), ("30s", "is not DURATION:EVENTS_PER_S"),
+    ("soon:100", "is not DURATION:EVENTS_PER_S"), ("30s:lots", "is not DURATION:EVENTS_PER_S"),
+    ("30:100", "is not DURATION:EVENTS_PER_S"), ("30s:5k", "is not DURATION:EVENTS_PER_S"),  # as the source: a unit,
+    ("0s:100", "a duration > 0"), ("10s:-1", "a target ≥ 0"), ("10s:0", "schedules no event"),  # a plain number
 ])
 def test_a_bad_stage_list_names_the_option_and_the_form(text, words):
     with pytest.raises(LoadError, match=words) as error:
