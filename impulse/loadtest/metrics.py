@@ -168,6 +168,12 @@ class Collector:
         due = Schedule(o["anchorTime"], o["delayUs"], o["rampUs"]).due(now_us)
         return sum(min(base + due, cap) for base, cap in zip(o["anchorCounters"], self.limits))
 
+    def target_rate(self, now_us: int, rate: float) -> float:
+        """The run's target rate at `now_us`: `rate`, or with stages the stages' rate at that time."""
+        if self.stages is None or self.schedule_start_us is None:
+            return rate
+        return self.stages.rate_at((now_us - self.schedule_start_us) / 1e6)
+
     @property
     def delivered(self) -> int:
         return self.batches[-1].delivered if self.batches else 0

@@ -119,6 +119,10 @@ class LoadResult:
 
     @property
     def achieved_rate(self) -> float:
+        """Events/s in steady state (`impulse.loadtest.metrics.achieved_rate`); with stages, whose rate changes, the
+        events over the time from the schedule's start to the last acknowledgement (per stage: `stage_results`)."""
+        if self.config.stages is not None:
+            return self.events / self.duration_s if self.duration_s > 0 else 0.0
         return achieved_rate(self.batches, self.target_events, self.schedule_start_us)
 
     @property

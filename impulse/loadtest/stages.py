@@ -123,6 +123,13 @@ class StagePlan:
         tau = np.divide(2 * left, denominator, out=np.zeros_like(left), where=denominator > 0)
         return np.minimum(starts[i] + tau, self.duration_s)
 
+    def rate_at(self, t_s: float) -> float:
+        """The target rate (events/s) `t_s` seconds after the start (0 after the last stage)."""
+        if not 0 <= t_s <= self.duration_s:
+            return 0.0
+        stage = self.stages[int(self.stage_of(t_s))]
+        return stage.start_rate + (stage.target_rate - stage.start_rate) * (t_s - stage.start_s) / stage.duration_s
+
     def stage_of(self, t_s: np.ndarray | float) -> np.ndarray:
         """The index of the stage each time (seconds after the start) falls in (a stage's end belongs to it)."""
         ends = np.array([s.end_s for s in self.stages])

@@ -36,6 +36,7 @@ def test_stages_follow_k6_linear_ramps_from_zero():
     times = np.linspace(0, 120, 241)
     assert np.allclose(plan.time_of(plan.events_by(times)), times, atol=1e-9)
     assert plan.events_by(15.0) == pytest.approx(1000 / 30 * 15**2 / 2)  # ∫ r(t) over a ramp from 0
+    assert [plan.rate_at(t) for t in (0, 15, 30, 60, 105, 120, 121)] == [0, 500, 1000, 1000, 3000, 5000, 0]
     budget = plan.total_events(4)
     assert budget % 4 == 0 and expected - 4 < budget <= expected  # never more than the stages schedule
     down = parse_stages("10s:100,10s:0")  # a ramp down to 0 ends the events
