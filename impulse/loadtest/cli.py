@@ -187,9 +187,9 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
             interrupted = interrupted or result.interrupted
         else:
             result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver, exporter=exporter,
-                              label=f"{scenario.name}: {describe_run(config)}" if plan.file else None)
+                              label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             display.line("")
-            display.line(summary_text(result, scenario.name if plan.file else None))
+            display.line(summary_text(result, scenario.name))
             interrupted = interrupted or result.outcome == "interrupted"
             failed = failed or result.outcome in ("failed", "timed out") or result.errors > 0
             thresholds_failed = thresholds_failed or result.thresholds_failed
@@ -198,7 +198,8 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
         if interrupted or stop.is_set():
             break
     if plan.output:
-        paths = write_report(results if plan.file else results[0][1], plan.output, file=plan.file)
+        paths = write_report(results if plan.file else results[0][1], plan.output, file=plan.file,
+                             name=scenarios[0].name)
         display.line("report: " + ", ".join(str(p) for p in paths.values()))
     if interrupted:
         return EXIT_INTERRUPTED

@@ -157,10 +157,10 @@ def _document(result: LoadResult | RampResult) -> tuple[dict, list[LoadResult], 
 
 
 def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]],
-                 directory: str | Path, *, file: str | None = None) -> dict[str, Path]:
+                 directory: str | Path, *, file: str | None = None, name: str | None = None) -> dict[str, Path]:
     """Write report.json, summary.csv, batches.csv and report.png into `directory`; returns their paths.
 
-    `result`: one run or ramp, or the named scenarios of a file (`file`): then report.json is
+    `result`: one run or ramp (named `name`, if given), or the named scenarios of a file (`file`): then report.json is
     ``{"mode": "scenarios", "file", "scenarios": [{"name", "mode": "run"|"ramp", …}]}``, one section per
     scenario (with its ``stages``), and the CSV rows carry a ``scenario`` column.
     """
@@ -169,6 +169,7 @@ def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResul
     paths = {name: out / name for name in ("report.json", "summary.csv", "batches.csv", "report.png")}
     if isinstance(result, (LoadResult, RampResult)):
         document, runs, title = _document(result)
+        document = {"name": name, **document} if name else document
         named = [(None, run) for run in runs]
     else:
         sections, named = [], []

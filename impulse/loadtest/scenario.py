@@ -212,9 +212,9 @@ _BY_FLAG = {key.option: key for key in KEYS}
 
 @dataclass(frozen=True)
 class Scenario:
-    """One run of a plan: a single run (`ramp` None) or a ramp of steps."""
+    """One run of a plan: a single run (`ramp` None) or a ramp of steps. `name`: None for flags without ``--name``."""
 
-    name: str
+    name: str | None
     config: LoadConfig
     ramp: RampConfig | None = None
 
@@ -488,7 +488,7 @@ def _in_file_terms(message: str) -> str:
                   else m.group(0), message)
 
 
-def _scenario(values: Mapping[str, Any], name: str) -> Scenario:
+def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
     """One scenario from its values (flag terms in the messages)."""
     get: Callable[[str], Any] = lambda key: _value(values, key)  # noqa: E731
     source = dict(get("source"))
@@ -522,7 +522,7 @@ def _scenario(values: Mapping[str, Any], name: str) -> Scenario:
 def _plan(layers: Sequence[tuple[str | None, Mapping[str, Any]]], source: str | None) -> Plan:
     scenarios = []
     for where, values in layers:
-        name = _value(values, "name") or "run"
+        name = _value(values, "name")
         try:
             scenarios.append(_scenario(values, name))
         except LoadError as exc:
