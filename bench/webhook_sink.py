@@ -143,7 +143,7 @@ def bodies(rows: int, partitions: int, batch_size: int) -> list[tuple[str, bytes
     out = []
     for partition in reader.partitions():
         cut = _Bodies(opts)
-        made = [b for batch in reader.read(partition) for b in cut.add(batch)] + list(cut.rest())
+        made = [r.body() for batch in reader.read(partition) for r in cut.add(batch)] + [r.body() for r in cut.rest()]
         out += [(f"bench:0:{partition.subtask_index}:{k}", body) for k, body in enumerate(made)]
     return out
 

@@ -13,8 +13,12 @@ added at once (a partition of 5 000 events: < 1 ms; `HdrHistogram.record_value` 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from hdrh.histogram import HdrHistogram
+
+if TYPE_CHECKING:
+    from hdrh.histogram import HdrHistogram
 
 __all__ = ["LatencyHistogram", "HIGHEST_US", "SIGNIFICANT_DIGITS"]
 
@@ -22,8 +26,19 @@ HIGHEST_US = 3_600_000_000  # 1 hour; a longer latency is recorded as 1 hour (th
 SIGNIFICANT_DIGITS = 3
 
 
+def _hdr_class() -> "type[HdrHistogram]":
+    """hdrhistogram's class, imported when a latency is first recorded or read: every sink's extra installs it,
+    and PySpark's data-source lookup imports each sink's module (so this one) whether that extra is there or not."""
+    try:
+        from hdrh.histogram import HdrHistogram
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ImportError("the sinks record latencies with hdrhistogram: pip install 'impulse-connectors[kafka]' "
+                          "(or [redis], [webhook], [load]: each installs it)") from exc
+    return HdrHistogram
+
+
 def _new() -> HdrHistogram:
-    return HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS)
+    return _hdr_class()(1, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
 def _counts_index(hdr: HdrHistogram, us: np.ndarray) -> np.ndarray:
@@ -128,7 +143,7 @@ class LatencyHistogram:
     def from_dict(cls, data: dict | None) -> "LatencyHistogram":
         out = cls()
         if data and data.get("count"):
-            out._hdr = HdrHistogram.decode(data["hdr"])
+            out._hdr = _hdr_class().decode(data["hdr"])
             out.count, out.total_us, out.max_us = int(data["count"]), int(data["total_us"]), int(data["max_us"])
         return out
 

@@ -163,6 +163,7 @@ class CommitMessage(WriterCommitMessage):
     rows: int = 0                  # rows of the partition, whether this attempt wrote them or found them committed
     bytes: int = 0                 # Arrow bytes of those rows
     skipped: bool = False          # already committed by an earlier attempt or run: nothing written now
+    dead_lettered: int = 0         # rows the target refused for good, written to the sink's dead-letter target
     started_us: int = 0
     acked_us: int = 0
     latency: dict = field(default_factory=dict)
@@ -231,12 +232,13 @@ class Sink(ABC):
         """
 
     @abstractmethod
-    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int | None:
         """Executor: write every batch and the commit record atomically.
 
         Send each record batch to the target before asking for the next one. Raise `TransientError`
         for what a retry may fix, another `SinkError` for what it cannot. Once `batches` is
         exhausted, ``fingerprint_of(batches)`` is the input's `Fingerprint`: store it in the record.
+        Return how many rows went to the sink's dead-letter target instead (None: 0).
         """
 
     def close(self, conn: Any) -> None:
@@ -368,15 +370,17 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         arm = plan is not None and plan.matches("mid_write", identity.batch_id, identity.partition_id, identity.attempt)
         feed = _Feed(iterator, (lambda: fault("mid_write")) if arm else None)
         started = _now_us()
+        dead_lettered = 0
 
         def attempt() -> bool | Fingerprint:
             """What the target's record says (the partition is skipped), or False: it is written now."""
+            nonlocal dead_lettered
             conn = self.sink.open(identity)
             try:
                 committed = self.sink.is_committed(conn, identity)
                 if committed:
                     return committed
-                self.sink.write(conn, identity, feed())
+                dead_lettered = self.sink.write(conn, identity, feed()) or 0
                 return False
             finally:
                 self.sink.close(conn)
@@ -393,7 +397,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         fault("after_write")
         return CommitMessage(
             identity.commit_id, identity.batch_id, identity.partition_id, identity.attempt,
-            rows=feed.rows, bytes=feed.bytes, skipped=skipped,
+            rows=feed.rows, bytes=feed.bytes, skipped=skipped, dead_lettered=dead_lettered,
             started_us=started, acked_us=acked, latency={} if skipped else feed.latency(acked).to_dict(),
         )
 
@@ -429,6 +433,9 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         log.info("%s: committed batch %d: %d rows (%d written now), %d bytes, %d partitions (%d already committed)",
                  self.sink.name, batch_id, summary["rows"], summary["writtenRows"], summary["bytes"],
                  summary["partitions"], summary["skippedPartitions"])
+        if summary["deadLettered"]:
+            log.warning("%s: batch %d: %d rows dead-lettered (refused by the target for good)", self.sink.name,
+                        batch_id, summary["deadLettered"])
         if self.options.metrics_path:
             with open(self.options.metrics_path, "a", encoding="utf-8") as out:
                 out.write(json.dumps(summary) + "\n")
@@ -446,6 +453,7 @@ def batch_summary(batch_id: int, commit_id: str | None, messages: Sequence[Commi
         "rows": sum(m.rows for m in messages),
         "bytes": sum(m.bytes for m in messages),
         "writtenRows": sum(m.rows for m in messages if not m.skipped),
+        "deadLettered": sum(m.dead_lettered for m in messages),
         "partitions": len(messages),
         "skippedPartitions": skipped,
         "retriedPartitions": sum(m.attempt > 0 for m in messages),

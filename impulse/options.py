@@ -8,17 +8,13 @@ from typing import Mapping
 
 from connectors.errors import OptionError
 from connectors.options import OptionReader
+from connectors.partitions import split_limit
 from impulse.fields import KINDS, PROPERTIES
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
 DOWNTIME_SKIP = "skip"
 DOWNTIME_CATCHUP = "catchup"
-
-
-def split_limit(total: int, partitions: int) -> tuple[int, ...]:
-    """How a total `limit` is shared: partition i gets ``total // partitions``, plus one if ``i < total % partitions``."""
-    return tuple(total // partitions + (1 if i < total % partitions else 0) for i in range(partitions))
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,32 @@ from connectors.options import OptionReader
 from connectors.redact import redact_url
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.rows import as_binary, json_objects
-from sinks.resp import command, commands, packed
+from sinks.resp import command, command_over, commands, packed
 
 __all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions"]
 
 TARGETS = ("string", "list", "hash", "stream")
+
+#: The Redis type a target's commands need their keys to hold (or the key to be absent). Redis refuses a
+#: command on a key of another type only when EXEC runs it (WRONGTYPE), and applies the rest of the
+#: transaction: so these keys' types are checked before anything is queued, and again inside the
+#: transaction before its commit record is written. ``string`` has none: ``SET`` replaces any type.
+KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream"}
+
+# KEYS: the keys to check; ARGV[1]: the type they need. Returns {index, type, ...} of the keys holding another.
+_WRONG_TYPES = b"local bad = {} for i = 1, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
+               b"if t ~= ARGV[1] and t ~= 'none' then bad[#bad + 1] = i bad[#bad + 1] = t end end return bad"
+
+# The last command of a partition's transaction. KEYS: the partition's record, the set of partitions, then every
+# key the transaction wrote; ARGV: the record, the partition id, the type those keys need, the refusal's prefix.
+# Writes the record only if every key holds that type (or is gone): a key of another type means one of this
+# transaction's commands was refused after the check before queueing (another client changed the key's type in
+# between), and the rest applied; the record then says so, and every replay of the partition fails.
+_RECORD = b"for i = 3, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
+          b"if t ~= ARGV[3] and t ~= 'none' then redis.call('SET', KEYS[1], ARGV[4] .. KEYS[i]) " \
+          b"redis.call('SADD', KEYS[2], ARGV[2]) return {KEYS[i], t} end end " \
+          b"redis.call('SET', KEYS[1], ARGV[1]) redis.call('SADD', KEYS[2], ARGV[2]) return 0"
+_REFUSED = " refused "  # the record of a partition whose transaction Redis applied in part: "<batch> refused <key>"
 
 # Commit record of a whole batch, written by the driver: the highest committed batch id, never lowered.
 _RAISE_TO = "local v = tonumber(redis.call('GET', KEYS[1]) or '-1') " \
@@ -175,47 +196,98 @@ class RedisSink(Sink):
         batch, _, fingerprint = committed.partition(b" ")
         if int(batch) != identity.batch_id:
             return int(batch) > identity.batch_id
+        if fingerprint.startswith(_REFUSED[1:].encode()):
+            key = fingerprint[len(_REFUSED) - 1:].decode("utf-8", "replace")
+            raise DeliveryError(
+                f"redis-sink: an earlier attempt of {identity} was applied only in part: Redis refused its commands "
+                f"on key {key!r}, whose type another client changed while the partition was written, and ran the "
+                f"rest. Writing the partition again would duplicate those rows and skipping it would lose the "
+                f"refused ones, so it is not replayed. Check what landed, then delete the record "
+                f"{self.partition_key(identity)!r} to write the partition again, or start over with a new 'commitId'.")
         return Fingerprint.parse(fingerprint) or True
 
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
-        _, connection = conn
+        client, connection = conn
+        expected = KEY_TYPES.get(self.options.target, "")
+        written: list[pa.Array] = []  # the distinct keys of each record batch, their types checked
         with _mapped(self.options.url):
             _call(connection, command(b"MULTI"))
-            queued = 0
             first_row = 0
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                encoded, count = self._commands(batch, identity, first_row)
+                encoded, count, keys = self._commands(batch, identity, first_row)
+                if expected:
+                    written.append(pc.unique(keys))
+                    self._refuse_wrong_types(client, identity, keys, written[-1], first_row)
                 connection.send_packed_command([packed(encoded)], check_health=False)
                 for _ in range(count):
                     _expect_queued(connection)
-                queued += count
                 first_row += batch.num_rows
             fingerprint = fingerprint_of(batches)
             value = f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)
-            record = command(b"SET", self.partition_key(identity).encode(), value.encode()) \
-                + command(b"SADD", self.partitions_key(identity.commit_id).encode(), str(identity.partition_id).encode())
+            written_keys = pa.concat_arrays(written) if written else pa.array([], pa.binary())
+            record = command_over((b"EVAL", _RECORD, str(2 + len(written_keys)).encode(),
+                                   self.partition_key(identity).encode(),
+                                   self.partitions_key(identity.commit_id).encode()), written_keys,
+                                  (value.encode(), str(identity.partition_id).encode(), expected.encode(),
+                                   f"{identity.batch_id}{_REFUSED}".encode()))
             connection.send_packed_command([record + command(b"EXEC")], check_health=False)
-            _expect_queued(connection)
             _expect_queued(connection)
             results = connection.read_response()
         if results is None:
             raise FencedError(f"redis-sink: the commit record of {identity} changed while writing: another attempt "
                               "of this partition wrote it; this attempt wrote nothing")
-        errors = [r for r in results if isinstance(r, Exception)]
+        *applied, recorded = results
+        errors = [r for r in applied if isinstance(r, Exception)]
+        if recorded != 0:
+            key, kind = (part.decode("utf-8", "replace") for part in recorded)
+            raise DeliveryError(
+                f"redis-sink: Redis refused {len(errors)} commands of {identity} on key {key!r}, which another client "
+                f"made a {kind} while the partition was written (target '{self.options.target}' needs a "
+                f"{expected}), and applied the rest: the partition is recorded as refused, and every replay of it "
+                f"fails instead of duplicating or losing rows. First refusal: {errors[0] if errors else '?'}")
         if errors:
             raise DeliveryError(f"redis-sink: {len(errors)} of {len(results)} commands failed, first: {errors[0]}")
 
-    def _commands(self, batch: pa.RecordBatch, identity: WriteIdentity, first_row: int) -> tuple[pa.Array, int]:
-        """All commands for one record batch, RESP-encoded, and how many there are."""
+    def _refuse_wrong_types(self, client, identity: WriteIdentity, keys: pa.Array, distinct: pa.Array,
+                            first_row: int) -> None:
+        """Raise `DeliveryError` naming the first row whose key (`distinct`: of `keys`) holds a type the target
+        cannot write.
+
+        Runs before the rows are queued, on a second connection: nothing of the partition is applied.
+        """
+        expected = KEY_TYPES[self.options.target]
+        probe = client.connection_pool.get_connection()
+        try:
+            reply = _call(probe, command_over((b"EVAL", _WRONG_TYPES, str(len(distinct)).encode()), distinct,
+                                              (expected.encode(),)))
+        finally:
+            client.connection_pool.release(probe)
+        if not reply:
+            return
+        wrong = {distinct[int(i) - 1].as_py(): kind.decode() for i, kind in zip(reply[::2], reply[1::2])}
+        refused = pc.is_in(keys, value_set=pa.array(list(wrong), pa.binary())).to_numpy(zero_copy_only=False)
+        row = int(refused.argmax())  # the first refused row of the record batch
+        key = keys[row].as_py()
+        raise DeliveryError(
+            f"redis-sink: Redis refuses row {first_row + int(row)} of {identity}: its key "
+            f"{key.decode('utf-8', 'replace')!r} holds a {wrong[key]}, and target '{self.options.target}' "
+            f"writes a {expected} (WRONGTYPE Operation against a key holding the wrong kind of value); "
+            f"{len(wrong)} key(s) of this partition are refused. Nothing of the partition was written, and every "
+            "replay of this batch meets the same refusal: delete or rename the key, or write to other keys "
+            "('keyPrefix', 'keyColumn').")
+
+    def _commands(self, batch: pa.RecordBatch, identity: WriteIdentity,
+                  first_row: int) -> tuple[pa.Array, int, pa.Array]:
+        """All commands for one record batch, RESP-encoded, how many there are, and each row's key."""
         opts = self.options
         value = as_binary(_column(batch, opts.value_column, "valueColumn")) if opts.value_column \
             else json_objects(batch).cast(pa.binary())
         if opts.target == "string":
             key = _concat(opts.key_prefix, _key_values(batch, opts.key_column, identity, first_row))
             ttl = (b"EX", str(opts.ttl_s).encode()) if opts.ttl_s else ()
-            return commands(b"SET", key, value, *ttl), batch.num_rows
+            return commands(b"SET", key, value, *ttl), batch.num_rows, key
         key = _concat(opts.key_prefix, _column(batch, opts.key_column, "keyColumn")) if opts.key_column \
             else pa.array([opts.key_prefix.encode()] * batch.num_rows, pa.binary())
         if opts.target == "list":
@@ -236,7 +308,7 @@ class RedisSink(Sink):
         if opts.ttl_s:
             extra.append(commands(b"EXPIRE", distinct, str(opts.ttl_s).encode()))
         encoded = pa.concat_arrays([main, *extra]) if extra else main
-        return encoded, len(encoded)
+        return encoded, len(encoded), key
 
 
 class RedisSinkDataSource(SinkDataSource):
@@ -280,7 +352,10 @@ class RedisSinkDataSource(SinkDataSource):
     one ``MULTI … EXEC`` transaction holding its rows and ``SET <commitKeyPrefix><commit id>:<partition>
     <batch id>``, under ``WATCH`` of that key: a replayed batch finds its partitions recorded and
     skips them; a crashed attempt's transaction never reaches EXEC, so nothing of it is applied; two
-    concurrent attempts cannot both commit (WATCH aborts the second). The driver records the last
+    concurrent attempts cannot both commit (WATCH aborts the second). For list, hash and stream, the types
+    of a record batch's keys are checked before its rows are queued (Redis refuses a command on a key of
+    another type only at EXEC, and runs the rest): a key of another type fails the partition with nothing
+    of it applied, and every replay fails the same way until the key is fixed (see `KEY_TYPES`). The driver records the last
     committed batch in ``<commitKeyPrefix><commit id>:batch``. A lost connection is retried
     (``writeRetries``): the retry first looks at the commit record, so an EXEC that was applied but
     whose reply was lost is not repeated. Durability is the server's: with ``appendfsync always``

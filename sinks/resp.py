@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["commands", "packed", "command"]
+__all__ = ["commands", "packed", "command", "command_over"]
 
 Part = Union[bytes, pa.Array]
 
@@ -41,6 +41,17 @@ def commands(*parts: Part) -> pa.Array:
         constant = b"\r\n"
     pieces.append(pa.scalar(constant, pa.binary()))
     return pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
+
+
+def command_over(head: tuple[bytes, ...], values: pa.Array, tail: tuple[bytes, ...] = ()) -> bytes:
+    """One command whose arguments are `head`, every value of `values` in order, then `tail`."""
+    column = values.cast(pa.binary())
+    middle = pc.binary_join_element_wise(pa.scalar(b"$", pa.binary()),
+                                         pc.binary_length(column).cast(pa.string()).cast(pa.binary()),
+                                         pa.scalar(b"\r\n", pa.binary()), column, pa.scalar(b"\r\n", pa.binary()),
+                                         pa.scalar(b"", pa.binary()))
+    return (b"*%d\r\n" % (len(head) + len(column) + len(tail)) + b"".join(map(_bulk, head))
+            + bytes(packed(middle)) + b"".join(map(_bulk, tail)))
 
 
 def packed(array: pa.Array) -> memoryview:

@@ -13,7 +13,8 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -115,6 +116,7 @@ class WebhookOptions:
     idempotency_header: str = "Idempotency-Key"
     commit_url: str | None = None
     abort_url: str | None = None
+    dead_letter_url: str | None = None
 
     @classmethod
     def read(cls, reader: OptionReader) -> "WebhookOptions":
@@ -146,6 +148,7 @@ class WebhookOptions:
             idempotency_header=idempotency,
             commit_url=_http_url(reader, "commitUrl"),
             abort_url=_http_url(reader, "abortUrl"),
+            dead_letter_url=_http_url(reader, "deadLetterUrl"),
         )
 
     def retryable(self, status: int) -> bool:
@@ -220,7 +223,7 @@ class _Client:
             return
         text = response.text[:_BODY_START]
         message = f"webhook-sink: {where} answered {status} {response.reason or ''}".rstrip() + f": {text!r}"
-        if status == 422:  # the Idempotency-Key draft's answer to a key reused with another body; not retried
+        if status == 422 and _reused_key(response):  # not retried
             raise PartitioningChangedError(
                 f"{message}: the receiver refuses the key because an earlier request with it had another body. "
                 f"On a replayed batch that means the rows of this partition changed since the earlier run: "
@@ -232,26 +235,26 @@ class _Client:
             raise error
         error = DeliveryError(message + f" (not retried: {status} is not in retryOn "
                                         f"'{','.join(self.options.retry_on)}')")
-        error.status = status
+        error.status, error.body_start = status, text
         raise error
 
     # -- concurrency -------------------------------------------------------------------------------
-    def submit(self, url: str, key: str, body: bytes) -> None:
-        """Send now (maxInFlight 1) or hand to a sender thread once fewer than maxInFlight are in flight."""
+    def submit(self, task: Callable[[], None]) -> None:
+        """Run `task` (its requests) now (maxInFlight 1) or in a sender thread once fewer than maxInFlight run."""
         if self.error is not None:
             self.drain()
         if self._pool is None:
-            self.send(url, key, body)
+            task()
             return
         self._slots.acquire()
         if self.error is not None:
             self._slots.release()
             self.drain()
-        self._pool.submit(self._run, url, key, body)
+        self._pool.submit(self._run, task)
 
-    def _run(self, url: str, key: str, body: bytes) -> None:
+    def _run(self, task: Callable[[], None]) -> None:
         try:
-            self.send(url, key, body)
+            task()
         except BaseException as exc:  # handed to the task's thread by submit/drain
             if self.error is None or isinstance(self.error, _Cancelled):
                 self.error = exc
@@ -273,6 +276,23 @@ class _Client:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.session.close()
+
+
+def _reused_key(response) -> bool:
+    """Whether a 422 is the IETF Idempotency-Key draft's answer to a key reused with another body.
+
+    The draft answers with a problem document (RFC 9457) whose ``type`` or ``title`` names the
+    idempotency key (its example: ``"title": "Idempotency-Key is already used"``). Any other 422 is a
+    receiver refusing the content of the request, as many APIs answer a row they cannot accept.
+    """
+    try:
+        problem = response.json()
+    except ValueError:
+        return False
+    if not isinstance(problem, dict):
+        return False
+    named = f"{problem.get('type', '')} {problem.get('title', '')}".lower().replace("-", "").replace("_", "")
+    return "idempotencykey" in named.replace(" ", "")
 
 
 def _translate(exc: Exception, where: str, timeout_s: float) -> SinkError | None:
@@ -318,8 +338,36 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """Consecutive rows of a partition as one request sends them: each row's JSON followed by a one-byte separator."""
+
+    first: int                  # the index of the first row in the partition
+    text: memoryview            # the rows' rendered bytes
+    ends: np.ndarray            # where each row (with its separator) ends in `text`
+    shape: str                  # "array" (a JSON array), "object" (one row, batchSize 1) or "ndjson"
+
+    @property
+    def count(self) -> int:
+        return len(self.ends)
+
+    def body(self) -> bytes:
+        if self.shape == "ndjson":
+            return bytes(self.text)
+        if self.shape == "object":
+            return bytes(self.text[:-1])
+        return b"".join((b"[", self.text[:-1], b"]"))
+
+    def halves(self) -> tuple["_Rows", "_Rows"]:
+        """The first and the second half of the rows (a request of one row cannot be split)."""
+        middle = self.count // 2
+        cut = int(self.ends[middle - 1])
+        return (_Rows(self.first, self.text[:cut], self.ends[:middle], self.shape),
+                _Rows(self.first + middle, self.text[cut:], self.ends[middle:] - cut, self.shape))
+
+
 class _Bodies:
-    """Cuts a partition's rows into request bodies of exactly ``batchSize`` rows, whatever Spark's record batches.
+    """Cuts a partition's rows into requests of exactly ``batchSize`` rows, whatever Spark's record batches.
 
     Rows are rendered per record batch with `json_objects`, each followed by its separator, so the
     rows of a request are one contiguous slice of an Arrow buffer: no Python work per row. Rows that
@@ -328,39 +376,36 @@ class _Bodies:
 
     def __init__(self, options: WebhookOptions) -> None:
         self.size = options.batch_size
-        self.ndjson = options.format == "ndjson"
-        self.single = options.batch_size == 1 and not self.ndjson
-        self._separator = "\n" if self.ndjson else ","
+        ndjson = options.format == "ndjson"
+        self.shape = "ndjson" if ndjson else "object" if options.batch_size == 1 else "array"
+        self._separator = "\n" if ndjson else ","
         self._left: pa.Array | None = None
+        self._row = 0  # index in the partition of the next row to cut
 
-    def add(self, batch: pa.RecordBatch) -> Iterator[bytes]:
-        """Bodies of every full request the rows so far make; keeps the rest."""
+    def add(self, batch: pa.RecordBatch) -> Iterator[_Rows]:
+        """Every full request the rows so far make; keeps the rest."""
         rendered = pc.binary_join_element_wise(json_objects(batch), self._separator, "")
         if self._left is not None:
             rendered = pa.concat_arrays([self._left, rendered])
         full = len(rendered) - len(rendered) % self.size
         self._left = rendered.slice(full) if full < len(rendered) else None
         if full:
-            yield from self._bodies(rendered, full)
+            yield from self._requests(rendered, full)
 
-    def rest(self) -> Iterator[bytes]:
+    def rest(self) -> Iterator[_Rows]:
         """The last, shorter request of the partition (if any)."""
         left, self._left = self._left, None
         if left is not None and len(left):
-            yield from self._bodies(left, len(left))
+            yield from self._requests(left, len(left))
 
-    def _bodies(self, rendered: pa.Array, rows: int) -> Iterator[bytes]:
+    def _requests(self, rendered: pa.Array, rows: int) -> Iterator[_Rows]:
         offsets = np.frombuffer(rendered.buffers()[1], dtype=np.int32, count=len(rendered) + 1, offset=rendered.offset * 4)
         data = memoryview(rendered.buffers()[2])
         for start in range(0, rows, self.size):
             stop = min(start + self.size, rows)
-            text = data[offsets[start]:offsets[stop]]
-            if self.ndjson:
-                yield bytes(text)
-            elif self.single:
-                yield bytes(text[:-1])
-            else:
-                yield b"".join((b"[", text[:-1], b"]"))
+            yield _Rows(self._row, data[offsets[start]:offsets[stop]], offsets[start + 1:stop + 1] - offsets[start],
+                        self.shape)
+            self._row += stop - start
 
 
 class WebhookSink(Sink):
@@ -376,7 +421,7 @@ class WebhookSink(Sink):
         """Driver, every micro-batch: a TCP connect to the host:port of every configured URL (no request is sent)."""
         seen = set()
         for option, url in (("url", self.options.url), ("commitUrl", self.options.commit_url),
-                            ("abortUrl", self.options.abort_url)):
+                            ("abortUrl", self.options.abort_url), ("deadLetterUrl", self.options.dead_letter_url)):
             if url is None:
                 continue
             parts = urlsplit(url)
@@ -436,21 +481,66 @@ class WebhookSink(Sink):
         """The idempotency keys of a partition start with this; the same on every attempt and replay of it."""
         return f"{identity.commit_id}:{identity.batch_id}:{identity.partition_id}:"
 
-    def write(self, conn: _Client, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+    def write(self, conn: _Client, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
+        """Send the partition; returns how many of its rows were dead-lettered."""
         prefix = self.key_prefix(identity)
         bodies = _Bodies(self.options)
+        dead: list[int] = []  # one entry per dead-lettered row (appended from sender threads)
         sequence = 0
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             # every full request of this record batch is handed to a sender before the next one is pulled
-            for body in bodies.add(batch):
-                conn.submit(self.options.url, f"{prefix}{sequence}", body)
+            for rows in bodies.add(batch):
+                conn.submit(partial(self._deliver, conn, identity, f"{prefix}{sequence}", rows, dead))
                 sequence += 1
-        for body in bodies.rest():
-            conn.submit(self.options.url, f"{prefix}{sequence}", body)
+        for rows in bodies.rest():
+            conn.submit(partial(self._deliver, conn, identity, f"{prefix}{sequence}", rows, dead))
             sequence += 1
         conn.drain()
+        return len(dead)
+
+    def _deliver(self, conn: _Client, identity: WriteIdentity, key: str, rows: _Rows, dead: list[int]) -> None:
+        """Send `rows` under `key`. A request the receiver refuses for its rows fails the task naming them or,
+        with ``deadLetterUrl``, is split in halves (keys ``<key>/0``, ``<key>/1``) until the refused rows are
+        alone; those are dead-lettered, the others delivered."""
+        try:
+            conn.send(self.options.url, key, rows.body())
+        except DeliveryError as exc:
+            status = getattr(exc, "status", 0)
+            if not _refuses_rows(status):
+                raise
+            where = (f"row {rows.first}" if rows.count == 1 else f"rows {rows.first}-{rows.first + rows.count - 1}") \
+                + f" of {identity}"
+            if self.options.dead_letter_url is None:
+                raise DeliveryError(f"{exc}; the request held {where}. A replay sends it again and meets the same "
+                                    "refusal: fix the rows or the receiver, or set 'deadLetterUrl' to send the "
+                                    "refused rows there and deliver the others") from exc
+            if rows.count > 1:
+                for half, part in enumerate(rows.halves()):
+                    self._deliver(conn, identity, f"{key}/{half}", part, dead)
+                return
+            self._dead_letter(conn, identity, key, rows, status, getattr(exc, "body_start", ""))
+            dead.append(rows.first)
+
+    def _dead_letter(self, conn: _Client, identity: WriteIdentity, key: str, row: _Rows, status: int,
+                     answer: str) -> None:
+        """POST one refused row to ``deadLetterUrl``, with why and where, keyed ``<partition's prefix>dead:<row>``."""
+        about = json.dumps({"status": status, "response": answer, "url": redact_url(self.options.url),
+                            "idempotencyKey": key, "commitId": identity.commit_id, "batchId": identity.batch_id,
+                            "partition": identity.partition_id, "rowIndex": row.first})
+        body = b"".join((b'{"row": ', row.text[:-1], b", ", about[1:].encode()))
+        conn.send(self.options.dead_letter_url, f"{self.key_prefix(identity)}dead:{row.first}", body,
+                  headers={"Content-Type": CONTENT_TYPES["json"]}, method="POST")
+
+
+#: Statuses about the endpoint or the credentials, never about a request's rows: not dead-lettered.
+_NOT_THE_ROWS = frozenset({401, 403, 404, 405, 407})
+
+
+def _refuses_rows(status: int) -> bool:
+    """Whether a status (outside ``retryOn``) refuses the request's rows: a 4xx other than `_NOT_THE_ROWS`."""
+    return 400 <= status < 500 and status not in _NOT_THE_ROWS
 
 
 def _notification_options(options: WebhookOptions) -> WebhookOptions:
@@ -504,16 +594,29 @@ class WebhookSinkDataSource(SinkDataSource):
     verify : ``true`` (default) | ``false`` | path
         TLS certificate verification; a path names a CA bundle file or directory on the executors.
     idempotencyHeader : str, default ``Idempotency-Key``
-        Name of the header holding each request's key. A ``422`` answer (the IETF Idempotency-Key
+        Name of the header holding each request's key. A ``422`` answer whose problem document
+        (RFC 9457) names the idempotency key in its ``type`` or ``title`` (the IETF Idempotency-Key
         draft's answer to a key reused with another body) fails the task, not retried, with a
         `PartitioningChangedError`: on a replayed batch it means the partition's rows changed (the
-        partitioning before the sink changed, or the input is not deterministic).
+        partitioning before the sink changed, or the input is not deterministic). Any other ``422``
+        is the receiver refusing the request's rows: a `DeliveryError` with the status and the start
+        of the body, like every status outside ``retryOn``.
     commitUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions"}`` here when Spark commits
         a batch, keyed ``<commit id>:<batch>:commit``.
     abortUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions", "failedPartitions"}`` here
         when a batch is aborted, keyed ``<commit id>:<batch>:abort``.
+    deadLetterUrl : str, optional
+        Where rows the receiver refuses for good go. A request answered with a 4xx outside
+        ``retryOn`` (other than 401, 403, 404, 405, 407, which are about the endpoint or the
+        credentials, and the reused-key 422) is split in halves, keyed ``<key>/0`` and ``<key>/1``,
+        until the refused rows are alone; the accepted rows are delivered, and each refused row is
+        POSTed here as ``{"row": …, "status", "response" (the start of the answer), "url",
+        "idempotencyKey", "commitId", "batchId", "partition", "rowIndex"}`` keyed
+        ``<commit id>:<batch>:<partition>:dead:<row>``: a replay sends the same keys again, so a
+        deduping receiver keeps each row and each dead letter once. Without it such a request fails
+        the task naming its rows, and every replay fails the same way.
     commitId, writeRetries (see maxRetries for the bound on sends), metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 

@@ -25,7 +25,7 @@ def spark():
     session.stop()
 
 
-# --- real servers (connectors/servers.py). Session-scoped and lazy: a server starts only when a test asks for it,
+# --- real servers (connectors/servers/). Session-scoped and lazy: a server starts only when a test asks for it,
 # so `pytest tests/impulse` starts no Kafka. REDIS_URL / KAFKA_BROKERS point the tests at servers someone else
 # runs instead. A server that cannot start fails the tests loudly; nothing is skipped.
 
@@ -56,10 +56,10 @@ def kafka_broker():
 
 @pytest.fixture(scope="session")
 def http_receiver():
-    """The project's receiver, `impulse.loadtest.receiver.Receiver`, recording (``.url``, ``.accepted``,
+    """The project's receiver, `connectors.servers.receiver.Receiver`, recording (``.url``, ``.accepted``,
     ``.fail_next()``...). Shared by the session: call ``http_receiver.reset()`` at the start of a test that
     counts requests."""
-    from impulse.loadtest.receiver import Receiver
+    from connectors.servers.receiver import Receiver
 
     yield from _serving(Receiver(record=True))
 

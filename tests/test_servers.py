@@ -1,4 +1,4 @@
-"""The real test servers themselves (connectors/servers.py) do what the sink tests rely on."""
+"""The real test servers themselves (connectors/servers/) do what the sink tests rely on."""
 
 from __future__ import annotations
 

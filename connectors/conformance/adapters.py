@@ -95,7 +95,7 @@ class RedisAdapter(SinkAdapter):
 class WebhookAdapter(SinkAdapter):
     """The webhook sink posting to an HTTP receiver that dedupes by ``Idempotency-Key``.
 
-    `receiver` is the project's reference receiver, `impulse.loadtest.receiver.Receiver` started with
+    `receiver` is the project's reference receiver, `connectors.servers.receiver.Receiver` started with
     ``record=True`` (or anything with its ``url``, ``accepted_requests`` — the first 2xx request per
     key, each with ``path``, ``headers`` and ``body`` — and ``reset()``). Each namespace is a URL path
     (``/<namespace>``; commit notices go to ``/<namespace>/commit``). What "landed" is what such a
@@ -115,7 +115,7 @@ class WebhookAdapter(SinkAdapter):
     @contextmanager
     def from_arguments(cls, args: argparse.Namespace) -> Iterator["WebhookAdapter"]:
         """The command line's webhook target: the reference receiver, started on a free loopback port."""
-        from impulse.loadtest.receiver import Receiver
+        from connectors.servers.receiver import Receiver
 
         with Receiver(record=True) as receiver:
             yield cls(receiver)

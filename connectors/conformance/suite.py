@@ -52,7 +52,7 @@ import pytest
 
 from connectors.conformance.adapter import SinkAdapter
 from connectors.protocol import CommitMessage
-from impulse.options import split_limit
+from connectors.partitions import split_limit
 
 __all__ = ["SinkConformance", "Verdict", "compare", "expected_events", "run_query", "start_query", "await_query"]
 

@@ -26,7 +26,7 @@ from impulse.loadtest.bound import Verdict, assess
 from impulse.loadtest.config import LoadConfig, LoadError, RampConfig
 from impulse.loadtest.display import Display
 from impulse.loadtest.ramp import RampResult, run_ramp
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 from impulse.loadtest.report import ramp_text, summary_text, write_report
 from impulse.loadtest.run import LoadResult, StopRequest, run_load
 from impulse.loadtest.target import KNOWN_SINKS

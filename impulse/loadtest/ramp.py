@@ -15,7 +15,7 @@ from typing import Any
 from impulse.loadtest.bound import THROUGHPUT_SHARE
 from impulse.loadtest.config import LoadConfig, RampConfig
 from impulse.loadtest.display import Display
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 from impulse.loadtest.run import LoadResult, impulse_options, run_load
 from impulse.loadtest.session import make_session
 from impulse.loadtest.target import preflight

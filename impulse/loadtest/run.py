@@ -39,7 +39,7 @@ from impulse.loadtest.bound import Verdict, assess
 from impulse.loadtest.config import LoadConfig, LoadError
 from impulse.loadtest.display import Display
 from impulse.loadtest.metrics import Batch, Collector, achieved_rate, merged_latency, percentiles_ms, phase_stats
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 from impulse.loadtest.session import deployment, make_session, warm_up
 from impulse.loadtest.stages import StageResult, stage_results
 from impulse.loadtest.target import check_format, preflight, redact_options

@@ -61,7 +61,7 @@ def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str
             spark.dataSource.register(source)
             adapter = mutant_adapter(base, source)
             if base is WebhookAdapter:
-                from impulse.loadtest.receiver import Receiver
+                from connectors.servers.receiver import Receiver
 
                 with Receiver(record=True) as receiver:
                     yield adapter(receiver)

@@ -44,18 +44,18 @@ class MemorySink(Sink):
         self.aborted.append(batch_id)
 
 
-def _message(partition, rows=10, skipped=False, attempt=0):
+def _message(partition, rows=10, skipped=False, attempt=0, dead_lettered=0):
     return CommitMessage("q1", 7, partition, attempt, rows=rows, bytes=rows * 8, skipped=skipped,
-                         started_us=1, acked_us=2)
+                         dead_lettered=dead_lettered, started_us=1, acked_us=2)
 
 
 def test_commit_records_the_batch_and_appends_metrics(tmp_path):
     sink, metrics = MemorySink(), tmp_path / "m.jsonl"
     writer = ProtocolWriter(sink, ProtocolOptions(metrics_path=str(metrics)))
-    writer.commit([_message(0), _message(1, skipped=True, attempt=1)], 7)
+    writer.commit([_message(0, dead_lettered=3), _message(1, skipped=True, attempt=1)], 7)
     assert sink.batches == [("q1", 7)]
     [line] = [json.loads(x) for x in metrics.read_text().splitlines()]
-    assert (line["batchId"], line["rows"], line["writtenRows"]) == (7, 20, 10)
+    assert (line["batchId"], line["rows"], line["writtenRows"], line["deadLettered"]) == (7, 20, 10, 3)
     assert (line["skippedPartitions"], line["retriedPartitions"], line["replayed"]) == (1, 1, False)
 
 

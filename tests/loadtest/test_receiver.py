@@ -1,4 +1,4 @@
-"""The project's one HTTP receiver (`impulse.loadtest.receiver.Receiver`) as the tests use it: dedupes by
+"""The project's one HTTP receiver (`connectors.servers.receiver.Receiver`) as the tests use it: dedupes by
 Idempotency-Key, refuses a key reused with another body, answers as told, restarts on its port."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from connectors.servers import wait_until
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 
 
 @pytest.fixture
@@ -30,7 +30,9 @@ def test_receiver_dedupes_by_idempotency_key(receiver):
             assert response.status_code == 200
         # the key reused with another body: refused, as the Idempotency-Key draft says (not a duplicate)
         reused = session.post(f"{receiver.url}/hook", data=b"a-changed", headers={"Idempotency-Key": "k1"}, timeout=10)
-        assert reused.status_code == 422 and "k1" in reused.json()["error"]
+        assert reused.status_code == 422 and "k1" in reused.json()["detail"]
+        assert reused.headers["Content-Type"] == "application/problem+json"
+        assert reused.json()["title"] == "Idempotency-Key is already used"
     assert receiver.accepted == [b"a", b"b", b"no-key-1", b"no-key-2"]
     assert len(receiver.requests) == 6
     assert [r.duplicate for r in receiver.requests] == [False, True, False, False, False, False]

@@ -156,3 +156,134 @@ def test_connections_do_not_scan_package_metadata(redis_server, monkeypatch):
     finally:
         sink.close(conn)
     assert lookups == []
+
+
+# -- keys of another type: Redis refuses such a command only at EXEC, and applies the rest of the transaction
+
+LANES = 10
+
+
+def _lane_sink(url: str, prefix: str, target: str):
+    from connectors.options import OptionReader
+    from sinks.redis import RedisOptions, RedisSink
+
+    return RedisSink(RedisOptions.read(OptionReader(
+        {"url": url, "target": target, "keyPrefix": f"{prefix}:", "keyColumn": "lane",
+         "commitKeyPrefix": f"commit:{prefix}:"}, name="redis-sink")))
+
+
+def _lane_batches(rows: int, per_batch: int):
+    import pyarrow as pa
+
+    return [pa.record_batch({"lane": pa.array([c % LANES for c in range(s, min(s + per_batch, rows))]),
+                             "counter": pa.array(range(s, min(s + per_batch, rows)))})
+            for s in range(0, rows, per_batch)]
+
+
+def _write_partition(sink, identity, batches):
+    conn = sink.open(identity)
+    try:
+        if not sink.is_committed(conn, identity):
+            sink.write(conn, identity, iter(batches))
+    finally:
+        sink.close(conn)
+
+
+def _lane_contents(client, prefix: str, target: str, lane: int) -> list[int]:
+    key = f"{prefix}:{lane}"
+    if target == "list":
+        values = client.lrange(key, 0, -1)
+    elif target == "hash":
+        values = client.hvals(key)
+    else:
+        values = [fields[b"value"] for _, fields in client.xrange(key)]
+    return sorted(json.loads(v)["counter"] for v in values)
+
+
+@pytest.mark.parametrize("target", ["list", "hash", "stream"])
+def test_a_key_of_another_type_refuses_the_partition_and_commits_nothing(redis_server, prefix, target):
+    """The bug of 'Poison records': EXEC ran the rest of the transaction, record included, so a replay skipped
+    the partition and the refused rows were lost. Now nothing of it is applied, each replay fails the same way,
+    and once the key is fixed every row lands once."""
+    from connectors.errors import DeliveryError
+    from connectors.protocol import WriteIdentity
+
+    client = redis_server.client()
+    client.set(f"{prefix}:3", "a plain string")
+    sink = _lane_sink(redis_server.url, prefix, target)
+    identity = WriteIdentity("q", 0, 0, 0)
+    batches = _lane_batches(1_000, 250)
+    for _ in range(2):  # the first run, then its replay
+        with pytest.raises(DeliveryError) as refused:
+            _write_partition(sink, identity, batches)
+        message = str(refused.value)
+        assert f"row 3 of {identity}" in message and f"'{prefix}:3'" in message and "holds a string" in message
+        assert "WRONGTYPE" in message and "Nothing of the partition was written" in message
+        assert client.keys(f"{prefix}:*") == [f"{prefix}:3".encode()]
+        assert client.keys(f"commit:{prefix}:*") == []
+    client.delete(f"{prefix}:3")
+    _write_partition(sink, identity, batches)
+    _write_partition(sink, identity, batches)  # a replay after the commit: skipped
+    for lane in range(LANES):
+        assert _lane_contents(client, prefix, target, lane) == list(range(lane, 1_000, LANES))
+
+
+def test_a_key_whose_type_changes_while_writing_marks_the_partition_refused(redis_server, prefix, monkeypatch):
+    """Another client changes a key's type after the check and before EXEC: Redis applies the rest of the
+    transaction; its commit record then says so, and every replay fails instead of skipping (loss) or writing
+    again (duplicates)."""
+    from connectors.errors import DeliveryError
+    from connectors.protocol import WriteIdentity
+    from sinks.redis import RedisSink
+
+    client = redis_server.client()
+    check = RedisSink._refuse_wrong_types
+
+    def check_then_change(self, *args, **kwargs):
+        check(self, *args, **kwargs)
+        client.set(f"{prefix}:3", "changed meanwhile")
+
+    monkeypatch.setattr(RedisSink, "_refuse_wrong_types", check_then_change)
+    sink = _lane_sink(redis_server.url, prefix, "list")
+    identity = WriteIdentity("q", 0, 0, 0)
+    with pytest.raises(DeliveryError, match=f"on key '{prefix}:3', which another client made a string"):
+        _write_partition(sink, identity, _lane_batches(100, 100))
+    assert _lane_contents(client, prefix, "list", 4) == list(range(4, 100, LANES))  # the rest was applied
+    monkeypatch.setattr(RedisSink, "_refuse_wrong_types", check)
+    client.delete(f"{prefix}:3")
+    with pytest.raises(DeliveryError, match="applied only in part.*not replayed"):
+        _write_partition(sink, identity, _lane_batches(100, 100))
+    assert _lane_contents(client, prefix, "list", 4) == list(range(4, 100, LANES))  # not written twice
+
+
+def test_a_refused_key_fails_every_restart_of_the_query_until_it_is_fixed(spark, redis_server, prefix, tmp_path):
+    """The issue's run: 20,000 events in batches of 10,000 to ten lists, one key a string. Before the fix run 1
+    and run 2 failed, run 3 completed with the 2,000 rows of that list gone."""
+    from pyspark.sql import functions as F
+
+    rows = 20_000
+    client = redis_server.client()
+    client.set(f"{prefix}:3", "a plain string")
+
+    def run():
+        frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("numPartitions", 2)
+                 .option("startTime", "0").option("limit", rows).option("maxEventsPerTrigger", rows // 2).load()
+                 .withColumn("lane", F.col("counter") % LANES))
+        query = (frame.writeStream.format("redis-sink").option("url", redis_server.url).option("target", "list")
+                 .option("keyPrefix", f"{prefix}:").option("keyColumn", "lane")
+                 .option("commitKeyPrefix", f"commit:{prefix}:")
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(180)
+        finally:
+            query.stop()
+
+    for _ in range(3):
+        with pytest.raises(Exception, match=f"Redis refuses row .* its key '{prefix}:3' holds a string"):
+            run()
+        assert client.keys(f"{prefix}:*") == [f"{prefix}:3".encode()]
+    client.delete(f"{prefix}:3")
+    run()
+    landed = sorted((e["subtask_index"], e["counter"]) for lane in range(LANES)
+                    for e in map(json.loads, client.lrange(f"{prefix}:{lane}", 0, -1)))
+    assert landed == expected_events(rows)

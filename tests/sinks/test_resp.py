@@ -1,7 +1,7 @@
 import pyarrow as pa
 from redis.connection import PythonRespSerializer
 
-from sinks.resp import command, commands, packed
+from sinks.resp import command, command_over, commands, packed
 
 
 def _reference(*args) -> bytes:
@@ -17,3 +17,10 @@ def test_commands_match_redis_py_encoding():
     assert bytes(packed(encoded.slice(1))) == b"".join(expected[1:])
     assert command(b"MULTI") == _reference(b"MULTI")
     assert bytes(packed(pa.array([], pa.binary()))) == b""
+
+
+def test_command_over_an_array_matches_redis_py_encoding():
+    keys = pa.array(["k1", "kéy", ""]).slice(1)
+    encoded = command_over((b"EVAL", b"return 1", b"2"), keys, (b"tail",))
+    assert encoded == _reference(b"EVAL", b"return 1", b"2", *(k.encode() for k in keys.to_pylist()), b"tail")
+    assert command_over((b"PING",), pa.array([], pa.binary())) == _reference(b"PING")

@@ -1,4 +1,4 @@
-"""The webhook sink against a real HTTP server (`impulse.loadtest.receiver.Receiver`, which dedupes by Idempotency-Key).
+"""The webhook sink against a real HTTP server (`connectors.servers.receiver.Receiver`, which dedupes by Idempotency-Key).
 
 Every Spark test writes impulse events (``(subtask_index, counter)`` is each one's unique key) under its own
 URL path and checks the EXACT list of events in the accepted (deduplicated) requests: a lost event and a
@@ -21,12 +21,13 @@ import pyarrow as pa
 import pytest
 
 from connectors.conformance.suite import expected_events
-from connectors.errors import CommitError, OptionError, SinkError, TransientError
+from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
+                               TransientError)
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
 from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
-from impulse.loadtest.receiver import Receiver
+from connectors.servers.receiver import Receiver
 from connectors.servers import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
@@ -151,11 +152,11 @@ def test_retry_after_seconds_and_http_date():
 
 @pytest.mark.parametrize("fmt,size", [("json", 4), ("ndjson", 3), ("json", 1)])
 def test_request_boundaries_do_not_depend_on_record_batches(fmt, size):
-    whole = list(_Bodies(options(url="http://h/", batchSize=size, format=fmt)).add(rows(0, 25)))
+    whole = [r.body() for r in _Bodies(options(url="http://h/", batchSize=size, format=fmt)).add(rows(0, 25))]
     bodies = _Bodies(options(url="http://h/", batchSize=size, format=fmt))
-    split = [b for part in (rows(0, 7), rows(7, 3), rows(10, 1), rows(11, 14)) for b in bodies.add(part)]
-    split += list(bodies.rest())
-    whole += list(_Bodies(options(url="http://h/", batchSize=size, format=fmt)).rest())
+    split = [r.body() for part in (rows(0, 7), rows(7, 3), rows(10, 1), rows(11, 14)) for r in bodies.add(part)]
+    split += [r.body() for r in bodies.rest()]
+    whole += [r.body() for r in _Bodies(options(url="http://h/", batchSize=size, format=fmt)).rest()]
     assert whole[:len(split)] == split[:len(whole)] and len(whole) <= len(split)
     assert len(split) == -(-25 // size)
     # the last (short) request is only cut at the end of the partition
@@ -181,6 +182,88 @@ def test_write_hook_keys_and_bodies_are_stable_across_splits(http_receiver):
         sorted(f"{identity.commit_id}:7:1:{k}" for k in range(10))
     assert all(r.duplicate and r.body == first[r.idempotency_key] for r in again)
     assert sorted(c for r in accepted(http_receiver, path) for _, c in events_of(r)) == list(range(95))
+
+
+def test_a_422_is_a_reused_key_only_when_its_problem_document_says_so(http_receiver):
+    """The Idempotency-Key draft answers a key reused with another body with 422 and a problem document naming
+    the key; many APIs answer 422 to rows they cannot accept. Only the first means the partition's rows changed."""
+    http_receiver.reset()
+    path = namespace("unprocessable")
+    sink = WebhookSink(options(url=http_receiver.url + path, batchSize=10))
+    identity = WriteIdentity("q", 0, 0, 0)
+    write_directly(sink, identity, [rows(0, 10)])
+    with pytest.raises(PartitioningChangedError, match="rows of this partition changed"):
+        write_directly(sink, identity, [rows(0, 10, subtask=1)])  # the same key, another body
+    http_receiver.respond_with(422, body=b'{"error": "field amount must be positive"}')
+    try:
+        with pytest.raises(DeliveryError) as refused:
+            write_directly(sink, WriteIdentity("q", 1, 0, 0), [rows(10, 10)])
+    finally:
+        http_receiver.reset_behaviour()
+    assert not isinstance(refused.value, PartitioningChangedError)
+    assert "422" in str(refused.value) and "field amount must be positive" in str(refused.value)
+    assert "not retried" in str(refused.value)
+
+
+def _poison(row) -> bool:
+    return row["counter"] % 7 == 3
+
+
+def test_refused_rows_fail_the_partition_naming_them(http_receiver):
+    http_receiver.reset()
+    path = namespace("poison")
+    http_receiver.refuse_rows(_poison, path)
+    sink = WebhookSink(options(url=http_receiver.url + path, batchSize=10))
+    try:
+        with pytest.raises(DeliveryError, match=r"answered 422.*the request held rows 0-9 of batch 4 partition 1 "
+                                                r"attempt 0 of q.*set 'deadLetterUrl'"):
+            write_directly(sink, WriteIdentity("q", 4, 1, 0), [rows(0, 10)])
+    finally:
+        http_receiver.reset_behaviour()
+
+
+def test_dead_letter_url_takes_exactly_the_refused_rows_once(http_receiver):
+    """A refused request is halved until the refused rows are alone: those go to deadLetterUrl with the status and
+    the receiver's answer, the others are delivered; a replay (same keys) adds nothing anywhere."""
+    http_receiver.reset()
+    path = namespace("poison")
+    http_receiver.refuse_rows(_poison, path + "/events")
+    sink = WebhookSink(options(url=http_receiver.url + path + "/events", batchSize=10, maxInFlight=3,
+                               deadLetterUrl=http_receiver.url + path + "/dead"))
+    identity = WriteIdentity("q", 4, 1, 0)
+    poisoned = [c for c in range(95) if _poison({"counter": c})]
+    try:
+        for attempt in range(2):  # the run, then a replay of the batch
+            conn = sink.open(identity)
+            try:
+                assert sink.write(conn, identity, iter([rows(0, 40), rows(40, 55)])) == len(poisoned)
+            finally:
+                sink.close(conn)
+            events = sorted(c for r in accepted(http_receiver, path + "/events") for _, c in events_of(r))
+            assert events == [c for c in range(95) if c not in poisoned]
+            letters = [r.json() for r in accepted(http_receiver, path + "/dead")]
+            assert sorted(letter["row"]["counter"] for letter in letters) == poisoned
+    finally:
+        http_receiver.reset_behaviour()
+    letter = next(x for x in letters if x["row"]["counter"] == 3)
+    assert letter["row"] == {"counter": 3, "subtask_index": 0, "note": 'row "3"\n'}
+    assert (letter["status"], letter["rowIndex"], letter["batchId"], letter["partition"]) == (422, 3, 4, 1)
+    assert "rows refused" in letter["response"] and letter["idempotencyKey"].startswith("q:4:1:0/")
+    dead_keys = [r.idempotency_key for r in http_receiver.requests if r.path == path + "/dead"]
+    assert sorted(set(dead_keys)) == sorted(f"q:4:1:dead:{c}" for c in poisoned) and len(dead_keys) == 2 * len(poisoned)
+
+
+def test_statuses_about_the_endpoint_are_never_dead_lettered(http_receiver):
+    http_receiver.reset()
+    path = namespace("forbidden")
+    http_receiver.respond_with(403, body=b"no")
+    sink = WebhookSink(options(url=http_receiver.url + path, batchSize=10, deadLetterUrl=http_receiver.url + "/dead"))
+    try:
+        with pytest.raises(DeliveryError, match="answered 403"):
+            write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 10)])
+    finally:
+        http_receiver.reset_behaviour()
+    assert not [r for r in http_receiver.requests if r.path == "/dead"]
 
 
 def test_url_user_info_is_basic_auth_and_cookies_are_not_kept(http_receiver):

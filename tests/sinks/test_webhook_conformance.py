@@ -1,5 +1,5 @@
 """The webhook sink passes the conformance suite, against the project's reference receiver (it dedupes by
-Idempotency-Key; `impulse.loadtest.receiver.Receiver`, the one the load harness and the CLI use).
+Idempotency-Key; `connectors.servers.receiver.Receiver`, the one the load harness and the CLI use).
 
 The webhook cannot ask a generic receiver what it already has (`WebhookSink.is_committed` is always
 False), so a replayed batch is sent again with the same keys instead of being skipped: the replay case
@@ -19,7 +19,7 @@ class TestWebhookConformance(SinkConformance, BatchWriteConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls):
-        from impulse.loadtest.receiver import Receiver
+        from connectors.servers.receiver import Receiver
 
         with Receiver(record=True) as receiver:
             yield WebhookAdapter(receiver)

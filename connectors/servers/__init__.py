@@ -1,0 +1,36 @@
+"""Real servers on free loopback ports for the tests, the benchmarks and a sink author's conformance runs.
+
+One module per server: `connectors.servers.redis` (redis-server), `connectors.servers.kafka` (an Apache
+Kafka broker and the Maven fetcher of its jars), `connectors.servers.receiver` (the project's reference
+HTTP receiver), `connectors.servers.spark` (a Spark standalone cluster, a Spark Connect server) and
+`connectors.servers.toxiproxy` (Shopify's Toxiproxy, a fault-injecting TCP proxy); `connectors.servers.base`
+holds what they share. ``python -m connectors.servers`` is their command line (``fetch-kafka``,
+``fetch-toxiproxy``, ``serve <kind>``).
+
+Only the standard library is imported at module level; ``redis`` and ``confluent_kafka`` are imported when
+a server needs them, so the fetch commands work before the clients are installed.
+"""
+
+from connectors.servers.base import LOOPBACK, ServerError, cache_root, free_port, wait_until
+from connectors.servers.kafka import KAFKA_VERSION, KafkaBroker, fetch_kafka, kafka_jars_dir
+from connectors.servers.receiver import Receiver
+from connectors.servers.redis import RedisServer
+from connectors.servers.spark import SparkConnectServer, SparkStandaloneCluster, processes_under, spark_home
+
+__all__ = [
+    "KAFKA_VERSION",
+    "KafkaBroker",
+    "LOOPBACK",
+    "Receiver",
+    "RedisServer",
+    "ServerError",
+    "SparkConnectServer",
+    "SparkStandaloneCluster",
+    "cache_root",
+    "fetch_kafka",
+    "free_port",
+    "kafka_jars_dir",
+    "processes_under",
+    "spark_home",
+    "wait_until",
+]

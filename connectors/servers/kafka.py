@@ -1,0 +1,392 @@
+"""A single-node Apache Kafka broker (`KafkaBroker`, KRaft) and the Maven fetcher of its jars (`fetch_kafka`).
+
+The Kafka version is pinned in ``tests/kafka/pom.xml`` of the checkout (``kafka.version``) and read from
+there at import (`KAFKA_VERSION`, None outside a checkout): the broker needs a checkout (Maven fetches its
+jars by that pom). ``confluent_kafka`` is imported only by the client helpers, so ``python -m
+connectors.servers fetch-kafka`` works before the clients are installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Iterable
+
+from connectors.servers.base import (LOOPBACK, ROOT, ServerError, _ProcessServer, _quiet_logger, cache_root,
+                                     free_port, wait_until)
+
+__all__ = ["KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir"]
+
+KAFKA_POM = ROOT / "tests" / "kafka" / "pom.xml"
+
+
+def _read_kafka_version() -> str:
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    root = ET.parse(KAFKA_POM).getroot()
+    node = root.find("m:properties/m:kafka.version", ns)
+    if node is None or not (node.text or "").strip():
+        raise ServerError(f"no <kafka.version> property in {KAFKA_POM}")
+    return node.text.strip()
+
+
+KAFKA_VERSION = _read_kafka_version() if KAFKA_POM.exists() else None  # None: not a checkout (no broker)
+
+
+def kafka_jars_dir() -> Path:
+    if KAFKA_VERSION is None:
+        raise ServerError(f"no {KAFKA_POM}: the Kafka broker needs the project's checkout (its pom pins the version)")
+    return cache_root() / f"kafka-{KAFKA_VERSION}"
+
+
+def fetch_kafka(quiet: bool = False) -> Path:
+    """Download the Kafka broker jars from Maven Central (via ``mvn``) unless already there; return their dir.
+
+    A marker file holding the pom's sha256 is written after a complete download, so an interrupted or stale
+    fetch is redone. Concurrent callers serialise on a lock file.
+    """
+    target = kafka_jars_dir()
+    marker = target / ".complete"
+    pom_sha = hashlib.sha256(KAFKA_POM.read_bytes()).hexdigest()
+    if marker.is_file() and marker.read_text().strip() == pom_sha:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.is_file() and marker.read_text().strip() == pom_sha:
+            return target
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            if not quiet:
+                print(f"fetching Apache Kafka {KAFKA_VERSION} from Maven Central into {target} ...", file=sys.stderr)
+            cmd = [
+                mvn, "-q", "-B", "-f", str(KAFKA_POM),
+                "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
+            ]
+            result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+            jars = sorted(p.name for p in staging.glob("*.jar"))
+            if result.returncode != 0 or f"kafka_2.13-{KAFKA_VERSION}.jar" not in jars:
+                raise ServerError(
+                    f"`{' '.join(cmd)}` failed (exit {result.returncode}, jars: {len(jars)}):\n{result.stdout[-4000:]}"
+                )
+            (staging / ".complete").write_text(pom_sha + "\n")
+            staging.chmod(0o755)
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+_LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="error" shutdownHook="disable">
+  <Appenders>
+    <File name="file" fileName="{log}" append="true">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="WARN"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+class KafkaBroker(_ProcessServer):
+    """A single-node Apache Kafka (KRaft, broker and controller in one JVM) on free loopback ports.
+
+    ``KafkaBroker.external("host:port")`` wraps a broker someone else runs (``KAFKA_BROKERS``).
+    """
+
+    name = "kafka"
+    external_env = "KAFKA_BROKERS"
+    READY_TIMEOUT = 120.0
+
+    # C1-only JIT: the JVM starts ~30% faster; steady-state speed is plenty for tests (pass [] to a benchmark).
+    DEFAULT_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
+    def __init__(self, config: dict[str, Any] | None = None, heap: str = "512m",
+                 jvm_options: Iterable[str] | None = None) -> None:
+        super().__init__()
+        self.extra_config = dict(config or {})
+        self.heap = heap
+        self.jvm_options = list(self.DEFAULT_JVM_OPTIONS if jvm_options is None else jvm_options)
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self.log_dir = self.dir / "data"
+        self.properties_path = self.dir / "server.properties"
+        self.broker_log = self.dir / "broker.log"
+        self.startup_seconds: float | None = None  # time the last start() took until transactions worked
+
+    @property
+    def log_path(self) -> Path:
+        return self.broker_log
+
+    @property
+    def bootstrap(self) -> str:
+        return self._address(lambda: f"{LOOPBACK}:{self.port}")
+
+    # --- life cycle
+
+    def _properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@{LOOPBACK}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": 1,
+            "default.replication.factor": 1,
+            "min.insync.replicas": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "auto.create.topics.enable": "false",
+            "transaction.max.timeout.ms": 3_600_000,
+            "log.flush.interval.messages": 1,  # survive a SIGKILL in crash tests too
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+            "log.retention.hours": 168,
+        }
+        props.update(self.extra_config)
+        return props
+
+    def _java(self) -> str:
+        home = os.environ.get("JAVA_HOME")
+        if home and (Path(home) / "bin" / "java").exists():
+            return str(Path(home) / "bin" / "java")
+        java = shutil.which("java")
+        if java is None:
+            raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
+        return java
+
+    def _java_cmd(self, jars: Path, main: str, *args: str, heap: str | None = None) -> list[str]:
+        cmd = [self._java()]
+        if heap:
+            cmd += [f"-Xmx{heap}", "-Xms256m"]
+        cmd += [
+            *self.jvm_options,
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
+            "-cp", f"{jars}/*",
+            main, *args,
+        ]
+        return cmd
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        jars = fetch_kafka()
+        fixed_ports = self.port is not None
+        for attempt in range(3):
+            if not fixed_ports:  # first start: pick ports; a restart keeps them
+                self.port, self.controller_port = free_port(), free_port()
+                while self.controller_port == self.port:
+                    self.controller_port = free_port()
+            self.properties_path.write_text(
+                "".join(f"{key}={value}\n" for key, value in self._properties().items())
+            )
+            (self.dir / "log4j2.xml").write_text(_LOG4J2_XML.format(log=self.broker_log))
+            if not (self.log_dir / "meta.properties").exists():
+                self._format(jars)
+            self._spawn(self._java_cmd(jars, "kafka.Kafka", str(self.properties_path), heap=self.heap))
+            try:
+                self._wait_ready(self._ready, self.READY_TIMEOUT, f"metadata and transactions on {self.bootstrap}")
+                break
+            except ServerError as exc:
+                # Another process took a port between free_port() and the bind: try other ports.
+                if fixed_ports or attempt == 2 or "Address already in use" not in str(exc):
+                    raise
+        self.startup_seconds = time.monotonic() - started
+
+    def _format(self, jars: Path) -> None:
+        # Kafka's own Uuid.randomUuid() never starts with "-": the CLI parser would take such an id for an option.
+        cluster_id = "-"
+        while cluster_id.startswith("-"):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = self._java_cmd(
+            jars, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_path), heap="256m"
+        )
+        result = subprocess.run(cmd, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        with open(self.out_path, "a") as out:
+            out.write(f"=== format: {' '.join(cmd)}\n{result.stdout}\n")
+        if result.returncode != 0:
+            raise ServerError(f"kafka: formatting {self.log_dir} failed (exit {result.returncode}):\n{result.stdout}")
+
+    def _ready(self) -> bool:
+        from confluent_kafka import Producer
+
+        # A plain TCP connect first: librdkafka backs off after "connection refused", which would cost seconds.
+        socket.create_connection((LOOPBACK, self.port), timeout=1).close()
+        metadata = self.admin().list_topics(timeout=5)
+        if metadata.cluster_id != self.cluster_id:  # someone else's server on "our" port
+            raise ServerError(f"{self.bootstrap} answers for cluster {metadata.cluster_id}, not {self.cluster_id}")
+        # The transaction coordinator loads its state topic after the broker answers metadata; until then
+        # InitProducerId fails with COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR. Retry a fresh producer.
+        producer = Producer(
+            self._client_config(
+                {"transactional.id": f"impulse-readiness-{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": 10_000}
+            )
+        )
+        try:
+            producer.init_transactions(10)
+            return True
+        finally:
+            producer.flush(1)
+            del producer
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster id written by the storage format (``None`` before the first start)."""
+        with contextlib.suppress(OSError):
+            for line in (self.log_dir / "meta.properties").read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.split("=", 1)[1].strip()
+        return None
+
+    def _stop(self, timeout: float) -> None:
+        self._terminate(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (crash test); ``start()`` brings it back on the same ports and log dir."""
+        with self._lock:
+            self._kill()
+
+    # --- client helpers
+
+    def _client_config(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": _quiet_logger("kafka")}
+        conf.update(extra or {})
+        return conf
+
+    def admin(self, **conf):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(self._client_config(conf))
+
+    def producer(self, **conf):
+        """A ``confluent_kafka.Producer`` for this broker; keys use librdkafka spelling with ``_`` for ``.``."""
+        from confluent_kafka import Producer
+
+        return Producer(self._client_config({k.replace("_", "."): v for k, v in conf.items()}))
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     timeout: float = 30.0) -> str:
+        """Create a topic and wait until every partition has a leader. Returns ``name``."""
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+            operation_timeout=timeout, request_timeout=timeout,
+        )
+        futures[name].result(timeout)
+
+        def ready() -> bool:
+            topic = admin.list_topics(name, timeout=5).topics.get(name)
+            return (
+                topic is not None and topic.error is None and len(topic.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
+            )
+
+        wait_until(ready, timeout, 0.1, f"topic {name} to have {partitions} partitions with leaders")
+        return name
+
+    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
+        admin = self.admin()
+        admin.delete_topics([name], operation_timeout=timeout)[name].result(timeout)
+        wait_until(lambda: name not in admin.list_topics(timeout=5).topics, timeout, 0.1, f"topic {name} to go")
+
+    def end_offsets(self, topic: str, isolation: str = "read_committed", timeout: float = 30.0) -> dict[int, int]:
+        """``{partition: end offset}``; for ``read_committed`` the end is the last stable offset."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._client_config({
+            "group.id": f"impulse-offsets-{uuid.uuid4().hex}", "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }))
+        try:
+            meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
+            if meta.error is not None:
+                raise ServerError(f"kafka: topic {topic}: {meta.error}")
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1]
+                for p in sorted(meta.partitions)
+            }
+        finally:
+            consumer.close()
+
+    def consume_all(self, topic: str, isolation: str = "read_committed", timeout: float = 60.0) -> list:
+        """Every message of ``topic`` from the beginning up to its current end offsets (read with
+        ``isolation``), in partition order then offset order. Returns ``confluent_kafka.Message`` objects.
+
+        The end offsets are taken once at the start (watermarks, or the last stable offset for
+        ``read_committed``); a partition is finished when the consumer reports end-of-partition at or past it.
+        """
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        ends = self.end_offsets(topic, isolation, timeout)
+        consumer = Consumer(self._client_config({
+            "group.id": f"impulse-consume-all-{uuid.uuid4().hex}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }))
+        by_partition: dict[int, list] = {p: [] for p in ends}
+        pending = {p for p, end in ends.items() if end > 0}
+        try:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+            deadline = time.monotonic() + timeout
+            while pending:
+                if time.monotonic() >= deadline:
+                    got = {p: len(v) for p, v in by_partition.items()}
+                    raise TimeoutError(f"consume_all({topic!r}): partitions {sorted(pending)} not read up to "
+                                       f"{ends} within {timeout:g}s (messages so far: {got})")
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= ends[msg.partition()]:
+                            pending.discard(msg.partition())
+                        continue
+                    if err.retriable() or err.code() == KafkaError._TRANSPORT:
+                        continue
+                    raise ServerError(f"consume_all({topic!r}): {err}")
+                partition = msg.partition()
+                if msg.offset() < ends[partition]:
+                    by_partition[partition].append(msg)
+                if msg.offset() + 1 >= ends[partition]:
+                    pending.discard(partition)
+        finally:
+            consumer.close()
+        return [m for p in sorted(by_partition) for m in by_partition[p]]
+

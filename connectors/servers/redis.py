@@ -1,0 +1,120 @@
+"""``redis-server`` on a free loopback port (`RedisServer`)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+from pathlib import Path
+
+from connectors.servers.base import LOOPBACK, ServerError, _ProcessServer, _tail, free_port
+
+__all__ = ["RedisServer"]
+
+
+class RedisServer(_ProcessServer):
+    """``redis-server`` on a free loopback port; with ``persistence`` an fsync-always AOF in its temp dir.
+
+    ``restart()`` keeps the data either way: without persistence it stops with ``SHUTDOWN SAVE`` (an RDB
+    snapshot in its dir, which the new process loads); ``stop()`` and ``close()`` save nothing.
+
+    ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``).
+    """
+
+    name = "redis"
+    external_env = "REDIS_URL"
+
+    def __init__(self, persistence: bool = False, port: int | None = None) -> None:
+        super().__init__()
+        self.persistence = persistence
+        self.port = port
+        self.host = LOOPBACK
+        self.log_path_ = self.dir / "redis.log"
+        self._save_on_stop = False
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_path_
+
+    def restart(self, timeout: float = 30.0):
+        self._save_on_stop = True
+        try:
+            return super().restart(timeout)
+        finally:
+            self._save_on_stop = False
+
+    @property
+    def url(self) -> str:
+        return self._address(lambda: f"redis://{self.host}:{self.port}/0")
+
+    def client(self, **kwargs):
+        """A ``redis.Redis`` connected to this server (``decode_responses`` etc. pass through)."""
+        import redis
+
+        return redis.Redis.from_url(self.url, **kwargs)
+
+    def _start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise ServerError(
+                "redis-server is not installed: run `apt-get install -y redis-server` (tests/run does this)"
+            )
+        fixed_port = self.port is not None
+        for attempt in range(5):
+            if not fixed_port:
+                self.port = free_port()
+            cmd = [
+                binary,
+                "--bind", LOOPBACK,
+                "--port", str(self.port),
+                "--dir", str(self.dir),
+                "--logfile", str(self.log_path_),
+                "--daemonize", "no",
+                "--save", "",
+            ]
+            if self.persistence:
+                cmd += ["--appendonly", "yes", "--appendfsync", "always"]
+            else:
+                cmd += ["--appendonly", "no"]
+            self._spawn(cmd)
+            try:
+                self._wait_ready(self._ping, 20, f"PING on {self.url}")
+                return
+            except ServerError:
+                in_use = "Address already in use" in _tail(self.log_path_, 5)
+                if fixed_port or not in_use or attempt == 4:
+                    raise
+
+    def _ping(self) -> bool:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=1, socket_timeout=2,
+                             retry=Retry(NoBackoff(), 0))
+        try:
+            if not client.ping():
+                return False
+            pid = client.info("server").get("process_id")
+            if pid != self.proc.pid:  # someone else's server on "our" port
+                raise ServerError(f"{self.url} is redis-server pid {pid}, not ours ({self.proc.pid})")
+            return True
+        finally:
+            client.close()
+
+    def _stop(self, timeout: float) -> None:
+        if not self.running:
+            return
+        # SHUTDOWN over a raw socket: redis-py treats the closed connection as an error and retries with backoff.
+        if self.persistence:
+            command = b"*1\r\n$8\r\nSHUTDOWN\r\n"
+        elif self._save_on_stop:
+            command = b"*2\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n"
+        else:
+            command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
+        with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=timeout) as sock:
+            sock.sendall(command)
+            while sock.recv(4096):  # an error reply, or EOF once the server has exited
+                pass
+        self._terminate(timeout)
+
