@@ -19,7 +19,7 @@ from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
-from sinks.librdkafka import ArrowProducer
+from sinks.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES"]
 
@@ -72,6 +72,12 @@ _MANAGED = {
 
 _CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
 
+# The most a record adds to its key, value and headers in a record batch of its own (format v2: the batch's
+# 61-byte header, the record's length, attributes, timestamp and offset deltas and the key, value and header
+# lengths as varints). A record whose bytes and this exceed the topic's max.message.bytes is refused.
+_RECORD_OVERHEAD = 86
+_LIMITS_MAX_AGE_S = 60.0  # how long an executor process keeps a topic's limits before asking again
+
 
 def _import_kafka():
     try:
@@ -98,6 +104,7 @@ class KafkaOptions:
     transaction_timeout_ms: int
     progress_topic: str | None
     timeout_s: float
+    dead_letter_topic: str | None = None
 
     @classmethod
     def read(cls, reader: OptionReader) -> "KafkaOptions":
@@ -131,18 +138,25 @@ class KafkaOptions:
             transaction_timeout_ms=timeout_ms,
             progress_topic=reader.string("progressTopic") or topic,
             timeout_s=reader.duration_us("timeout", 30_000_000) / 1e6,
+            dead_letter_topic=reader.string("deadLetterTopic"),
         )
 
     @property
     def exactly_once(self) -> bool:
         return self.guarantee == EXACTLY_ONCE
 
-    def producer_config(self, transactional_id: str | None = None) -> dict:
-        """librdkafka settings of the sink's producer: defaults < kafka.* options < what the guarantee needs."""
+    def producer_config(self, transactional_id: str | None = None, max_batch_bytes: int | None = None) -> dict:
+        """librdkafka settings of the sink's producer: defaults < kafka.* options < what the guarantee needs.
+
+        ``max_batch_bytes`` (the smallest ``max.message.bytes`` of the topics written) caps ``batch.size``,
+        so the broker never refuses a batch of records it would take one by one.
+        """
         conf: dict[str, Any] = dict(PRODUCER_DEFAULTS)
         if self.exactly_once:
             conf["message.timeout.ms"] = min(conf["message.timeout.ms"], self.transaction_timeout_ms)
         conf.update(self.client)
+        if max_batch_bytes is not None:
+            conf["batch.size"] = min(int(conf.get("batch.size", 1_000_000)), max_batch_bytes)
         conf.setdefault("enable.idempotence", True)
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
@@ -208,20 +222,60 @@ class _Records:
 
     topic: str
     values: pa.Array                            # binary; null: a tombstone
+    rows: np.ndarray                            # uint64: each record's row in the partition
     keys: pa.Array | None = None                # binary; null: no key
     partitions: np.ndarray | None = None        # int32; -1: the partitioner picks
     timestamps: np.ndarray | None = None        # int64 ms since the epoch; 0: now
     headers: list | None = None                 # per record: [(key, value), …] or None
 
-    def take(self, topic: str, rows: pa.Array) -> "_Records":
-        """The records at ``rows`` (indices), for ``topic``."""
-        index = rows.to_numpy()
+    def take(self, topic: str, index: np.ndarray) -> "_Records":
+        """The records at ``index`` (positions), for ``topic``."""
+        taken = pa.array(index, pa.int64())
         return _Records(
-            topic, self.values.take(rows), None if self.keys is None else self.keys.take(rows),
+            topic, self.values.take(taken), self.rows[index], None if self.keys is None else self.keys.take(taken),
             None if self.partitions is None else self.partitions[index],
             None if self.timestamps is None else self.timestamps[index],
             None if self.headers is None else [self.headers[i] for i in index],
         )
+
+    def sizes(self) -> np.ndarray:
+        """Each record's key, value and header bytes."""
+        size = pc.fill_null(pc.binary_length(self.values), 0).to_numpy().astype(np.int64)
+        if self.keys is not None:
+            size += pc.fill_null(pc.binary_length(self.keys), 0).to_numpy()
+        if self.headers is not None:
+            size += np.array([sum(len(k.encode()) + len(v or b"") for k, v in row or ()) for row in self.headers],
+                             np.int64)
+        return size
+
+
+@dataclass(frozen=True)
+class TopicLimits:
+    """What a topic refuses of a record, whatever the attempt: as its configuration says."""
+
+    max_bytes: int | None       # max.message.bytes (None: unknown, not checked)
+    compacted: bool = False     # cleanup.policy has compact: a record without a key is refused (INVALID_RECORD)
+
+    def refusals(self, records: "_Records") -> tuple[np.ndarray, list[str]]:
+        """The positions of the records this topic would refuse, and why (in librdkafka's error names)."""
+        bad, reasons = [], []
+        if self.max_bytes is not None:
+            sizes = records.sizes()
+            for i in np.flatnonzero(sizes + _RECORD_OVERHEAD > self.max_bytes):
+                bad.append(int(i))
+                reasons.append(f"MSG_SIZE_TOO_LARGE: the record's key, value and headers take {int(sizes[i])} "
+                               f"bytes, over the topic's max.message.bytes {self.max_bytes} less "
+                               f"{_RECORD_OVERHEAD} bytes of framing")
+        if self.compacted:
+            keyless = np.arange(len(records.values)) if records.keys is None \
+                else np.flatnonzero(records.keys.is_null().to_numpy(zero_copy_only=False))
+            for i in keyless:
+                if int(i) not in bad:
+                    bad.append(int(i))
+                    reasons.append("INVALID_RECORD: a compacted topic (cleanup.policy=compact) refuses a record "
+                                   "without a key")
+        order = np.argsort(bad, kind="stable")
+        return np.array(bad, np.int64)[order], [reasons[i] for i in order]
 
 
 class _Connection:
@@ -234,6 +288,8 @@ class _Connection:
         self.in_transaction = False
         self.known_topics: set[str] = set()
         self.written = False          # write() returned: every record acknowledged, none failed
+        self.limits: dict[str, TopicLimits] = {}  # topic → what it refuses, for the topics written so far
+        self.batch_bytes: int | None = None       # the producer's batch.size cap (see `KafkaOptions.producer_config`)
         self.next_partition: dict[str, int] = {}  # topic → where its next record batch without keys goes
 
     def sticky_partition(self, topic: str) -> int:
@@ -293,8 +349,10 @@ _idle_producers = _IdleClients(max_idle_s=600.0)  # Spark's producer cache: 10 m
 # The driver's metadata client between checks (every micro-batch, twice: planner and committer): a
 # connected client answers in ~2-3 ms, a new one takes ~10 ms (threads, connections, teardown).
 _idle_checkers = _IdleClients(max_idle_s=60.0)
-# The driver's admin client between partition checks (`KafkaSink.committed_beyond`, every micro-batch).
+# The driver's admin client between partition checks (`KafkaSink.committed_beyond`, every micro-batch), and
+# executors' between reads of topic limits (`KafkaSink.topic_limits`).
 _idle_admins = _IdleClients(max_idle_s=60.0)
+_topic_limits: dict[tuple, tuple["TopicLimits", float]] = {}  # (settings, topic) → (limits, when read)
 
 
 class KafkaSink(Sink):
@@ -318,6 +376,10 @@ class KafkaSink(Sink):
         running query does not fail it); an unknown topic an `OptionError`.
         """
         kafka = _import_kafka()
+        try:
+            library()  # the executors' write path: a librdkafka it cannot bind fails here, before any task
+        except UnsupportedLibrdkafka as exc:
+            raise SinkError(str(exc)) from exc
         opts = self.options
         producer = _idle_checkers.take(self._idle_key)
         if producer is None:
@@ -329,7 +391,9 @@ class KafkaSink(Sink):
                                   f"settings librdkafka accepts ({exc.args[0].str()})") from exc
         try:
             metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
-            for topic in sorted({t for t in (opts.topic, opts.progress_topic if opts.exactly_once else None) if t}):
+            named = {opts.dead_letter_topic: "deadLetterTopic", opts.progress_topic if opts.exactly_once else None:
+                     "progressTopic", opts.topic: "topic"}
+            for topic in sorted(t for t in named if t):
                 found = metadata.topics.get(topic)
                 if found is None or found.error is not None:  # ask for it by name: auto-creation, if enabled
                     found = producer.list_topics(topic, timeout=_CHECK_TIMEOUT_S).topics.get(topic)
@@ -337,7 +401,7 @@ class KafkaSink(Sink):
                     continue
                 if found is not None and found.error.name() not in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
                     raise TransientError(f"kafka-sink: topic '{topic}' at {opts.bootstrap}: {found.error.str()}")
-                option = "topic" if topic == opts.topic else "progressTopic"
+                option = named[topic]
                 reason = found.error.str() if found is not None else "not found"
                 raise OptionError(option, topic, f"an existing topic of the Kafka cluster at {opts.bootstrap} "
                                   f"(the broker says: {reason}); create it first")
@@ -406,15 +470,18 @@ class KafkaSink(Sink):
     def open(self, identity: WriteIdentity) -> _Connection:
         kafka = _import_kafka()
         opts = self.options
+        limits = {t: self.topic_limits(t) for t in (opts.topic, opts.dead_letter_topic) if t}
+        batch_bytes = min((lim.max_bytes for lim in limits.values() if lim.max_bytes), default=None)
         if not opts.exactly_once:
-            conn = _idle_producers.take(self._idle_key)
+            conn = _idle_producers.take((self._idle_key, batch_bytes))
             if conn is not None:
                 return conn
         txid = transactional_id(opts.transactional_id_prefix, identity.commit_id, identity.partition_id) \
             if opts.exactly_once else None
         conn = _Connection(None, None, txid)
+        conn.limits, conn.batch_bytes = limits, batch_bytes
         with _mapped(opts, "connecting"):
-            conn.producer = ArrowProducer(opts.producer_config(txid))
+            conn.producer = ArrowProducer(opts.producer_config(txid, batch_bytes))
             # Metadata first: a missing topic fails here, before a transaction is started.
             self._check_topics(conn, [t for t in {opts.topic, opts.progress_topic if txid else None} if t])
             if txid is not None:
@@ -426,6 +493,30 @@ class KafkaSink(Sink):
                     "enable.auto.commit": False, "logger": opts.client_logger,
                 })
         return conn
+
+    def topic_limits(self, topic: str) -> TopicLimits:
+        """The topic's max.message.bytes and cleanup.policy, asked once a minute per process; unknown (nothing
+        checked before producing) when the cluster does not say, e.g. without DescribeConfigs permission."""
+        key = (self._idle_key, topic)
+        known = _topic_limits.get(key)
+        if known is not None and time.monotonic() - known[1] < _LIMITS_MAX_AGE_S:
+            return known[0]
+        from confluent_kafka.admin import AdminClient, ConfigResource
+
+        opts = self.options
+        admin = _idle_admins.take(self._idle_key) or AdminClient({**opts.common_config(), "logger": _quiet})
+        try:
+            [future] = admin.describe_configs([ConfigResource("topic", topic)],
+                                              request_timeout=_CHECK_TIMEOUT_S).values()
+            config = future.result(_CHECK_TIMEOUT_S)
+            limits = TopicLimits(int(config["max.message.bytes"].value),
+                                 "compact" in (config["cleanup.policy"].value or ""))
+            _idle_admins.keep(self._idle_key, admin)
+        except Exception as exc:  # noqa: BLE001 - the broker's own checks still apply, record by record
+            log.debug("kafka-sink: cannot read the configuration of topic '%s': %s", topic, exc)
+            limits = TopicLimits(None)
+        _topic_limits[key] = (limits, time.monotonic())
+        return limits
 
     def is_committed(self, conn: _Connection, identity: WriteIdentity) -> bool:
         if conn.consumer is None:
@@ -450,17 +541,20 @@ class KafkaSink(Sink):
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-    def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+    def write(self, conn: _Connection, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
+        """Write the partition; returns how many of its records went to ``deadLetterTopic``."""
         opts = self.options
         producer = conn.producer
+        dead, first_row = 0, 0
         with _mapped(opts, f"writing {identity}"):
             if conn.transactional_id is not None:
                 producer.begin_transaction()
                 conn.in_transaction = True
             for batch in batches:
-                for records in self._records(batch):
+                for records in self._records(batch, first_row):
                     self._check_topics(conn, [records.topic])
-                    self._produce(conn, records)
+                    dead += self._produce_admissible(conn, identity, records)
+                first_row += batch.num_rows
                 producer.poll(0)
                 self._raise_failures(conn)
             self._flush(conn)
@@ -473,6 +567,61 @@ class KafkaSink(Sink):
                 producer.commit_transaction(opts.timeout_s)
                 conn.in_transaction = False
         conn.written = True
+        return dead
+
+    def _produce_admissible(self, conn: _Connection, identity: WriteIdentity, records: _Records) -> int:
+        """Produce the records the topic takes; dead-letter (or refuse) the others. Returns how many were dead-lettered."""
+        if records.topic not in conn.limits:
+            conn.limits[records.topic] = self.topic_limits(records.topic)
+        bad, reasons = conn.limits[records.topic].refusals(records)
+        if len(bad):
+            refused = records.take(records.topic, bad)
+            records = records.take(records.topic, np.setdiff1d(np.arange(len(records.values)), bad))
+        else:
+            refused = None
+        dead = self._dead_letter(conn, identity, refused, reasons) if refused is not None else 0
+        at_once = self._produce(conn, records) if len(records.values) else []
+        if at_once:  # what librdkafka refused itself (over the producer's message.max.bytes)
+            refused = records.take(records.topic, np.array([i for i, _ in at_once], np.int64))
+            dead += self._dead_letter(conn, identity, refused, [
+                f"{_kafka_error_name(code)}: over the producer's message.max.bytes" for _, code in at_once])
+        return dead
+
+    def _dead_letter(self, conn: _Connection, identity: WriteIdentity, refused: _Records, reasons: list[str]) -> int:
+        """Send refused records to ``deadLetterTopic`` with why and where in headers, in the partition's
+        transaction; without that option, fail the partition naming the first of them."""
+        opts = self.options
+        if opts.dead_letter_topic is None:
+            key = None if refused.keys is None else refused.keys[0].as_py()
+            undone = "nothing of this partition is committed (its transaction is aborted)" if opts.exactly_once \
+                else "records of this partition sent before it may have landed (at_least_once)"
+            raise DeliveryError(
+                f"kafka-sink: topic '{refused.topic}' refuses row {int(refused.rows[0])} of {identity} (key "
+                f"{key!r}): {reasons[0]}; {len(reasons)} record(s) of the partition are refused. {undone}, and "
+                f"every replay meets the same refusal: fix the record or the topic, or set 'deadLetterTopic' to "
+                "send such records there and the others to the topic")
+        self._check_topics(conn, [opts.dead_letter_topic])
+        headers = []
+        for i, reason in enumerate(reasons):
+            code, _, text = reason.partition(": ")
+            about = [("impulse.error.code", code.encode()), ("impulse.error.reason", text.encode()),
+                     ("impulse.topic", refused.topic.encode()), ("impulse.commit.id", identity.commit_id.encode()),
+                     ("impulse.batch", str(identity.batch_id).encode()),
+                     ("impulse.partition", str(identity.partition_id).encode()),
+                     ("impulse.row", str(int(refused.rows[i])).encode())]
+            headers.append(list((refused.headers[i] if refused.headers is not None else None) or ()) + about)
+        letters = _Records(opts.dead_letter_topic, refused.values, refused.rows, refused.keys, None,
+                           refused.timestamps, headers)
+        if letters.topic not in conn.limits:
+            conn.limits[letters.topic] = self.topic_limits(letters.topic)
+        bad, why = conn.limits[letters.topic].refusals(letters)
+        at_once = [] if len(bad) else self._produce(conn, letters)
+        if len(bad) or at_once:
+            row = int(letters.rows[bad[0]]) if len(bad) else int(letters.rows[at_once[0][0]])
+            raise DeliveryError(f"kafka-sink: the dead-letter topic '{letters.topic}' refuses row {row} of {identity} "
+                                f"too: {why[0] if why else _kafka_error_name(at_once[0][1])}; give it a larger "
+                                "max.message.bytes (it takes the refused records whole)")
+        return len(reasons)
 
     def close(self, conn: _Connection) -> None:
         """Executor: abort what is still open, drop what is still queued, release the clients; never raises.
@@ -482,7 +631,7 @@ class KafkaSink(Sink):
         producer = conn.producer
         if conn.written and conn.transactional_id is None and not conn.failed:
             conn.written = False
-            _idle_producers.keep(self._idle_key, conn)
+            _idle_producers.keep((self._idle_key, conn.batch_bytes), conn)
             return
         if producer is not None:
             if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
@@ -493,8 +642,9 @@ class KafkaSink(Sink):
             _quietly(conn.consumer.close)
 
     # -- records --------------------------------------------------------------------------------
-    def _records(self, batch: pa.RecordBatch) -> list[_Records]:
-        """A record batch as the records of each topic, computed with Arrow (no Python work per row)."""
+    def _records(self, batch: pa.RecordBatch, first_row: int = 0) -> list[_Records]:
+        """A record batch (rows `first_row`… of the partition) as the records of each topic, computed with Arrow
+        (no Python work per row)."""
         if not batch.num_rows:
             return []
         cols = self.columns
@@ -504,7 +654,7 @@ class KafkaSink(Sink):
             return batch.column(names.index(name))
 
         values = as_binary(column("value")) if cols.value else json_objects(batch).cast(pa.binary())
-        records = _Records(self.options.topic, values)
+        records = _Records(self.options.topic, values, np.arange(first_row, first_row + batch.num_rows, dtype=np.uint64))
         if cols.key:
             records.keys = as_binary(column("key"))
         if cols.partition:
@@ -528,7 +678,7 @@ class KafkaSink(Sink):
         if len(distinct) == 1:
             records.topic = distinct[0]
             return [records]
-        return [records.take(topic, pc.indices_nonzero(pc.equal(topics, topic))) for topic in distinct]
+        return [records.take(topic, pc.indices_nonzero(pc.equal(topics, topic)).to_numpy()) for topic in distinct]
 
     def _check_topics(self, conn: _Connection, topics: list) -> None:
         """Refuse a topic the cluster does not have now, not after librdkafka's 30 s metadata wait."""
@@ -541,18 +691,24 @@ class KafkaSink(Sink):
                                     f"{reason}")
             conn.known_topics.add(topic)
 
-    def _produce(self, conn: _Connection, records: _Records) -> None:
-        """Hand the records to librdkafka, whole (or one call per record with timestamps or headers)."""
+    def _produce(self, conn: _Connection, records: _Records) -> list[tuple[int, int]]:
+        """Hand the records to librdkafka, whole (or one call per record with timestamps or headers); returns
+        ``(position, error code)`` of those it refused at once (too large for the producer)."""
         producer = conn.producer
         kafka = _import_kafka()
         try:
             if records.timestamps is None and records.headers is None:
                 whole = records.keys is None and records.partitions is None
-                producer.produce(records.topic, records.values, records.keys, records.partitions,
-                                 conn.sticky_partition(records.topic) if whole else -1)
+                refused = producer.produce(records.topic, records.values, records.keys, records.partitions,
+                                           conn.sticky_partition(records.topic) if whole else -1, records.rows)
             else:
-                producer.produce_each(records.topic, records.values, records.keys, records.partitions,
-                                      records.timestamps, records.headers)
+                refused = producer.produce_each(records.topic, records.values, records.keys, records.partitions,
+                                                records.timestamps, records.headers, records.rows)
+            for position, code in refused:
+                if code not in _REFUSED_AT_ONCE:
+                    raise kafka.KafkaException(kafka.KafkaError(code, f"{_kafka_error_name(code)} (topic "
+                                                                      f"'{records.topic}', row {int(records.rows[position])})"))
+            return refused
         except kafka.KafkaException:
             producer.poll(0)  # a delivery that failed first (and broke the transaction) is the reason to report
             self._raise_failures(conn)
@@ -576,10 +732,11 @@ class KafkaSink(Sink):
             raise _translate(fatal, self.options, "writing")
         failures = conn.producer.failures
         if failures:
-            err, topic, partition = failures[0]
+            err, topic, partition, row = failures[0]
             more = f" ({len(failures)} records failed)" if len(failures) > 1 else ""
             where = f"topic '{topic}' partition {partition}" if partition is not None and partition >= 0 \
                 else f"topic '{topic}'"
+            where += f" (row {row} of the Spark partition)"
             raise _translate(err, self.options, f"delivering to {where}", more=more)
 
 
@@ -600,6 +757,13 @@ _REFUSED = {  # the broker (or librdkafka on its behalf) refused the record: a r
     "TOPIC_EXCEPTION", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "CORRUPT_MESSAGE", "_INVALID_ARG", "_KEY_SERIALIZATION",
     "_VALUE_SERIALIZATION",
 }
+_REFUSED_AT_ONCE = {10}  # librdkafka's codes for a record it refuses itself, for what it is: MSG_SIZE_TOO_LARGE
+
+
+def _kafka_error_name(code: int) -> str:
+    return _import_kafka().KafkaError(code).name()
+
+
 _COORDINATOR_MOVING = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
                        "UNSTABLE_OFFSET_COMMIT"}
 _NOT_ALLOWED = {"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
@@ -719,6 +883,18 @@ class KafkaSinkDataSource(SinkDataSource):
         ``topic`` is not set.
     timeout : duration, default ``30s``
         Bound of every blocking client call on the executors (init, offsets, commit).
+    deadLetterTopic : str, optional
+        Where records a topic refuses for good go, in the partition's transaction: a record whose
+        key, value and headers exceed the topic's ``max.message.bytes`` (less 86 bytes of framing,
+        uncompressed) or the producer's ``message.max.bytes``, and a record without a key for a
+        compacted topic. The topic's limits are read (DescribeConfigs) once a minute per executor
+        process; ``batch.size`` is capped at the smallest of them, so a batch is never refused for
+        the records it gathered. A dead letter keeps the record's key, value and headers, and adds
+        the headers ``impulse.error.code``, ``impulse.error.reason``, ``impulse.topic``,
+        ``impulse.commit.id``, ``impulse.batch``, ``impulse.partition`` and ``impulse.row``; the
+        dead-letter topic must take it (a larger ``max.message.bytes``), or the task fails. Without
+        this option such a record fails the task naming its row and key, with nothing of the
+        partition committed (exactly_once), and every replay fails the same way.
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["ArrowProducer", "library"]
+__all__ = ["ArrowProducer", "library", "UnsupportedLibrdkafka", "supported_range"]
 
 _PRODUCER = 0
 _F_COPY = 0x2
@@ -59,7 +59,7 @@ _MESSAGE = np.dtype({
 # rd_kafka_vu_t: a vtype and a 64-byte union (pointer, size, ... at offsets 8, 16, 24).
 _VU = np.dtype({"names": ["vtype", "a", "b"], "formats": ["<i4", "<u8", "<u8"], "offsets": [0, 8, 16],
                 "itemsize": 72})
-_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_MSGFLAGS, _VT_TIMESTAMP, _VT_HEADERS = 2, 3, 4, 5, 7, 8, 10
+_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_OPAQUE, _VT_MSGFLAGS, _VT_TIMESTAMP, _VT_HEADERS = 2, 3, 4, 5, 6, 7, 8, 10
 
 
 class _Message(ctypes.Structure):
@@ -128,9 +128,31 @@ _SIGNATURES: dict[str, tuple[Any, list]] = {
 }
 
 
+class UnsupportedLibrdkafka(ImportError):
+    """The librdkafka found beside confluent-kafka lacks a function (or is too old) for `ArrowProducer`."""
+
+
+def supported_range() -> str:
+    """The confluent-kafka versions this package declares (its ``kafka`` extra), e.g. ``<2.17,>=2.6``; "" when
+    the package is not installed (run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        for requirement in requires("impulse-connectors") or ():
+            if requirement.startswith("confluent-kafka") and "kafka" in requirement.partition(";")[2]:
+                return requirement.partition(";")[0][len("confluent-kafka"):].strip()
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        pass
+    return ""
+
+
 @lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
-    """The librdkafka that confluent-kafka was installed with (its wheel's copy, else the system's)."""
+    """The librdkafka that confluent-kafka was installed with (its wheel's copy, else the system's).
+
+    Raises `UnsupportedLibrdkafka`, naming the missing function and the supported confluent-kafka
+    range, when it lacks one of the functions this module binds (another wheel layout or release).
+    """
     import confluent_kafka
 
     package = os.path.dirname(confluent_kafka.__file__)
@@ -139,14 +161,22 @@ def library() -> ctypes.CDLL:
     if not candidates:
         found = ctypes.util.find_library("rdkafka")
         candidates = [found] if found else []
+    installed = f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    remedy = (f"install a supported release: pip install 'confluent-kafka{supported_range()}'" if supported_range()
+              else "install the confluent-kafka release that the kafka extra of impulse-connectors declares")
     if not candidates:
-        raise ImportError("no librdkafka found next to confluent-kafka or on the system")
+        raise UnsupportedLibrdkafka(f"the kafka sink found no librdkafka next to {installed} or on the system; {remedy}")
     lib = ctypes.CDLL(candidates[0])
     for name, (restype, argtypes) in _SIGNATURES.items():
-        function = getattr(lib, name)
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            raise UnsupportedLibrdkafka(f"the kafka sink calls librdkafka's {name}, which {candidates[0]} of "
+                                        f"{installed} does not have; {remedy}") from None
         function.restype, function.argtypes = restype, argtypes
     if lib.rd_kafka_version() < 0x02000000:
-        raise ImportError(f"librdkafka {lib.rd_kafka_version():#x} at {candidates[0]} is older than 2.0")
+        raise UnsupportedLibrdkafka(f"librdkafka {lib.rd_kafka_version():#x} at {candidates[0]} is older than 2.0; "
+                                    f"{remedy}")
     return lib
 
 
@@ -217,7 +247,7 @@ def _delivery_callback(failures: list) -> Any:
         m = message.contents
         if m.err:
             topic = library().rd_kafka_topic_name(m.rkt).decode() if m.rkt else None
-            failures.append((_kafka_error(m.err), topic, m.partition))
+            failures.append((_kafka_error(m.err), topic, m.partition, m.private or 0))
 
     return _DeliveryCallback(delivered)
 
@@ -226,8 +256,9 @@ class ArrowProducer:
     """A librdkafka producer fed with Arrow arrays (see the module docstring).
 
     ``config`` holds librdkafka properties (values as Python values; booleans as true/false).
-    ``delivery.report.only.error`` is always on: `failures` lists ``(KafkaError, topic, partition)``
-    of the records the broker refused, served by `poll` and `flush`. Not thread-safe.
+    ``delivery.report.only.error`` is always on: `failures` lists ``(KafkaError, topic, partition, row)``
+    of the records the broker refused, served by `poll` and `flush` (``row``: what ``rows`` said of
+    it when it was produced, else its index in that call). Not thread-safe.
     """
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -264,18 +295,23 @@ class ArrowProducer:
 
     # -- producing ------------------------------------------------------------------------------
     def produce(self, topic: str, values: pa.Array, keys: pa.Array | None = None,
-                partitions: np.ndarray | None = None, partition: int = _PARTITION_UA) -> None:
+                partitions: np.ndarray | None = None, partition: int = _PARTITION_UA,
+                rows: np.ndarray | None = None) -> list[tuple[int, int]]:
         """Enqueue one record per row: values and keys binary arrays (null: none), partitions int32 (-1: any).
 
         ``partition`` ≥ 0 sends every record to that partition (``partitions`` must then be None):
         librdkafka looks it up once for the call instead of running its partitioner per record.
-        Blocks while the local queue is full, serving delivery reports; raises KafkaException for a
-        record librdkafka refuses at once (an unknown partition, a record over ``message.max.bytes``).
+        Blocks while the local queue is full, serving delivery reports. Returns ``(index, error
+        code)`` of each record librdkafka refused at once (over ``message.max.bytes``: code 10,
+        MSG_SIZE_TOO_LARGE); the others are enqueued. Raises KafkaException for a partition the topic
+        does not have, before anything is enqueued. A failed delivery names the record's ``rows``
+        entry (default: its index in the call).
         """
         count = len(values)
         if not count:
-            return
+            return []
         messages = np.zeros(count, _MESSAGE)
+        messages["private"] = np.arange(count) if rows is None else rows
         messages["payload"], messages["len"] = _pointers(values)
         if keys is not None:
             messages["key"], messages["key_len"] = _pointers(keys)
@@ -288,32 +324,33 @@ class ArrowProducer:
             flags |= _F_PARTITION
         elif partition != _PARTITION_UA:
             self._check_partitions(topic, np.broadcast_to(np.int32(partition), (count,)))  # a view: no copy
-        lib, rkt, done = library(), self._topic(topic), 0
+        lib, rkt, done, refused = library(), self._topic(topic), 0, []
         address, stride, errors = messages.ctypes.data, _MESSAGE.itemsize, messages["err"]
         while done < count:
-            # Returns how many it enqueued, not how many in a row: the first refused record tells.
+            # A record refused for itself (too large) is skipped and the call goes on; once the queue is
+            # full, that record and every later one of the call are refused: the loop resumes there.
             lib.rd_kafka_produce_batch(rkt, partition, flags, address + done * stride, count - done)
-            refused = np.flatnonzero(errors[done:])
-            if not len(refused):
+            full = np.flatnonzero(errors[done:] == _ERR_QUEUE_FULL)
+            stop = done + int(full[0]) if len(full) else count
+            refused += [(done + int(i), int(errors[done + i])) for i in np.flatnonzero(errors[done:stop])]
+            if stop == count:
                 break
-            done += int(refused[0])
-            err = int(errors[done])
-            if err != _ERR_QUEUE_FULL:
-                _raise_code(err, f"{lib.rd_kafka_err2str(err).decode()} (topic '{topic}', record {done} of {count})")
-            # Queue full: this record and every later one of the call were refused. Back-pressure:
-            # room comes as the broker acknowledges.
+            done = stop
+            # Back-pressure: room comes as the broker acknowledges.
             lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)
+        return refused
 
     def produce_each(self, topic: str, values: pa.Array, keys: pa.Array | None, partitions: np.ndarray | None,
-                     timestamps: np.ndarray | None, headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None
-                     ) -> None:
+                     timestamps: np.ndarray | None, headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None,
+                     rows: np.ndarray | None = None) -> list[tuple[int, int]]:
         """Like `produce`, with per-record timestamps (ms since the epoch, 0: now) and headers: one call per record."""
         count = len(values)
         if partitions is not None:
             self._check_partitions(topic, partitions)
-        lib = library()
-        vus = np.zeros((count, 7), _VU)
-        vus["vtype"] = [_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_TIMESTAMP, _VT_HEADERS, _VT_MSGFLAGS]
+        lib, refused = library(), []
+        vus = np.zeros((count, 8), _VU)
+        vus["vtype"] = [_VT_RKT, _VT_PARTITION, _VT_VALUE, _VT_KEY, _VT_TIMESTAMP, _VT_HEADERS, _VT_MSGFLAGS,
+                        _VT_OPAQUE]
         vus["a"][:, 0] = self._topic(topic)
         vus["a"][:, 1] = (partitions if partitions is not None else np.full(count, -1, np.int32)).astype(np.uint32)
         vus["a"][:, 2], vus["b"][:, 2] = _pointers(values)
@@ -322,21 +359,25 @@ class ArrowProducer:
         if timestamps is not None:
             vus["a"][:, 4] = np.asarray(timestamps, dtype=np.int64).astype(np.uint64)
         vus["a"][:, 6] = _F_COPY
-        address, stride = vus.ctypes.data, 7 * _VU.itemsize
+        vus["a"][:, 7] = np.arange(count) if rows is None else rows
+        address, stride = vus.ctypes.data, 8 * _VU.itemsize
         for i in range(count):
             row = headers[i] if headers is not None else None
             handle = self._headers(row) if row else None
             vus["a"][i, 5] = handle or 0
             while True:
-                error = lib.rd_kafka_produceva(self._rk, address + i * stride, 7)
+                error = lib.rd_kafka_produceva(self._rk, address + i * stride, 8)
                 if not error:
                     break  # librdkafka owns the headers now
-                if lib.rd_kafka_error_code(error) != _ERR_QUEUE_FULL:
+                code = lib.rd_kafka_error_code(error)
+                lib.rd_kafka_error_destroy(error)
+                if code != _ERR_QUEUE_FULL:
                     if handle:
                         lib.rd_kafka_headers_destroy(handle)
-                    _raise_error(error)
-                lib.rd_kafka_error_destroy(error)
+                    refused.append((i, code))
+                    break
                 lib.rd_kafka_poll(self._rk, _QUEUE_FULL_WAIT_MS)
+        return refused
 
     def _check_partitions(self, topic: str, partitions: np.ndarray) -> None:
         """Refuse a partition the topic does not have before anything is enqueued.

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import email.utils
+import hashlib
+import hmac
 import http.cookiejar
 import json
 import os
@@ -75,6 +79,49 @@ def _parse_retry_on(text: str) -> tuple[str, ...]:
     return masks
 
 
+_SECRET_PREFIX = "whsec_"
+_SECRETS_EXPECTED = "one or more space-separated Standard Webhooks secrets 'whsec_<base64>' (or ${ENV:NAME} holding them)"
+
+
+def signing_keys(secrets: str) -> tuple[bytes, ...]:
+    """The HMAC keys of space-separated ``whsec_<base64>`` secrets; ValueError for anything else."""
+    keys = []
+    for secret in secrets.split():
+        if not secret.startswith(_SECRET_PREFIX):
+            raise ValueError(f"a secret does not start with {_SECRET_PREFIX!r}")
+        try:
+            key = base64.b64decode(secret[len(_SECRET_PREFIX):] + "==", validate=False)
+        except binascii.Error as exc:
+            raise ValueError("a secret is not base64 after its prefix") from exc
+        if not key:
+            raise ValueError("a secret is empty")
+        keys.append(key)
+    if not keys:
+        raise ValueError("no secret given")
+    return tuple(keys)
+
+
+def signature_headers(keys: Sequence[bytes], message_id: str, body: bytes, now_s: float) -> dict[str, str]:
+    """The Standard Webhooks headers of one request: ``webhook-id``, ``webhook-timestamp`` (whole seconds) and
+    ``webhook-signature``, one ``v1,<base64 HMAC-SHA256 of "id.timestamp.body">`` per key, space-separated."""
+    timestamp = str(int(now_s))
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    signatures = " ".join("v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+                          for key in keys)
+    return {"webhook-id": message_id, "webhook-timestamp": timestamp, "webhook-signature": signatures}
+
+
+def _signing_secret(reader: OptionReader) -> str | None:
+    """The ``signingSecret`` option, checked now unless it names environment variables (read where requests start)."""
+    secret = reader.string("signingSecret")
+    if secret is not None and not _ENV_REF.search(secret):
+        try:
+            signing_keys(secret)
+        except ValueError as exc:
+            raise OptionError("signingSecret", "<hidden>", f"{_SECRETS_EXPECTED}: {exc}") from None
+    return secret
+
+
 def _verify(text: str) -> bool | str:
     lowered = text.strip().lower()
     if lowered in ("true", "1", "yes"):
@@ -117,6 +164,7 @@ class WebhookOptions:
     commit_url: str | None = None
     abort_url: str | None = None
     dead_letter_url: str | None = None
+    signing_secret: str | None = None  # Standard Webhooks secrets, space-separated; may hold ${ENV:NAME}
 
     @classmethod
     def read(cls, reader: OptionReader) -> "WebhookOptions":
@@ -149,6 +197,7 @@ class WebhookOptions:
             commit_url=_http_url(reader, "commitUrl"),
             abort_url=_http_url(reader, "abortUrl"),
             dead_letter_url=_http_url(reader, "deadLetterUrl"),
+            signing_secret=_signing_secret(reader),
         )
 
     def retryable(self, status: int) -> bool:
@@ -182,6 +231,13 @@ class _Client:
         requests = _import_requests()
         self.options = options
         self.headers = options.resolved_headers(where)
+        self.signing_keys: tuple[bytes, ...] = ()
+        if options.signing_secret is not None:
+            try:
+                self.signing_keys = signing_keys(resolve_env(options.signing_secret, what="signingSecret", where=where))
+            except ValueError as exc:
+                raise SinkError(f"webhook-sink: signingSecret, as read on {where}, is not {_SECRETS_EXPECTED}: "
+                                f"{exc}") from None
         self.session = requests.Session()
         self.session.trust_env = False  # no proxies or .netrc credentials picked up behind the user's back
         self.session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))  # stateless: no cookies
@@ -215,6 +271,8 @@ class _Client:
         if self.stopped.is_set():
             raise _Cancelled(f"webhook-sink: request {key} cancelled: another request of this task failed")
         where = f"{method} {redact_url(url)} ({self.options.idempotency_header}: {key})"
+        if self.signing_keys:  # signed again on every attempt: the timestamp is the attempt's
+            headers = {**headers, **signature_headers(self.signing_keys, key, body, time.time())}
         with map_errors(lambda exc: _translate(exc, where, self.options.timeout_s)):
             response = self.session.request(method, url, data=body, headers=headers, timeout=self.options.timeout_s,
                                             verify=self.options.verify, allow_redirects=False)
@@ -607,6 +665,13 @@ class WebhookSinkDataSource(SinkDataSource):
     abortUrl : str, optional
         The driver POSTs ``{"commitId", "batchId", "rows", "partitions", "failedPartitions"}`` here
         when a batch is aborted, keyed ``<commit id>:<batch>:abort``.
+    signingSecret : str, optional
+        Sign every request (data, dead letters, notifications) as the Standard Webhooks
+        specification says: ``webhook-id`` (the request's idempotency key), ``webhook-timestamp``
+        (seconds) and ``webhook-signature`` (``v1,<base64 HMAC-SHA256 of id.timestamp.body>``).
+        Secrets are ``whsec_<base64>``; several, space-separated, give one signature each (key
+        rotation). ``${ENV:NAME}`` is read where the request is made, like headers. A retried
+        request keeps its id and is signed again with a new timestamp.
     deadLetterUrl : str, optional
         Where rows the receiver refuses for good go. A request answered with a 4xx outside
         ``retryOn`` (other than 401, 403, 404, 405, 407, which are about the endpoint or the

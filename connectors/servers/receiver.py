@@ -19,7 +19,8 @@ For tests, answers can be changed: ``fail_next(n, status)`` (the next n requests
 are not accepted), ``respond_with(status)`` (every request, until ``reset_behaviour``), ``delay_next(n,
 seconds)`` (recorded and accepted on arrival, answered late: a slow server), ``refuse_rows(predicate,
 path)`` (a request under that path holding a row the predicate picks is answered 422, as an API refuses
-a row it cannot accept). ``restart()`` listens again
+a row it cannot accept), ``verify_requests(check, path)`` (a request under that path for which
+``check(headers, body)`` raises is answered 401: a signature check). ``restart()`` listens again
 on the same port keeping everything received; ``stop()`` also cuts kept-alive connections.
 """
 
@@ -116,6 +117,7 @@ class _Behaviour:
     delay_seconds: float = 0.0
     always: tuple[int, dict[str, str], bytes] | None = None
     refuse: tuple[str, Callable[[Any], bool]] | None = None  # (path prefix, row predicate)
+    verify: tuple[str, Callable[[Any, bytes], None]] | None = None  # (path prefix, check(headers, body))
 
 
 @dataclass
@@ -299,6 +301,11 @@ class Receiver:
         with self._lock:
             self._behaviour.refuse = (path, predicate)
 
+    def verify_requests(self, check: Callable[[Any, bytes], None], path: str = "/") -> None:
+        """Answer 401 (not accepted) to every request under `path` for which ``check(headers, body)`` raises."""
+        with self._lock:
+            self._behaviour.verify = (path, check)
+
     def delay_next(self, n: int, seconds: float) -> None:
         with self._lock:
             self._behaviour.delay_left = n
@@ -358,6 +365,11 @@ class Receiver:
                 forced = b.fail_response
             elif b.always is not None:
                 forced = b.always
+        if forced is None and b.verify is not None and path.startswith(b.verify[0]):
+            try:
+                b.verify[1](headers, body)
+            except Exception as exc:  # noqa: BLE001 - any refusal of the check
+                forced = (401, {}, json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
         if forced is None and b.refuse is not None and path.startswith(b.refuse[0]):
             refused = [i for i, row in enumerate(_rows_of(body, headers.get("Content-Type") or "")) if b.refuse[1](row)]
             if refused:

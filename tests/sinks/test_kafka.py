@@ -382,7 +382,8 @@ def test_record_too_large_fails_with_the_brokers_reason(spark, kafka_broker, tmp
     topic = kafka_broker.create_topic(_name("small"), partitions=1, config={"max.message.bytes": "1000"})
     df = impulse(spark, 100, payloadBytes=2_000).selectExpr("payload AS value")
     text = failure(df, kafka_broker, tmp_path / "ck", topic=topic, **{"kafka.compression.type": "none"})
-    assert "DeliveryError" in text and "Message size too large" in text
+    assert "DeliveryError" in text and f"topic '{topic}' refuses row 0 of batch 0 partition" in text
+    assert "MSG_SIZE_TOO_LARGE" in text and "max.message.bytes 1000" in text and "'deadLetterTopic'" in text
     assert stable(kafka_broker, topic) and kafka_broker.consume_all(topic) == []
 
 
@@ -457,11 +458,76 @@ def test_delivery_error_is_not_retried(kafka_broker):
     sink.columns = _Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
     conn = sink.open(identity)
     try:
-        with pytest.raises(DeliveryError, match="Message size too large"):
+        with pytest.raises(DeliveryError, match="refuses row 10 of .*MSG_SIZE_TOO_LARGE"):
             sink.write(conn, identity, iter([pa.record_batch({"value": pa.array([b"ok"] * 10, pa.binary())}), big]))
     finally:
         sink.close(conn)
     assert stable(kafka_broker, topic)
+
+
+def _poison_rows(spark, limit: int, per_trigger: int):
+    """impulse rows keyed ``<subtask_index>:<counter>``; every tenth (counter % 10 == 3) over 1,000 bytes."""
+    return impulse(spark, limit, per_trigger).selectExpr(
+        "concat(subtask_index, ':', counter) AS key",
+        "CASE WHEN counter % 10 = 3 THEN repeat('x', 2000) ELSE CAST(counter AS STRING) END AS value")
+
+
+def _keys(messages) -> list[tuple[int, int]]:
+    return sorted(tuple(map(int, m.key().decode().split(":"))) for m in messages)
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_dead_letter_topic_takes_exactly_the_refused_records(spark, kafka_broker, tmp_path, guarantee):
+    """Records over the topic's max.message.bytes go to deadLetterTopic with why and where; a crash in the middle
+    of a write and the restart leave every record in one of the two topics, once (exactly_once)."""
+    topic = kafka_broker.create_topic(_name("small"), partitions=2, config={"max.message.bytes": "1000"})
+    dead = kafka_broker.create_topic(_name("dlq"), partitions=1)
+    limit, options = 2_000, {"topic": topic, "deadLetterTopic": dead, "deliveryGuarantee": guarantee,
+                              "metricsPath": str(tmp_path / "metrics.jsonl")}
+    if guarantee == "exactly_once":
+        failure(_poison_rows(spark, limit, 500), kafka_broker, tmp_path / "ck", **options,
+                faultInjection="point=mid_write,action=crash,batch=1,partition=0")
+    run(_poison_rows(spark, limit, 500), kafka_broker, tmp_path / "ck", **options)
+    poisoned = [e for e in expected(limit) if e[1] % 10 == 3]
+    landed, letters = kafka_broker.consume_all(topic), kafka_broker.consume_all(dead)
+    if guarantee == "exactly_once":
+        assert _keys(landed) == [e for e in expected(limit) if e not in poisoned]
+        assert _keys(letters) == poisoned
+        assert stable(kafka_broker, topic) and stable(kafka_broker, dead)
+    else:  # at least once: nothing lost
+        assert set(_keys(landed)) == {e for e in expected(limit) if e not in poisoned}
+        assert set(_keys(letters)) == set(poisoned)
+    letter = next(m for m in letters if m.key() == b"0:3")
+    assert letter.value() == b"x" * 2_000
+    about = {k: v.decode() for k, v in letter.headers()}
+    assert about["impulse.error.code"] == "MSG_SIZE_TOO_LARGE" and "max.message.bytes 1000" in about["impulse.error.reason"]
+    assert (about["impulse.topic"], about["impulse.batch"], about["impulse.partition"]) == (topic, "0", "0")
+    assert about["impulse.row"] == "3"
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    counted = sum(m["deadLettered"] for m in metrics)
+    if guarantee == "at_least_once":  # one run: every batch's count
+        assert counted == len(poisoned)
+    else:  # the partition of batch 1 committed before the crash is skipped by the restart, and counts 0
+        assert 0 < counted < len(poisoned)
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(kafka_broker):
+    topic = kafka_broker.create_topic(_name("compacted"), partitions=1, config={"cleanup.policy": "compact"})
+    dead = kafka_broker.create_topic(_name("dlq"), partitions=1)
+    sink = sink_for(kafka_broker, topic, deadLetterTopic=dead)
+    sink.columns = _Columns(value=True, key=True, topic=False, partition=False, headers=False, timestamp=False)
+    identity = WriteIdentity(_name("q"), 0, 0, 0)
+    conn = sink.open(identity)
+    try:
+        batch = pa.record_batch({"key": pa.array([b"a", None, b"c"], pa.binary()),
+                                 "value": pa.array([b"1", b"2", b"3"], pa.binary())})
+        assert sink.write(conn, identity, iter([batch])) == 1
+    finally:
+        sink.close(conn)
+    assert [(m.key(), m.value()) for m in kafka_broker.consume_all(topic)] == [(b"a", b"1"), (b"c", b"3")]
+    [letter] = kafka_broker.consume_all(dead)
+    assert letter.key() is None and letter.value() == b"2"
+    assert dict(letter.headers())["impulse.error.code"] == b"INVALID_RECORD"
 
 
 def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):

@@ -266,6 +266,53 @@ def test_statuses_about_the_endpoint_are_never_dead_lettered(http_receiver):
     assert not [r for r in http_receiver.requests if r.path == "/dead"]
 
 
+def _whsec() -> str:
+    import base64
+
+    return "whsec_" + base64.b64encode(os.urandom(24)).decode()
+
+
+def test_requests_are_signed_as_standard_webhooks_with_every_secret(http_receiver):
+    """Verified with the specification's reference implementation; a retry keeps webhook-id and signs again."""
+    from standardwebhooks import Webhook
+
+    http_receiver.reset()
+    path = namespace("signed")
+    old, new = _whsec(), _whsec()
+    for secret in (old, new):  # two receivers' views: each secret alone verifies (rotation)
+        sink = WebhookSink(options(url=http_receiver.url + path, batchSize=10, signingSecret=f"{old} {new}",
+                                   maxRetries=2, retryBackoff="10ms"))
+        http_receiver.verify_requests(lambda headers, body, s=secret: Webhook(s).verify(body, dict(headers.items())),
+                                      path)
+        http_receiver.fail_next(1, 503)
+        try:
+            write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 20)])
+        finally:
+            http_receiver.reset_behaviour()
+    sent = [r for r in http_receiver.requests if r.path == path]
+    assert sorted(r.status for r in sent[:3]) == [200, 200, 503]
+    retried = [r for r in sent if r.status == 503][0]
+    again = [r for r in sent if r.headers["webhook-id"] == retried.headers["webhook-id"] and r.status == 200][0]
+    assert again.headers["webhook-id"] == again.idempotency_key  # the request's key, kept by the retry
+    assert len(again.headers["webhook-signature"].split(" ")) == 2
+    assert sorted(c for r in accepted(http_receiver, path) for _, c in events_of(r)) == list(range(20))
+
+    http_receiver.verify_requests(lambda headers, body: Webhook(_whsec()).verify(body, dict(headers.items())), path)
+    try:
+        with pytest.raises(DeliveryError, match="answered 401.*No matching signature"):
+            write_directly(sink, WriteIdentity("q", 1, 0, 0), [rows(0, 10)])
+    finally:
+        http_receiver.reset_behaviour()
+
+
+@pytest.mark.parametrize("secret", ["s3cret", "whsec_", "whsec_!!!! not base64"])
+def test_a_bad_signing_secret_fails_at_start_without_showing_it(secret):
+    with pytest.raises(OptionError) as bad:
+        options(url="http://h/", signingSecret=secret)
+    assert "signingSecret" in str(bad.value) and "whsec_<base64>" in str(bad.value)
+    assert secret not in str(bad.value) or secret == "whsec_"
+
+
 def test_url_user_info_is_basic_auth_and_cookies_are_not_kept(http_receiver):
     http_receiver.reset()
     path = namespace("auth")
