@@ -11,13 +11,15 @@ Python API, e.g. with a session of your own::
     ramp = run_ramp(LoadConfig(sink="noop"), RampConfig(100_000, 100_000, 2_000_000, 10), spark=spark)
     ramp.highest_sustained_rate
 
-Modules, one job each: `config` (what to run), `target` (sink names, pre-flight check, option
-redaction), `session` (Spark session, warm-up), `receiver` (embedded HTTP receiver), `metrics`
-(per-batch measurements: delivered, lag, latency split into schedule delay and delivery, achieved
-rate), `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run`
-(one run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``),
-`report` (summary table, JSON, CSV), `plot` (PNG), `compare` (``impulse-load compare DIR…``),
-`cli` (flags, signals, exit codes).
+Modules, one job each: `units` (rates, durations, KEY=VALUE: parsed), `config` (what to run),
+`scenario` (the one table of keys: flags and TOML files), `stages` (the source's ``rateStages``:
+arithmetic and per-stage results), `target` (sink names, pre-flight check, option redaction),
+`session` (Spark session, warm-up), `receiver` (embedded HTTP receiver), `metrics` (per-batch
+measurements: delivered, lag, latency split into schedule delay and delivery, achieved rate),
+`bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
+run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``), `report`
+(summary table, JSON, CSV), `plot` (PNG), `compare` (``impulse-load compare DIR…``), `cli`
+(``impulse-load [run FILE]``, signals, exit codes).
 """
 
 from impulse.loadtest.bound import Verdict, assess

@@ -8,6 +8,8 @@ A run at target rate R is **sustained** when all of these hold:
    slope of delivered events over acknowledgement time) is ≥ 95 % of R. Equivalently, the lag
    (events due − events delivered) grows by less than 5 % of R per second: a sink that cannot keep
    up sees its lag grow at R − achieved;
+   With the source's ``rateStages`` the rate changes within the run: each hold stage (a constant rate)
+   must achieve 95 % of its rate (`impulse.loadtest.stages.StageResult`); ramps are not judged;
 3. latency: the p99 end-to-end latency (event timestamp → sink acknowledgement) is ≤ the maximum
    latency (``--max-latency``, default 5 s).
 
@@ -47,7 +49,12 @@ def assess(result, max_latency_s: float) -> Verdict:
     elif result.outcome == "timed out":
         reasons.append(f"only {result.events:,} of {result.target_events:,} events were delivered within the "
                        f"drain time")
-    if result.achieved_rate < THROUGHPUT_SHARE * result.target_rate:
+    stages = [s for s in getattr(result, "stage_results", ()) if s.stage.hold]
+    for stage in stages:
+        if stage.rate_share < THROUGHPUT_SHARE:
+            reasons.append(f"stage {stage.index} ({stage.stage.label}): achieved {stage.achieved_rate:,.0f} "
+                           f"events/s < {THROUGHPUT_SHARE:.0%} of its target")
+    if not stages and result.achieved_rate < THROUGHPUT_SHARE * result.target_rate:
         reasons.append(f"achieved {result.achieved_rate:,.0f} events/s < {THROUGHPUT_SHARE:.0%} of the target "
                        f"{result.target_rate:,.0f}")
     p99_s = result.latency.percentile(99.0) / 1e6

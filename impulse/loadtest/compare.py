@@ -1,7 +1,7 @@
 """``impulse-load compare DIR…``: the reports of several runs side by side — to compare sinks, options or versions.
 
 Reads ``report.json`` from each directory (written by ``--output DIR``; a ramp contributes one row
-per step), prints one table — target and achieved rate, end-to-end latency p50 … p99.99 and max,
+per step, a file's report one row per scenario, a run with ``rateStages`` one more row per stage), prints one table — target and achieved rate, end-to-end latency p50 … p99.99 and max,
 errors, sustained — and writes one PNG (``--output``, default ``compare.png``) overlaying every
 run's throughput and p99 latency per micro-batch over time (seconds since each run's start).
 Exit codes: 0 done, 2 a directory without a readable report.
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from impulse.loadtest.config import LoadError
+from impulse.loadtest.units import LoadError
 
 __all__ = ["Run", "load_runs", "compare_text", "plot_compare", "main"]
 
 _PERCENTILES = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
+_SUSTAINED = {True: "yes", False: "no", None: "–"}   # None: a ramping stage, not judged
 
 
 @dataclass(frozen=True)
@@ -46,19 +47,30 @@ def load_runs(directories: Sequence[str | Path]) -> list[Run]:
         except (OSError, ValueError) as exc:
             raise LoadError(f"compare: {path}: not a readable report: {exc}") from None
         name = Path(directory).resolve().name or str(directory)
-        if document.get("mode") == "ramp":
-            for index, step in enumerate(document.get("steps", []), 1):
-                runs.append(_run(f"{name} step {index}", step))
+        if document.get("mode") == "scenarios":
+            for section in document.get("scenarios", []):
+                runs += _runs(f"{name}/{section.get('name', '?')}", section)
         else:
-            runs.append(_run(name, document))
+            runs += _runs(name, document)
     return runs
 
 
-def _run(name: str, document: dict) -> Run:
+def _runs(name: str, document: dict) -> list[Run]:
+    """A run's row and one row per stage of its ``rateStages``; a ramp's row per step."""
+    if document.get("mode") == "ramp":
+        return [run for index, step in enumerate(document.get("steps", []), 1)
+                for run in _runs(f"{name} step {index}", step)]
     try:
-        return Run(name, document["summary"], document.get("latencyMs", {}), document.get("batches", []))
+        summary = document["summary"]
+        out = [Run(name, summary, document.get("latencyMs", {}), document.get("batches", []))]
     except (KeyError, TypeError):
         raise LoadError(f"compare: {name}: report.json has no run summary") from None
+    for stage in document.get("stages") or []:
+        stage_summary = {"sink": summary.get("sink"), "targetRate": stage.get("targetRate"),
+                         "achievedRate": stage.get("achievedRate"), "errors": None,
+                         "sustained": stage.get("sustained")}
+        out.append(Run(f"{name} stage {stage.get('stage')}", stage_summary, stage.get("latencyMs", {}), []))
+    return out
 
 
 def _cell(value, spec: str) -> str:
@@ -76,7 +88,7 @@ def compare_text(runs: Sequence[Run]) -> str:
         lines.append(f"{run.name:<{width}}  {s.get('sink', '?'):<12}{_cell(s.get('targetRate'), ',.0f'):>11}"
                      f"{_cell(s.get('achievedRate'), ',.0f'):>12}"
                      + "".join(f"{_cell(run.latency_ms.get(p), ',.1f'):>11}" for p in _PERCENTILES)
-                     + f"{_cell(s.get('errors'), ',d'):>8}  {'yes' if s.get('sustained') else 'no'}")
+                     + f"{_cell(s.get('errors'), ',d'):>8}  {_SUSTAINED[s.get('sustained')]}")
     return "\n".join(lines)
 
 
@@ -102,6 +114,8 @@ def plot_compare(runs: Sequence[Run], path: str | Path) -> Path:
     colors = [f"C{i % 10}" for i in range(len(runs))]
     p99_values = []
     for run, color in zip(runs, colors):
+        if not run.batches:  # a stage's row: its batches are its run's, plotted once
+            continue
         times, rates, p99 = _series(run)
         target = run.summary.get("targetRate")
         label = f"{run.name} ({run.summary.get('sink', '?')}, target {target:,.0f}/s)" if target else run.name

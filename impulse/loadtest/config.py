@@ -1,35 +1,29 @@
-"""What a load run is asked to do (`LoadConfig`, `RampConfig`) and the parsing of the CLI's values.
+"""What a load run is asked to do (`LoadConfig`, `RampConfig`).
 
-Every rate is in events/s over all partitions, every duration in seconds (float) once parsed; the
-CLI accepts durations with a unit (``30s``, ``500ms``, ``2m``; a bare number means seconds) and rates
-with an optional ``k``/``M`` suffix (``50k`` = 50 000 events/s).
+Every rate is in events/s over all partitions, every duration in seconds (float); the text forms a
+user writes are parsed by `impulse.loadtest.units` (re-exported here for existing callers).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from connectors.options import parse_duration_us
+from impulse.loadtest.stages import STAGES_OPTION, StagePlan, parse_stages
+from impulse.loadtest.thresholds import Threshold, parse_threshold
+from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
 __all__ = ["LoadConfig", "RampConfig", "LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option",
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
 
 
-class LoadError(Exception):
-    """Raised before any load is sent: unknown sink, bad option, unreachable target, bad flag.
-
-    The message is one line, meant to be shown as is (the CLI exits with code 2).
-    """
-
-
 @dataclass(frozen=True)
 class LoadConfig:
     """One load run: impulse events at `rate` for `duration_s` into `sink`.
 
-    The run sends exactly ``round(rate × duration_s)`` events (impulse's ``limit``): the stream runs
+    The run sends exactly ``round(rate × duration_s)`` events (impulse's ``limit``; with the source option
+    ``rateStages``, the events its stages schedule, see `impulse.loadtest.stages`): the stream runs
     dry when the duration is over, the harness waits until the sink has committed the last event
     (at most `drain_timeout_s`, default max(30 s, duration)), then stops the query between batches.
     """
@@ -53,8 +47,24 @@ class LoadConfig:
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
     remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
 
+    def __post_init__(self) -> None:
+        stages = self.stages
+        if stages is not None:  # the stages set the run's rate (their mean) and duration
+            object.__setattr__(self, "rate", stages.mean_rate)
+            object.__setattr__(self, "duration_s", stages.duration_s)
+
+    @property
+    def stages(self) -> StagePlan | None:
+        """The source option ``rateStages``, parsed (None without it): the rate then changes within the run, `rate`
+        is the stages' mean and `duration_s` their length."""
+        text = next((v for k, v in self.source_options.items() if k.lower() == STAGES_OPTION.lower()), None)
+        return None if text is None else parse_stages(text, f"--source-option {STAGES_OPTION}")
+
     @property
     def total_events(self) -> int:
+        stages = self.stages
+        if stages is not None:
+            return stages.total_events(self.partitions)
         return max(1, round(self.rate * self.duration_s))
 
     @property
@@ -80,12 +90,11 @@ class LoadConfig:
         if not self.max_latency_s > 0:
             raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
         self.trigger_s  # noqa: B018 - parses, raises LoadError
+        self.stages  # noqa: B018 - parses, raises LoadError
         self.parsed_thresholds()
 
-    def parsed_thresholds(self) -> list:
-        """The `thresholds`, parsed (`impulse.loadtest.thresholds.Threshold`); raises `LoadError` for a bad one."""
-        from impulse.loadtest.thresholds import parse_threshold
-
+    def parsed_thresholds(self) -> list[Threshold]:
+        """The `thresholds`, parsed; raises `LoadError` for a bad one."""
         return [parse_threshold(text) for text in self.thresholds]
 
 
@@ -111,49 +120,6 @@ class RampConfig:
                             f"{self.start:g}:{self.step:g}:{self.maximum:g}")
         if not self.step_duration_s > 0:
             raise LoadError(f"--step-duration must be > 0, not {self.step_duration_s:g}s")
-
-
-_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e\d+)?|\.\d+)\s*([kKmM]?)\s*$")
-
-
-def parse_rate(text: str, flag: str = "--rate") -> float:
-    """``'50000'``, ``'50_000'``, ``'50k'``, ``'1.5M'``, ``'5e4'`` → events/s."""
-    match = _RATE.match(str(text).replace("_", "").replace(",", ""))
-    if not match:
-        raise LoadError(f"{flag}: {text!r} is not a rate in events/s (e.g. 50000, 50k, 1.5M)")
-    number, suffix = match.groups()
-    return float(number) * {"": 1, "k": 1e3, "m": 1e6}[suffix.lower()]
-
-
-def parse_seconds(text: str, flag: str, *, allow_zero: bool = False) -> float:
-    """``'30s'``, ``'500ms'``, ``'2m'``, ``'1 second'`` or a bare number of seconds → seconds."""
-    value = str(text).strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = parse_duration_us(value, flag) / 1e6
-        except ValueError:
-            raise LoadError(f"{flag}: {text!r} is not a duration (e.g. 30s, 500ms, 2m, or seconds)") from None
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        raise LoadError(f"{flag}: {text!r} must be a duration > 0")
-    return seconds
-
-
-def parse_ramp(text: str) -> tuple[float, float, float]:
-    """``'10000:10000:200000'`` (start:step:max, events/s; k/M suffixes allowed) → the three rates."""
-    parts = str(text).split(":")
-    if len(parts) != 3:
-        raise LoadError(f"--ramp: {text!r} is not start:step:max in events/s (e.g. 10000:10000:200000 or 10k:10k:200k)")
-    return tuple(parse_rate(p, "--ramp") for p in parts)  # type: ignore[return-value]
-
-
-def parse_option(text: str, flag: str = "--option", example: str = "url=redis://localhost:6379") -> tuple[str, str]:
-    """``'url=redis://localhost:6379'`` → ``('url', 'redis://localhost:6379')`` (split at the first ``=``)."""
-    key, sep, value = str(text).partition("=")
-    if not sep or not key.strip():
-        raise LoadError(f"{flag}: {text!r} is not KEY=VALUE (e.g. {flag} {example})")
-    return key.strip(), value
 
 
 DEFAULT_SINK = LoadConfig.sink

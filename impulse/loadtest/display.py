@@ -104,9 +104,10 @@ class Display:
         elapsed = (now_us - origin) / 1e6
         rate = recent_rate(collector.batches, now_us)
         achieved = "–" if rate is None else f"{rate:,.0f}"
-        share = "" if rate is None else f" ({rate / self.target_rate:.0%})"
+        target = collector.target_rate(now_us, self.target_rate)   # with rateStages: the stage's rate now
+        share = "" if rate is None or not target else f" ({rate / target:.0%})"
         lag = max(0, collector.due(now_us) - collector.delivered)
-        return (f"  {elapsed:6.1f}s  {achieved} ev/s of {self.target_rate:,.0f}{share}  lag {lag:,}  "
+        return (f"  {elapsed:6.1f}s  {achieved} ev/s of {target:,.0f}{share}  lag {lag:,}  "
                 f"batches {len(batches)}  delivered {collector.delivered:,}/{self.total:,}")
 
     def _perf_text(self, collector: Collector) -> str:

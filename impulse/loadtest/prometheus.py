@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Iterator
 
-from impulse.loadtest.config import LoadError
+from impulse.loadtest.units import LoadError
 from impulse.loadtest.metrics import PHASES, recent_rate
 
 __all__ = ["Exporter", "LATENCY_BUCKETS_S", "PHASE_BUCKETS_S"]
@@ -115,7 +115,8 @@ class Exporter:
                   sum(b.retried_rows for b in batches))
         yield one(GaugeMetricFamily("impulse_load_lag_events", "events due but not yet delivered", labels=labels),
                   due - delivered)
-        yield one(GaugeMetricFamily("impulse_load_target_rate", "target rate, events/s", labels=labels), config.rate)
+        yield one(GaugeMetricFamily("impulse_load_target_rate", "target rate, events/s (with rateStages: the "
+                                    "stages' rate now)", labels=labels), collector.target_rate(now_us, config.rate))
         yield one(GaugeMetricFamily("impulse_load_achieved_rate", "events/s delivered over the last 5 s",
                                     labels=labels), recent_rate(batches, now_us) or 0.0)
         for part, doc in _PARTS:

@@ -3,8 +3,10 @@
 Files (every one rewritten at each report):
 
 - ``report.json``: everything — summary, configuration (secret-looking option values hidden),
-  verdict, latency percentiles and histogram, Spark's per-phase durations, one record per batch;
-  for a ramp, one such object per step plus the highest sustained rate;
+  verdict, latency percentiles and histogram, Spark's per-phase durations, the stages of
+  ``rateStages`` (target vs achieved rate and latency per stage), one record per batch; for a ramp,
+  one such object per step plus the highest sustained rate; for a file's scenarios, one section per
+  scenario (``mode: scenarios``);
 - ``summary.csv``: one row per run (per step for a ramp), redis-benchmark style;
 - ``batches.csv``: one row per micro-batch (with the step's target rate for a ramp);
 - ``report.png``: throughput and latency per batch over time (`impulse.loadtest.plot`; needs
@@ -24,10 +26,9 @@ from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
-from impulse.loadtest.run import LoadResult
 from impulse.loadtest.session import describe
 
-__all__ = ["summary_text", "ramp_text", "write_report"]
+__all__ = ["summary_text", "ramp_text", "stages_lines", "write_report"]
 
 
 def _ms(value: float) -> str:
@@ -44,13 +45,31 @@ def _latency_lines(result: LoadResult) -> list[str]:
     return lines
 
 
-def summary_text(result: LoadResult) -> str:
+def stages_lines(result: LoadResult) -> list[str]:
+    """One row per stage of ``rateStages``: target vs achieved rate, events, latency percentiles, sustained (holds)."""
+    stages = result.stage_results
+    if not stages:
+        return []
+    width = max(len(s.stage.label) for s in stages)
+    lines = [f"  {'stage':<{width + 4}}{'target/s':>11}{'achieved/s':>12}{'events':>11}{'p50 ms':>10}{'p95 ms':>10}"
+             f"{'p99 ms':>10}{'max ms':>10}  sustained"]
+    for stage in stages:
+        latency = percentiles_ms(stage.latency)
+        sustained = {None: "– (ramp)", True: "yes", False: "no"}[stage.sustained]
+        lines.append(f"  {stage.index:<3} {stage.stage.label:<{width}}{stage.stage.mean_rate:>11,.0f}"
+                     f"{stage.achieved_rate:>12,.0f}{stage.events:>11,}" + "".join(
+                         f"{_ms(latency[p]):>10}" for p in ("p50", "p95", "p99", "max")) + f"  {sustained}")
+    return lines
+
+
+def summary_text(result: LoadResult, name: str | None = None) -> str:
     """The end-of-run table: target vs achieved, events, errors, latency percentiles and their split, Spark phases,
-    the thresholds' pass/fail."""
+    the stages of ``rateStages``, the thresholds' pass/fail. `name`: the scenario's, shown in the title."""
     c = result.config
     verdict = result.verdict
+    stages = stages_lines(result)
     lines = [
-        f"impulse-load summary: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
+        f"impulse-load summary{' of ' + repr(name) if name else ''}: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
         *([f"  on {describe(result.deployment)}"] if result.deployment else []),
         *([f"  schema: {c.schema}" + (f"; {len(c.source_options)} source options" if c.source_options else "")]
@@ -63,6 +82,8 @@ def summary_text(result: LoadResult) -> str:
         f"  {'batches':<24}{'':>14}{len(result.batches):>14,}",
         f"  {'time (s)':<24}{c.duration_s:>14,.1f}{result.duration_s:>14,.1f}",
         f"  sustained: {verdict}",
+        *([f"  rateStages: {c.stages.text}"] if stages else []),
+        *stages,
         "",
         *_latency_lines(result),
         "",
@@ -124,27 +145,48 @@ def _summary_row(result: LoadResult) -> dict:
     return row
 
 
-def write_report(result: LoadResult | RampResult, directory: str | Path) -> dict[str, Path]:
-    """Write report.json, summary.csv, batches.csv and report.png into `directory`; returns their paths."""
+def _document(result: LoadResult | RampResult) -> tuple[dict, list[LoadResult], str]:
+    """The report.json object of a run or a ramp, its runs, and its plot's title."""
+    if isinstance(result, RampResult):
+        title = (f"impulse-load ramp: {result.config.sink}, highest sustained "
+                 + (f"{result.highest_sustained_rate:,.0f} events/s" if result.highest_sustained_rate else "rate: none"))
+        return result.to_dict(), result.steps, title
+    title = (f"impulse-load: {result.sink}, target {result.target_rate:,.0f} events/s, "
+             f"achieved {result.achieved_rate:,.0f}")
+    return {"mode": "run", **result.to_dict()}, [result], title
+
+
+def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]],
+                 directory: str | Path, *, file: str | None = None, name: str | None = None) -> dict[str, Path]:
+    """Write report.json, summary.csv, batches.csv and report.png into `directory`; returns their paths.
+
+    `result`: one run or ramp (named `name`, if given), or the named scenarios of a file (`file`): then report.json is
+    ``{"mode": "scenarios", "file", "scenarios": [{"name", "mode": "run"|"ramp", …}]}``, one section per
+    scenario (with its ``stages``), and the CSV rows carry a ``scenario`` column.
+    """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in ("report.json", "summary.csv", "batches.csv", "report.png")}
-    if isinstance(result, RampResult):
-        runs = result.steps
-        document = result.to_dict()
-        title = (f"impulse-load ramp: {result.config.sink}, highest sustained "
-                 + (f"{result.highest_sustained_rate:,.0f} events/s" if result.highest_sustained_rate else "rate: none"))
+    if isinstance(result, (LoadResult, RampResult)):
+        document, runs, title = _document(result)
+        document = {"name": name, **document} if name else document
+        named = [(None, run) for run in runs]
     else:
-        runs = [result]
-        document = {"mode": "run", **result.to_dict()}
-        title = (f"impulse-load: {result.sink}, target {result.target_rate:,.0f} events/s, "
-                 f"achieved {result.achieved_rate:,.0f}")
+        sections, named = [], []
+        for name, one in result:
+            section, runs, _ = _document(one)
+            sections.append({"name": name, **section})
+            named += [(name, run) for run in runs]
+        document = {"mode": "scenarios", "file": file, "scenarios": sections}
+        title = f"impulse-load: {file}, {len(sections)} scenario{'s' if len(sections) != 1 else ''}"
+        runs = [run for _, run in named]
     paths["report.json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    _write_csv(paths["summary.csv"], [_summary_row(r) for r in runs])
+    _write_csv(paths["summary.csv"], [{**({"scenario": name} if name else {}), **_summary_row(r)} for name, r in named])
     batch_rows = []
     origin = (runs[0].schedule_start_us or runs[0].started_us) if runs else 0
-    for run in runs:
-        batch_rows += [{"targetRate": run.target_rate, **b.row(origin)} for b in run.batches]
+    for name, run in named:
+        batch_rows += [{**({"scenario": name} if name else {}), "targetRate": run.target_rate, **b.row(origin)}
+                       for b in run.batches]
     _write_csv(paths["batches.csv"], batch_rows or [{"targetRate": "", **{f"{p}Ms": "" for p in PHASES}}])
     try:
         plot_runs(runs, paths["report.png"], title)

@@ -41,10 +41,11 @@ from impulse.loadtest.display import Display
 from impulse.loadtest.metrics import Batch, Collector, achieved_rate, merged_latency, percentiles_ms, phase_stats
 from connectors.servers.receiver import Receiver
 from impulse.loadtest.session import deployment, make_session, warm_up
+from impulse.loadtest.stages import StageResult, stage_results
 from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
 
-__all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options"]
+__all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options", "describe_run"]
 
 _POLL_S = 0.25
 _GRACE_S = 10.0             # how long a requested stop waits for the running batch to finish
@@ -96,7 +97,7 @@ class LoadResult:
     error: str | None = None
     receiver: dict | None = None       # the embedded receiver's counts for this run (webhook default)
     deployment: dict | None = None     # where it ran: `impulse.loadtest.session.deployment`
-    _histograms: dict = field(default_factory=dict, repr=False)
+    _histograms: dict = field(default_factory=dict, repr=False)   # merged histograms (and stages), computed once
 
     @property
     def target_rate(self) -> float:
@@ -118,7 +119,31 @@ class LoadResult:
 
     @property
     def achieved_rate(self) -> float:
+        """Events/s in steady state (`impulse.loadtest.metrics.achieved_rate`); with stages, whose rate changes, the
+        events over the time from the schedule's start to the last acknowledgement (per stage: `stage_results`)."""
+        if self.config.stages is not None:
+            return self.events / self.duration_s if self.duration_s > 0 else 0.0
         return achieved_rate(self.batches, self.target_events, self.schedule_start_us)
+
+    @property
+    def stage_results(self) -> list[StageResult]:
+        """Per stage of the source option ``rateStages``: target vs achieved rate, latency (empty without it)."""
+        plan = self.config.stages
+        if plan is None:
+            return []
+        if "stages" not in self._histograms:
+            self._histograms["stages"] = stage_results(plan, self.batches, self.schedule_start_us,
+                                                       self.config.max_latency_s)
+        return self._histograms["stages"]
+
+    @property
+    def rate_share(self) -> float:
+        """Achieved / target rate: of the run, or with stages the lowest of its hold stages (all stages if none)."""
+        stages = self.stage_results
+        if stages:
+            holds = [stage for stage in stages if stage.stage.hold] or stages
+            return min(stage.rate_share for stage in holds)
+        return self.achieved_rate / self.target_rate if self.target_rate else 0.0
 
     def histogram(self, part: str) -> LatencyHistogram:
         """The run's merged histogram of `part`: ``latency``, ``schedule_delay`` or ``delivery`` (`LATENCY_PARTS`)."""
@@ -206,6 +231,7 @@ class LoadResult:
             "scheduleDelayHistogram": self.schedule_delay.to_dict(),
             "deliveryHistogram": self.delivery.to_dict(),
             "phasesMs": phase_stats(self.batches),
+            "stages": [stage.to_dict() for stage in self.stage_results],
             "receiver": self.receiver,
             "batches": [b.row(origin) for b in self.batches],
         }
@@ -225,11 +251,12 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
             raise LoadError(f"--source-option {key}: set by the harness from {_HARNESS_SOURCE_OPTIONS[key.lower()]}")
     options = {
         **config.source_options,
-        "eventsPerSecond": repr(float(config.rate)),
         "numPartitions": str(config.partitions),
         "payloadBytes": str(config.payload_bytes),
         "limit": str(config.total_events),
     }
+    if config.stages is None:  # with rateStages the source takes its rate from the stages (passed through as is)
+        options["eventsPerSecond"] = repr(float(config.rate))
     if config.max_events_per_trigger:
         options["maxEventsPerTrigger"] = str(config.max_events_per_trigger)
     from impulse.options import ImpulseOptions
@@ -329,7 +356,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
                           payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                           metrics_offset=metrics_offset,
-                          commit_id=_option(sink_options, "commitId") or str(query.id))
+                          commit_id=_option(sink_options, "commitId") or str(query.id), stages=config.stages)
     if exporter is not None:
         exporter.attach(collector, config, run_id=str(query.id))
     outcome, error = "completed", None
@@ -362,10 +389,17 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     return result
 
 
+def describe_run(config: LoadConfig) -> str:
+    """One line: sink, rate (or stages), duration, events, partitions, payload, trigger."""
+    stages = config.stages
+    rate = (f"rateStages {stages.text}" if stages is not None
+            else f"{config.rate:,.0f} events/s for {config.duration_s:g}s")
+    return (f"{config.sink}, {rate} ({config.total_events:,} events), {config.partitions} partitions, "
+            f"{config.payload_bytes} B payload, trigger {config.trigger}")
+
+
 def _label(config: LoadConfig) -> str:
-    return (f"impulse-load: {config.sink}, {config.rate:,.0f} events/s for {config.duration_s:g}s "
-            f"({config.total_events:,} events), {config.partitions} partitions, {config.payload_bytes} B payload, "
-            f"trigger {config.trigger}")
+    return f"impulse-load: {describe_run(config)}"
 
 
 def _watch(query, collector: Collector, config: LoadConfig, display: Display | None, stop: Any,

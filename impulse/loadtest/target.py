@@ -17,7 +17,7 @@ from typing import Mapping
 
 from connectors.errors import ConnectorError
 from connectors.redact import redact_options
-from impulse.loadtest.config import LoadError
+from impulse.loadtest.units import LoadError
 
 __all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "project_sinks", "known_sinks", "Target", "preflight",
            "check_format", "impulse_schema", "redact_options"]

@@ -4,7 +4,8 @@ An expression is ``METRIC OP VALUE`` (spaces optional)::
 
     p50|p95|p99|p99.9|p99.99|max  <|<=  DURATION   end-to-end latency from each event's scheduled time,
                                                    with a unit: 500ms, 1s, 1.5s, 2m
-    rate    >=|>  PERCENT      achieved rate / target rate, e.g. 95% (the % may be left out)
+    rate    >=|>  PERCENT      achieved rate / target rate, e.g. 95% (the % may be left out); with the
+                               source's rateStages, of the hold stage that achieved the least
     errors  ==|<=|<  N         failed task attempts (+1 if the query failed), see `LoadResult.errors`
     lag     <|<=  EVENTS       the largest lag (events due − delivered) at any batch's acknowledgement
 
@@ -25,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from impulse.loadtest.config import LoadError, parse_rate, parse_seconds
+from impulse.loadtest.units import LoadError, parse_rate, parse_seconds
 
 __all__ = ["Threshold", "Check", "parse_threshold", "evaluate", "hopeless", "LATENCY_METRICS"]
 
@@ -110,7 +111,7 @@ def _actual(metric: str, result) -> float:
         latency = result.latency
         return float(latency.max_us) if metric == "max" else latency.percentile(LATENCY_METRICS[metric])
     if metric == "rate":
-        return result.achieved_rate / result.target_rate if result.target_rate else 0.0
+        return result.rate_share
     if metric == "errors":
         return float(result.errors)
     return float(result.max_lag)

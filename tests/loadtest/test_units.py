@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from impulse.loadtest.config import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 from impulse.loadtest.receiver import Receiver, count_rows, embedded_options, needs_receiver
 from connectors.redact import redact_options
 
@@ -98,3 +98,20 @@ def test_the_live_line_is_rewritten_on_a_terminal_and_printed_as_lines_otherwise
         text = out.getvalue()
         assert text.startswith("label\n") and "starting" in text and text.endswith("done\n")
         assert (expected + "done") in text if tty else "starting…\n" in text
+
+
+def test_the_parsing_helpers_have_one_home_and_thresholds_does_not_import_config():
+    import ast
+    from pathlib import Path
+
+    import impulse.loadtest.config as config
+    import impulse.loadtest.thresholds as thresholds
+    import impulse.loadtest.units as units
+
+    def imports(module) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text())
+        return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+
+    assert "impulse.loadtest.config" not in imports(thresholds)  # config → thresholds → units: no circle
+    assert "impulse.loadtest.units" in imports(thresholds) and "impulse.loadtest.units" in imports(config)
+    assert config.parse_rate is units.parse_rate and config.LoadError is units.LoadError  # re-exported as before
