@@ -110,12 +110,12 @@ def row_bytes(payload_bytes: int) -> int:
 
 def offsets_latency(start: dict, end: dict, ack_us: int) -> LatencyHistogram:
     """Time from the scheduled time of every event of a batch (offsets `start` → `end`) to `ack_us`."""
-    schedule = Schedule(end["anchorTime"], end["delayUs"], end["rampUs"])
+    schedule = Schedule.of_offset(end)
     histogram = LatencyHistogram()
     for first, last, base in zip(start["counters"], end["counters"], end["anchorCounters"]):
         for lo in range(first, last, _CHUNK):
-            k = np.arange(lo - base, min(lo + _CHUNK, last) - base, dtype=np.int64)
-            histogram.record(ack_us - (schedule.anchor_us + schedule.offsets_us(k)))
+            counters = np.arange(lo, min(lo + _CHUNK, last), dtype=np.int64)
+            histogram.record(ack_us - schedule.times_us(counters, base))
     return histogram
 
 
@@ -137,7 +137,7 @@ class Collector:
                  metrics_path: str | None = None, metrics_offset: int = 0, commit_id: str | None = None,
                  stages=None) -> None:
         self.query = query
-        self.stages = stages   # `impulse.loadtest.stages.StagePlan` of a run with rateStages, else None
+        self.stages = stages   # `impulse.loadtest.stages.StagePlan` of a run with rateStages (its rate now), else None
         self.total = total_events
         self.limits = list(split_limit(total_events, partitions))
         self.row_bytes = row_bytes(payload_bytes)
@@ -163,10 +163,8 @@ class Collector:
         if self.offsets is None:
             return 0
         o = self.offsets
-        if self._staged(o):  # a staged schedule: its arithmetic, from its start
-            return min(self.total, int(self.stages.events_by((now_us - int(o["startTime"])) / 1e6)))
-        due = Schedule(o["anchorTime"], o["delayUs"], o["rampUs"]).due(now_us)
-        return sum(min(base + due, cap) for base, cap in zip(o["anchorCounters"], self.limits))
+        schedule = Schedule.of_offset(o)
+        return sum(min(schedule.next_counter(now_us, base), cap) for base, cap in zip(o["anchorCounters"], self.limits))
 
     def target_rate(self, now_us: int, rate: float) -> float:
         """The run's target rate at `now_us`: `rate`, or with stages the stages' rate at that time."""
@@ -235,24 +233,6 @@ class Collector:
             if self._commit_id is None or record.get("commitId") == self._commit_id:
                 self._metrics[int(record["batchId"])] = record
 
-    def _staged(self, offset: dict) -> bool:
-        """Whether the run's schedule is the stages' (the source's offset then says ``stages``; its ``delayUs`` is the
-        peak's, not the schedule)."""
-        return self.stages is not None and ("stages" in offset or "delayUs" not in offset)
-
-    def _offsets_latency(self, start: dict, end: dict, ack_us: int) -> LatencyHistogram:
-        """`offsets_latency`, or for a staged schedule: event k of a partition is due when the stages have
-        scheduled k events per partition (k × partitions in all) since the schedule's start."""
-        if not self._staged(end):
-            return offsets_latency(start, end, ack_us)
-        histogram = LatencyHistogram()
-        partitions = len(end["counters"])
-        for first, last in zip(start["counters"], end["counters"]):
-            k = np.arange(first, last, dtype=np.float64)
-            due_us = int(end["startTime"]) + np.floor(self.stages.time_of(k * partitions) * 1e6).astype(np.int64)
-            histogram.record(ack_us - due_us)
-        return histogram
-
     def _batch(self, data: dict) -> Batch:
         source = data["sources"][0]
         start, end = _offset(source.get("startOffset")), _offset(source["endOffset"])
@@ -267,7 +247,7 @@ class Collector:
         end_us = start_us + durations.get("triggerExecution", 0) * 1_000
         rows = int(data.get("numInputRows", 0))
         metrics = self._metrics.pop(int(data["batchId"]), None)
-        schedule = self._offsets_latency(start, end, start_us)
+        schedule = offsets_latency(start, end, start_us)
         delivery = LatencyHistogram()
         if metrics is not None:
             ack_us = int(metrics.get("ackUs") or end_us)
@@ -279,7 +259,7 @@ class Collector:
                 delivery.record_value(acked_us - start_us, n)
         else:
             ack_us = end_us
-            latency = self._offsets_latency(start, end, ack_us)
+            latency = offsets_latency(start, end, ack_us)
             size = rows * self.row_bytes
             retried = retried_rows = 0
             delivery.record_value(ack_us - start_us, rows)

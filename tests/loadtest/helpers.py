@@ -39,18 +39,3 @@ def assert_report_files(directory: Path, events: int) -> dict:
     lines = (directory / "summary.csv").read_text().splitlines()
     assert lines[0].startswith("sink,") and len(lines) >= 2
     return report
-
-
-NO_RATE_STAGES = "the impulse source has no rateStages option yet (issue 26, branch issue26, adds it)"
-
-
-def source_has_rate_stages() -> bool:
-    """Whether the impulse source takes the option ``rateStages`` (k6's stages)."""
-    from connectors.errors import ConnectorError
-    from impulse.options import ImpulseOptions
-
-    try:
-        ImpulseOptions.from_options({"rateStages": "1s:10", "numPartitions": "1"})
-    except ConnectorError:
-        return False
-    return True

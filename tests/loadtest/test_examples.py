@@ -12,7 +12,6 @@ import pytest
 
 from impulse.loadtest.cli import main
 from impulse.loadtest.scenario import load_plan
-from tests.loadtest.helpers import NO_RATE_STAGES, source_has_rate_stages
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ENVIRON = {"REDIS_URL": "redis://127.0.0.1:6379", "KAFKA_BROKERS": "127.0.0.1:9092"}
@@ -76,8 +75,6 @@ def test_the_kafka_step_example_runs_its_scenarios_one_after_another(spark, kafk
 @pytest.mark.integration
 @pytest.mark.redis
 def test_the_spike_example_reports_every_stage(spark, redis_server, tmp_path, capsys, monkeypatch):
-    if not source_has_rate_stages():
-        pytest.skip(NO_RATE_STAGES)
     monkeypatch.setenv("REDIS_URL", redis_server.url)
     stages = "1s:1000,3s:1000,1s:4000,3s:4000,1s:1000,3s:1000"   # the example's shape, 5x slower
     _, report, out = _run(capsys, EXAMPLES / "spike-redis.toml", tmp_path, "--set", f"source.rateStages={stages}",
