@@ -143,3 +143,20 @@ def test_the_report_has_a_section_per_scenario_and_per_stage_and_compare_reads_i
     table = compare_text(runs)
     row = next(line for line in table.splitlines() if line.startswith(f"{tmp_path.name}/capped stage 4"))
     assert row.split()[-1] == "no" and "20,000" in row
+
+
+@pytest.mark.parametrize("text", [SPIKE, "30s:1000,1m:1000,30s:5000", "2s:7,3s:0,1s:13", "1500ms:1_000"])
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_the_report_reads_the_stages_as_the_source_schedules_them(text, partitions):
+    """The harness cuts a run by its own reading of the stage list; the source schedules by `RateStages`: both must
+    say the same duration, and the harness's event budget must never exceed what the source's partitions hold."""
+    from impulse.schedule import RateStages
+
+    plan, source = parse_stages(text), RateStages.parse(text, partitions)
+    assert plan.duration_s == source.duration_us / 1e6
+    assert partitions * source.total - partitions <= plan.total_events(partitions) <= partitions * source.total
+    for bad in ("5k:10", "10:1s", "1s:-1", "1s:0"):
+        with pytest.raises(Exception):
+            parse_stages(bad)
+        with pytest.raises(Exception):
+            RateStages.parse(bad, partitions)
