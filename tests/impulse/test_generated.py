@@ -197,9 +197,9 @@ def test_the_readme_cookbook_runs(spark, tmp_path):
     """Every Python block of the README's cookbook section defines its frames, and each stream starts cleanly."""
     from pyspark.sql import DataFrame, functions as F
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Realistic events: typed columns"):readme.index("### References between streams")]
-    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    from tests.readme import section
+
+    blocks = [b.split("```", 1)[0] for b in section("### Realistic events: typed columns").split("```python\n")[1:]]
     assert len(blocks) == 3
     namespace = {"spark": spark, "F": F}
     for block in blocks:

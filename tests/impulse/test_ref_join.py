@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.impulse.test_generated import ROOT
+from tests.readme import python_block
 
 pytestmark = pytest.mark.integration
 
 
 def readme_block() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### References between streams"):readme.index("### Changelogs: `changelog.key`")]
-    (block,) = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
-    return block
+    return python_block("### References between streams")
 
 
 def test_every_order_joins_its_customer_exactly_once_in_the_stream_and_the_batch_read(spark, tmp_path):

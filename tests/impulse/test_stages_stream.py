@@ -38,11 +38,9 @@ def test_a_restarted_stream_equals_the_batch_read_and_counts_the_integral_per_se
 def test_the_readme_spike_test_counts_the_integral_of_its_stages(spark, tmp_path):
     from pyspark.sql import functions as F
 
-    from tests.impulse.test_generated import ROOT
+    from tests.readme import python_block
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Rates that change"):readme.index("### Realistic events: typed columns")]
-    (block,) = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    block = python_block("### Rates that change")
     namespace = {"spark": spark, "F": F}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
     query = (namespace["per_second"].writeStream.format("memory").queryName("spike_per_second").outputMode("complete")

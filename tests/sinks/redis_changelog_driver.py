@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.readme import python_block
 
 
 def cookbook(url: str, checkpoint: str) -> str:
     """The README block, with the test server's address and a checkpoint of the test's own."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Changelogs: `changelog.key`"):readme.index("## The offset-commit protocol")]
-    (block,) = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    block = python_block("### Changelogs: `changelog.key`")
     assert block.count('"redis://localhost:6379/0"') == 1 and block.count('"/tmp/ck-accounts"') == 1
     return block.replace('"redis://localhost:6379/0"', repr(url)).replace('"/tmp/ck-accounts"', repr(checkpoint))
 

@@ -14,7 +14,8 @@ import pytest
 from connectors.conformance.suite import kill_tree
 from tests.impulse.helpers import committed_batches, checkpoint_offsets, poll
 from tests.impulse.test_changelog_stream import final_state
-from tests.sinks.redis_changelog_driver import ROOT, cookbook
+from tests.readme import README
+from tests.sinks.redis_changelog_driver import cookbook
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -41,7 +42,7 @@ def test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_sta
     redis_server.client().delete("accounts")
     checkpoint = tmp_path / "ck"
     args = json.dumps({"url": redis_server.url, "checkpoint": str(checkpoint)})
-    process = subprocess.Popen([sys.executable, "-m", "tests.sinks.redis_changelog_driver", args], cwd=ROOT,
+    process = subprocess.Popen([sys.executable, "-m", "tests.sinks.redis_changelog_driver", args], cwd=README.parent,
                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:  # kill it while a batch is planned but not committed, after at least two committed ones
         poll(lambda: process.poll() is not None or (
