@@ -157,20 +157,8 @@ def main(argv=None) -> int:
     names = args.only or list(CONTENDERS)
     spark = bench.make_session(args)
     build = frames(spark, args)
-    results: dict[str, list[dict]] = {n: [] for n in names}
-    errors = 0
     try:
-        for round_ in range(args.rounds):
-            for name in (names if round_ % 2 == 0 else names[::-1]):
-                label = f"round {round_ + 1}/{args.rounds}"
-                try:
-                    result = bench.run_query(spark, name, args, label, frame=build[name]())
-                except Exception as exc:  # noqa: BLE001 - reported in the summary, exit code 1
-                    errors += 1
-                    print(f"[{label}] {name} failed: {exc}", file=sys.stderr)
-                    continue
-                results[name].append(result)
-                print(f"[{label}] {name}: {result['rows_per_s'] / 1e6:.2f} M rows/s", file=sys.stderr, flush=True)
+        results, errors = bench.alternating_rounds(spark, args, build, names)
     finally:
         spark.stop()
     summary = summarise(args, results, errors)

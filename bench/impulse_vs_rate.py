@@ -159,6 +159,25 @@ def run_query(spark, name: str, args, label: str, fmt: str = "impulse", frame=No
             "cpu_s_per_million_rows_by_part": cpu_parts}
 
 
+
+def alternating_rounds(spark, args, frames: dict, names: list[str], unit: str = "rows") -> tuple[dict[str, list[dict]], int]:
+    """Run each of `names` (``frames[name]()`` builds its frame) once per round, for ``args.rounds`` rounds, the
+    order reversed every other round; returns each name's results and how many runs failed (reported, not raised)."""
+    results: dict[str, list[dict]] = {n: [] for n in names}
+    errors = 0
+    for round_ in range(args.rounds):
+        for name in (names if round_ % 2 == 0 else names[::-1]):
+            label = f"round {round_ + 1}/{args.rounds}"
+            try:
+                result = run_query(spark, name, args, label, frame=frames[name]())
+            except Exception as exc:  # noqa: BLE001 - reported in the summary, exit code 1
+                errors += 1
+                print(f"[{label}] {name} failed: {exc}", file=sys.stderr)
+                continue
+            results[name].append(result)
+            print(f"[{label}] {name}: {result['rows_per_s'] / 1e6:.2f} M {unit}/s", file=sys.stderr, flush=True)
+    return results, errors
+
 def _epoch_s(timestamp: str) -> float:
     from datetime import datetime
 

@@ -85,21 +85,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     spark = bench.make_session(args)
     build = frames(spark, args)
-    results: dict[str, list[dict]] = {n: [] for n in build}
-    queries, errors = {}, 0
+    queries = {}
     try:
-        for round_ in range(args.rounds):
-            names = list(build) if round_ % 2 == 0 else list(build)[::-1]
-            for name in names:
-                label = f"round {round_ + 1}/{args.rounds}"
-                try:
-                    result = bench.run_query(spark, name, args, label, frame=build[name]())
-                except Exception as exc:  # noqa: BLE001 - reported in the summary, exit code 1
-                    errors += 1
-                    print(f"[{label}] {name} failed: {exc}", file=sys.stderr)
-                    continue
-                results[name].append(result)
-                print(f"[{label}] {name}: {result['rows_per_s'] / 1e6:.2f} M events/s", file=sys.stderr, flush=True)
+        results, errors = bench.alternating_rounds(spark, args, build, list(build), unit="events")
         if args.queries:
             from impulse.nexmark.cli import run_query, source_options
             from impulse.nexmark.queries import query
