@@ -518,6 +518,12 @@ class KafkaSink(Sink):
         _topic_limits[key] = (limits, time.monotonic())
         return limits
 
+    def _limits_of(self, conn: _Connection, topic: str) -> TopicLimits:
+        """The limits of a topic this connection writes, read once for it (`topic_limits`)."""
+        if topic not in conn.limits:
+            conn.limits[topic] = self.topic_limits(topic)
+        return conn.limits[topic]
+
     def is_committed(self, conn: _Connection, identity: WriteIdentity) -> bool:
         if conn.consumer is None:
             return False  # at least once: no progress record, every attempt writes
@@ -571,9 +577,7 @@ class KafkaSink(Sink):
 
     def _produce_admissible(self, conn: _Connection, identity: WriteIdentity, records: _Records) -> int:
         """Produce the records the topic takes; dead-letter (or refuse) the others. Returns how many were dead-lettered."""
-        if records.topic not in conn.limits:
-            conn.limits[records.topic] = self.topic_limits(records.topic)
-        bad, reasons = conn.limits[records.topic].refusals(records)
+        bad, reasons = self._limits_of(conn, records.topic).refusals(records)
         if len(bad):
             refused = records.take(records.topic, bad)
             records = records.take(records.topic, np.setdiff1d(np.arange(len(records.values)), bad))
@@ -612,9 +616,7 @@ class KafkaSink(Sink):
             headers.append(list((refused.headers[i] if refused.headers is not None else None) or ()) + about)
         letters = _Records(opts.dead_letter_topic, refused.values, refused.rows, refused.keys, None,
                            refused.timestamps, headers)
-        if letters.topic not in conn.limits:
-            conn.limits[letters.topic] = self.topic_limits(letters.topic)
-        bad, why = conn.limits[letters.topic].refusals(letters)
+        bad, why = self._limits_of(conn, letters.topic).refusals(letters)
         at_once = [] if len(bad) else self._produce(conn, letters)
         if len(bad) or at_once:
             row = int(letters.rows[bad[0]]) if len(bad) else int(letters.rows[at_once[0][0]])

@@ -279,7 +279,7 @@ class RedisSink(Sink):
         row = int(refused.argmax())  # the first refused row of the record batch
         key = keys[row].as_py()
         raise DeliveryError(
-            f"redis-sink: Redis refuses row {first_row + int(row)} of {identity}: its key "
+            f"redis-sink: Redis refuses row {first_row + row} of {identity}: its key "
             f"{key.decode('utf-8', 'replace')!r} holds a {wrong[key]}, and target '{self.options.target}' "
             f"writes a {expected} (WRONGTYPE Operation against a key holding the wrong kind of value); "
             f"{len(wrong)} key(s) of this partition are refused. Nothing of the partition was written, and every "
