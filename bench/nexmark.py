@@ -21,6 +21,8 @@ import json
 import statistics
 import sys
 
+from impulse.nexmark.cli import parse_count
+
 import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
 
 # events/s per core that the nexmark project's README reports for Flink (not measured on this machine)
@@ -37,7 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=5, help="measured micro-batches per query")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs both sources")
     parser.add_argument("--queries", nargs="*", default=["q0", "q5", "q7"], help="queries to time (none: skip)")
-    parser.add_argument("--events", type=int, default=2_000_000, help="events per query")
+    parser.add_argument("--events", type=parse_count, default=2_000_000, help="events per query (a count: 2000000, 2M)")
     parser.add_argument("--master", default="local[2]", help="Spark master")
     parser.add_argument("--driver-memory", default="4g", help="spark.driver.memory (bytes with a unit)")
     parser.add_argument("--timeout-s", type=float, default=900, help="give up on one query after this many seconds")

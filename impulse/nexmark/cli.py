@@ -29,7 +29,7 @@ START_TIME = "2026-01-01T00:00:00Z"  # pinned: the events, their times and every
 _SUFFIXES = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
-def _count(text: str) -> int:
+def parse_count(text: str) -> int:
     """``10M`` → 10,000,000; ``250k``, ``1_000`` and plain integers too."""
     text = text.strip().lower().replace("_", "").replace(",", "")
     factor = _SUFFIXES.get(text[-1:], 1)
@@ -47,17 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("queries", nargs="+", metavar="QUERY",
                         help="q0 … q22, or 'all' (every query Spark can stream)")
-    parser.add_argument("--events", type=_count, default=1_000_000, help="events per query (default 1M)")
+    parser.add_argument("--events", type=parse_count, default=1_000_000, help="events per query (default 1M)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     where.add_argument("--remote", default=None, metavar="sc://HOST:PORT", help="a Spark Connect server instead")
     parser.add_argument("--check", action="store_true",
                         help="compare each streaming result with the batch result; exit 1 on a difference")
-    parser.add_argument("--rate", type=_count, default=10_000,
+    parser.add_argument("--rate", type=parse_count, default=10_000,
                         help="event-time rate, events/s (default 10k, the reference generator's): how many "
                              "events a window holds, not how fast they are read")
     parser.add_argument("--partitions", type=int, default=None, help="source partitions (default: the cores)")
-    parser.add_argument("--per-trigger", type=_count, default=None,
+    parser.add_argument("--per-trigger", type=parse_count, default=None,
                         help="events per micro-batch (default: events / 10, at most 1M)")
     parser.add_argument("--cores", type=int, default=None,
                         help="cores for events/s per core (default: Spark's default parallelism; give it with --remote)")
