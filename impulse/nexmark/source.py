@@ -97,7 +97,7 @@ class NexmarkOptions:
         if any(k.startswith("fields.") for k in lowered):
             key = next(k for k in lowered if k.startswith("fields."))
             raise OptionError(lowered[key], rest[lowered[key]], "no fields.* options: Nexmark's columns are fixed")
-        if "eventspersecond" not in lowered and "delay" not in lowered:
+        if not {"eventspersecond", "delay", "ratestages"} & lowered.keys():
             rest["eventsPerSecond"] = str(DEFAULT_EVENTS_PER_SECOND)
         try:
             impulse = ImpulseOptions.from_options(rest)

@@ -178,3 +178,31 @@ def test_wrong_options_name_the_option(options, option):
 
 def test_the_default_rate_is_the_reference_generators():
     assert NexmarkOptions.from_options({}).impulse.events_per_second == 10_000
+
+
+def test_rate_stages_shape_the_event_times_as_the_impulse_source_does():
+    """``rateStages`` plans Nexmark events like impulse events: per second of event time, the count is the
+    stages' integral within one per partition, the stream ends after the last stage, and an auction's
+    ``expires`` is still at or after its own ``dateTime``."""
+    from impulse.schedule import RateStages
+    from tests.impulse.test_stages import integral
+
+    text, partitions = "3s:4000,2s:4000,1s:12000,2s:0,1s:3000", 3
+    stages = RateStages.parse(text, partitions)
+    events = read(10_000_000, partitions=partitions, rateStages=text)  # the stages end the stream first
+    assert len(events) == stages.total * partitions
+    start_ms = nx_ms(START)
+    seconds = (events.column("dateTime").cast(pa.int64()).to_numpy() // 1000 - start_ms) // 1000
+    per_second = np.bincount(seconds, minlength=stages.duration_us // 1_000_000)
+    for second, count in enumerate(per_second):
+        exact = partitions * (integral(stages, (second + 1) * 1_000_000) - integral(stages, second * 1_000_000))
+        assert abs(count - exact) <= partitions, (second, count, exact)
+    auctions = of_type(events, nx.AUCTION, "auction")
+    expires, created = (auctions.field(n).cast(pa.int64()).to_numpy() for n in ("expires", "dateTime"))
+    assert (expires >= created).all()
+
+
+def nx_ms(text: str) -> int:
+    """Epoch milliseconds of an ISO-8601 UTC instant."""
+    from datetime import datetime
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
