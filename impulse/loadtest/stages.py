@@ -21,16 +21,16 @@ from typing import Sequence
 
 import numpy as np
 
+from connectors.errors import OptionError
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.bound import THROUGHPUT_SHARE
 from impulse.loadtest.metrics import Batch, merged_latency, percentiles_ms
-from connectors.options import parse_duration_us
 from impulse.loadtest.units import LoadError
+from impulse.schedule import RateStages
 
 __all__ = ["Stage", "StagePlan", "StageResult", "parse_stages", "stage_results", "STAGES_OPTION"]
 
 STAGES_OPTION = "rateStages"   # the impulse source option the stages come from
-_EXAMPLE = "30s:1000,1m:1000,30s:5000"
 
 
 @dataclass(frozen=True)
@@ -137,31 +137,22 @@ class StagePlan:
 
 
 def parse_stages(text: str, where: str = STAGES_OPTION) -> StagePlan:
-    """``'30s:1000,1m:1000,30s:5000'`` → `StagePlan`: the forms the source takes, DURATION (with a unit) : EVENTS_PER_S
-    (a number ≥ 0, ``_`` allowed), comma-separated, at least one target > 0.
+    """``'30s:1000,1m:1000,30s:5000'`` → `StagePlan`, read by the source's own parser (`RateStages.parse`), so
+    the harness accepts and refuses exactly what the source does.
 
     Raises `LoadError` naming `where`, the value and the form expected.
     """
-    form = f"the form is DURATION:EVENTS_PER_S,… (e.g. {_EXAMPLE})"
+    try:
+        rates = RateStages.parse(text, partitions=1, option=where)
+    except OptionError as error:
+        raise LoadError(str(error)) from None
     stages: list[Stage] = []
     start_s, rate = 0.0, 0.0
-    for part in str(text).split(","):
-        duration, sep, target = part.partition(":")
-        try:
-            seconds = parse_duration_us(duration, where) / 1e6
-            target_rate = float(target.strip().replace("_", ""))
-        except ValueError:
-            raise LoadError(f"{where}: stage {part.strip()!r} of {text!r} is not DURATION:EVENTS_PER_S; {form}") \
-                from None
-        if not sep or not seconds > 0 or not (target_rate >= 0 and math.isfinite(target_rate)):
-            raise LoadError(f"{where}: stage {part.strip()!r} of {text!r} needs a duration > 0 and a target ≥ 0; "
-                            f"{form}")
-        stages.append(Stage(start_s, seconds, rate, target_rate))
-        start_s, rate = start_s + seconds, target_rate
-    plan = StagePlan(tuple(stages), str(text))
-    if not plan.events >= 1:
-        raise LoadError(f"{where}: {text!r} schedules no event (every target is 0)")
-    return plan
+    for duration_us, target in rates.stages:
+        stages.append(Stage(start_s, duration_us / 1e6, rate, target))
+        start_s, rate = start_s + duration_us / 1e6, target
+    return StagePlan(tuple(stages), str(text))
+
 
 @dataclass
 class StageResult:
