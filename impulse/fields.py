@@ -64,7 +64,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType, DoubleType,
-                               FloatType, IntegerType, LongType, ShortType, StringType, StructType, TimestampType)
+                               FloatType, IntegerType, LongType, ShortType, StringType, TimestampType)
 
 from connectors.errors import OptionError
 from connectors.options import OptionReader, parse_time_us

@@ -8,7 +8,7 @@ Only the standard library at module level: `job.py` imports this in a driver of 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 __all__ = ["PARTITIONS", "batch_read", "expected", "impulse_options", "uncommit_last_batch", "write"]
 

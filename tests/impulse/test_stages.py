@@ -15,7 +15,7 @@ from connectors.errors import OptionError
 from impulse.options import ImpulseOptions
 from impulse.schedule import RateStages, Schedule
 from impulse.source import ImpulseBatchReader
-from tests.impulse.test_source import SECOND, T0, clock, drain, reader, rows  # noqa: F401 (clock: a fixture)
+from tests.impulse.test_source import SECOND, T0, clock, reader, rows  # noqa: F401 (clock: a fixture)
 
 
 def integral(stages: RateStages, t_us: int) -> Fraction:
