@@ -189,6 +189,12 @@ class KafkaAdapter(SinkAdapter):
     format = "kafka-sink"
     #: below the 1 MB record limit of librdkafka (``message.max.bytes``) and the broker, JSON overhead included
     large_value_bytes = 900_000
+    #: the cut sweep: librdkafka resends a request on a new connection after a close, so what the sweep must
+    #: reach after a reply is a connection that stalls until the sink gives up (its 3 s `timeout`, librdkafka's
+    #: 3 s request and socket timeouts), not one that closes
+    cut_kinds = ("inside_request", "after_request", "stall_after_reply")
+    network_options = {"timeout": "3s", "kafka.request.timeout.ms": "3000", "kafka.socket.timeout.ms": "3000"}
+    network_stall_s = 6.0
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
                  timeout_s: float = 60.0, broker=None, proxy_route: tuple[str, str] | None = None) -> None:

@@ -60,7 +60,7 @@ from typing import Iterator, Mapping
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.network import CUT_KINDS, DOWN, UP, cut_points, network_for
+from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
 from connectors.protocol import CommitMessage
 from connectors.partitions import split_limit
 
@@ -498,8 +498,9 @@ class SinkConformance:
     # 9 -------------------------------------------------------------------------------------------
     #: events of each run of the network cases (one micro-batch over `PARTITIONS` partitions)
     network_limit = 200
-    #: the kinds of cut points `test_cut_at_every_round_trip` runs (`connectors.conformance.network.CUT_KINDS`)
-    cut_kinds: tuple[str, ...] = CUT_KINDS
+    #: the kinds of cut points `test_cut_at_every_round_trip` runs (keys of `connectors.conformance.network.KINDS`),
+    #: None: the adapter's `SinkAdapter.cut_kinds`; every kind with ``IMPULSE_FULL_SWEEP=1``
+    cut_kinds: tuple[str, ...] | None = None
     #: the bad network, on every connection: (toxic, direction, attributes); ms, KB/s
     bad_network: tuple[tuple[str, str, dict[str, int]], ...] = (
         ("latency", UP, {"latency": 20, "jitter": 15}), ("latency", DOWN, {"latency": 20, "jitter": 15}),
@@ -520,7 +521,11 @@ class SinkConformance:
             run_query(spark, routed, namespace, tmp_path / "recorded", limit=limit)
             self.check_landed(adapter, namespace, limit)
             conversation = network.recorded()
-        cuts = [cut for cut in cut_points(conversation) if cut.kind in self.cut_kinds]
+        if os.environ.get("IMPULSE_CUT_TRACE"):
+            print(f"recorded: {conversation.turns}", file=sys.stderr, flush=True)
+        full = os.environ.get(FULL_SWEEP_ENV) == "1"
+        cuts = cut_points(conversation, CUT_KINDS if full else self.cut_kinds or adapter.cut_kinds,
+                          skip=0 if full else adapter.network_handshake)
         assert cuts, f"the recorded write has no round trip to cut: {conversation.turns}"
         broken, missed = [], []
         for index, cut in enumerate(cuts):
