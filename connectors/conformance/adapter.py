@@ -42,7 +42,7 @@ class SinkAdapter(ABC):
     network_options: Mapping[str, str] = {}
     #: seconds the cut sweep stalls a connection (a ``timeout`` toxic: nothing gets through), longer than
     #: the sink (with `network_options`) waits for an answer before it gives up on the connection
-    network_stall_s: float = 10.0
+    network_stall_s: float = 15.0
     #: the kinds of cut point the cut sweep runs (keys of `connectors.conformance.network.KINDS`; all of
     #: them with ``IMPULSE_FULL_SWEEP=1``): by default a close one byte short of each request, right after
     #: each request and right after each reply

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import socket
 from contextlib import contextmanager
@@ -82,6 +83,23 @@ class RedisAdapter(SinkAdapter):
 
     def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
         return {**self.options(namespace), "url": _with_address(self.url, address)}
+
+    @functools.cached_property
+    def network_handshake(self) -> int:
+        """redis-py's round trips when it connects, before the sink's first command (``HELLO``, ``CLIENT …``, as
+        this redis-py and server have it): counted once, on a connection of its own through a tap, around a PING."""
+        import redis
+
+        from connectors.servers.tap import UP, Tap
+
+        with Tap(_host_port(self.url)) as tap:
+            client = redis.Redis.from_url(_with_address(self.url, tap.address))
+            try:
+                client.ping()
+            finally:
+                client.close()
+            [conversation] = tap.snapshot()
+        return sum(direction == UP for direction, _ in conversation.turns) - 1
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         key = f"{namespace}:"

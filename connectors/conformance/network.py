@@ -152,7 +152,7 @@ class Network:
             raise AssertionError("the tap recorded no connection: did the sink write through the proxy?")
         return max(conversations, key=lambda c: (c.total(UP), c.total(DOWN)))
 
-    stall_s: float = 10.0  # how long a stall is held (the adapter's `SinkAdapter.network_stall_s`)
+    stall_s: float = 15.0  # how long a stall is held (the adapter's `SinkAdapter.network_stall_s`)
 
     def arm(self, cut: Cut) -> None:
         """Put `cut` on every connection through the proxy (open ones count their bytes from now)."""
