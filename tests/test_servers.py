@@ -235,7 +235,8 @@ def test_toxiproxy_limit_data_cuts_at_the_byte_and_the_tap_records_turns(toxipro
 
             tap.reset()
             proxy.add_toxic("limit_data", DOWN, bytes=30)  # after the second reply: the third never comes back
-            assert _exchange(proxy.listen, requests) == requests[:2] + [b""]
+            got = _exchange(proxy.listen, requests)  # the close reads as an empty reply, or a reset as none
+            assert got[:2] == requests[:2] and got[2:] in ([], [b""])
             assert tap.wait_for_cut(DOWN, 30, 5) is not None
             proxy.clear()
             assert proxy.toxics() == [] and _exchange(proxy.listen, requests) == requests
