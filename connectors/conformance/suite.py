@@ -34,10 +34,11 @@ StreamTest):
    query's copy lands once;
 9. the network (`connectors.conformance.network`: a Toxiproxy proxy between the sink and its target;
    skipped for an adapter without `SinkAdapter.network_route`): a cut at every round trip of one
-   partition's write — one byte short of each request, right after each request (the last one too: the
-   write applied, its acknowledgement lost), right after each reply — each in its own run, the protocol
-   and Spark retrying (and the query restarted from its checkpoint if it failed): exactly-once after
-   each; and a bad network (latency with jitter, a bandwidth cap, a slow close on every connection): the
+   partition's write — a close one byte short of each request, right after each request (the last one
+   too: the write applied, its acknowledgement lost), right after each reply; a reset after each request;
+   a stall after each request or reply, held until the sink gives up (the adapter's `cut_kinds` pick the
+   kinds, all with ``IMPULSE_FULL_SWEEP=1``) — each in its own run, the protocol and Spark retrying (and
+   the query restarted from its checkpoint if it failed): exactly-once after each; and a bad network (latency with jitter, a bandwidth cap, a slow close on every connection): the
    query keeps up, or fails with an error naming the sink and completes once restarted, exactly-once
    either way.
 """
@@ -509,8 +510,8 @@ class SinkConformance:
     def test_cut_at_every_round_trip(self, spark, adapter, network, tmp_path):
         """Record one write's conversation through the proxy, then cut it at each of its round trips in turn.
 
-        Each cut is its own run in a fresh namespace: a ``limit_data`` toxic cuts the first connection that
-        reaches the point and is removed at once; the protocol and Spark retry (a query that failed is
+        Each cut is its own run in a fresh namespace: a toxic breaks the first connection that reaches the
+        point and is removed once it fired (a stall: after `SinkAdapter.network_stall_s`); the protocol and Spark retry (a query that failed is
         restarted from its checkpoint, as a user would); then exactly the events of the run must have
         landed. The number of runs is the number of cut points of the recorded conversation.
         """
