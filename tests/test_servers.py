@@ -227,17 +227,31 @@ def test_toxiproxy_limit_data_cuts_at_the_byte_and_the_tap_records_turns(toxipro
             wait_until(lambda: tap.snapshot() and tap.snapshot()[0].closed, 5)
             [conversation] = tap.snapshot()
             assert conversation.turns == [(d, len(r)) for r in requests for d in (UP, DOWN)]
-            cuts = cut_points(conversation)  # per request: inside it, after it; after each reply but the last
+            # per request: inside it, after it; after each reply but the last
+            cuts = cut_points(conversation, ("inside_request", "after_request", "after_reply"))
             assert [(c.kind, c.direction, c.size) for c in cuts][:3] == [
                 ("inside_request", UP, 9), ("after_request", UP, 10), ("after_reply", DOWN, 10)]
             assert len(cuts) == 3 * len(requests) - 1
 
             tap.reset()
             proxy.add_toxic("limit_data", DOWN, bytes=30)  # after the second reply: the third never comes back
-            assert _exchange(proxy.listen, requests) == requests[:2] + [b""]
+            got = _exchange(proxy.listen, requests)  # the close reads as an empty reply, or a reset as none
+            assert got[:2] == requests[:2] and got[2:] in ([], [b""])
             assert tap.wait_for_cut(DOWN, 30, 5) is not None
             proxy.clear()
             assert proxy.toxics() == [] and _exchange(proxy.listen, requests) == requests
+
+            # a reset placed by the tap after the second request (30 bytes up, 10 down): the connection is reset
+            # before that request reaches the server: the first reply comes back, not the third
+            [reset] = [c for c in cut_points(conversation, ("reset_after_request",)) if c.size == 30]
+            assert (reset.direction, reset.other, str(reset).split()[0]) == (UP, 10, "reset")
+            tap.reset()
+            tap.trigger(UP, reset.size, lambda: proxy.add_toxic("reset_peer", UP, timeout=0), other=reset.other)
+            got = _exchange(proxy.listen, requests)
+            assert got[:1] == requests[:1] and got != requests and tap.wait_for_trigger(5) is not None
+            assert len(tap.triggered.turns) >= 3  # fired on the connection that carried the first round trip
+            proxy.clear()
+            assert _exchange(proxy.listen, requests) == requests
         finally:
             proxy.delete()
     listener.close()

@@ -40,6 +40,16 @@ class SinkAdapter(ABC):
     #: writer options the cut sweep adds to `options` (for example smaller requests, one at a time, so a
     #: partition's write makes several round trips on one connection)
     network_options: Mapping[str, str] = {}
+    #: seconds the cut sweep stalls a connection (a ``timeout`` toxic: nothing gets through), longer than
+    #: the sink (with `network_options`) waits for an answer before it gives up on the connection
+    network_stall_s: float = 15.0
+    #: the kinds of cut point the cut sweep runs (keys of `connectors.conformance.network.KINDS`; all of
+    #: them with ``IMPULSE_FULL_SWEEP=1``): by default a close one byte short of each request, right after
+    #: each request and right after each reply
+    cut_kinds: tuple[str, ...] = ("inside_request", "after_request", "after_reply")
+    #: round trips at the start of a write's connection that are the client library's handshake, not the sink's:
+    #: the cut sweep starts after them (cuts them too with ``IMPULSE_FULL_SWEEP=1``)
+    network_handshake: int = 0
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import socket
 from contextlib import contextmanager
@@ -82,6 +83,23 @@ class RedisAdapter(SinkAdapter):
 
     def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
         return {**self.options(namespace), "url": _with_address(self.url, address)}
+
+    @functools.cached_property
+    def network_handshake(self) -> int:
+        """redis-py's round trips when it connects, before the sink's first command (``HELLO``, ``CLIENT …``, as
+        this redis-py and server have it): counted once, on a connection of its own through a tap, around a PING."""
+        import redis
+
+        from connectors.servers.tap import UP, Tap
+
+        with Tap(_host_port(self.url)) as tap:
+            client = redis.Redis.from_url(_with_address(self.url, tap.address))
+            try:
+                client.ping()
+            finally:
+                client.close()
+            [conversation] = tap.snapshot()
+        return sum(direction == UP for direction, _ in conversation.turns) - 1
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         key = f"{namespace}:"
@@ -189,6 +207,12 @@ class KafkaAdapter(SinkAdapter):
     format = "kafka-sink"
     #: below the 1 MB record limit of librdkafka (``message.max.bytes``) and the broker, JSON overhead included
     large_value_bytes = 900_000
+    #: the cut sweep: librdkafka resends a request on a new connection after a close, so what the sweep must
+    #: reach after a reply is a connection that stalls until the sink gives up (its 3 s `timeout`, librdkafka's
+    #: 3 s request and socket timeouts), not one that closes
+    cut_kinds = ("inside_request", "after_request", "stall_after_reply")
+    network_options = {"timeout": "3s", "kafka.request.timeout.ms": "3000", "kafka.socket.timeout.ms": "3000"}
+    network_stall_s = 6.0
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
                  timeout_s: float = 60.0, broker=None, proxy_route: tuple[str, str] | None = None) -> None:

@@ -34,10 +34,11 @@ StreamTest):
    query's copy lands once;
 9. the network (`connectors.conformance.network`: a Toxiproxy proxy between the sink and its target;
    skipped for an adapter without `SinkAdapter.network_route`): a cut at every round trip of one
-   partition's write — one byte short of each request, right after each request (the last one too: the
-   write applied, its acknowledgement lost), right after each reply — each in its own run, the protocol
-   and Spark retrying (and the query restarted from its checkpoint if it failed): exactly-once after
-   each; and a bad network (latency with jitter, a bandwidth cap, a slow close on every connection): the
+   partition's write — a close one byte short of each request, right after each request (the last one
+   too: the write applied, its acknowledgement lost), right after each reply; a reset after each request;
+   a stall after each request or reply, held until the sink gives up (the adapter's `cut_kinds` pick the
+   kinds, all with ``IMPULSE_FULL_SWEEP=1``) — each in its own run, the protocol and Spark retrying (and
+   the query restarted from its checkpoint if it failed): exactly-once after each; and a bad network (latency with jitter, a bandwidth cap, a slow close on every connection): the
    query keeps up, or fails with an error naming the sink and completes once restarted, exactly-once
    either way.
 """
@@ -60,7 +61,7 @@ from typing import Iterator, Mapping
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.network import CUT_KINDS, DOWN, UP, cut_points, network_for
+from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
 from connectors.protocol import CommitMessage
 from connectors.partitions import split_limit
 
@@ -498,8 +499,9 @@ class SinkConformance:
     # 9 -------------------------------------------------------------------------------------------
     #: events of each run of the network cases (one micro-batch over `PARTITIONS` partitions)
     network_limit = 200
-    #: the kinds of cut points `test_cut_at_every_round_trip` runs (`connectors.conformance.network.CUT_KINDS`)
-    cut_kinds: tuple[str, ...] = CUT_KINDS
+    #: the kinds of cut points `test_cut_at_every_round_trip` runs (keys of `connectors.conformance.network.KINDS`),
+    #: None: the adapter's `SinkAdapter.cut_kinds`; every kind with ``IMPULSE_FULL_SWEEP=1``
+    cut_kinds: tuple[str, ...] | None = None
     #: the bad network, on every connection: (toxic, direction, attributes); ms, KB/s
     bad_network: tuple[tuple[str, str, dict[str, int]], ...] = (
         ("latency", UP, {"latency": 20, "jitter": 15}), ("latency", DOWN, {"latency": 20, "jitter": 15}),
@@ -508,8 +510,8 @@ class SinkConformance:
     def test_cut_at_every_round_trip(self, spark, adapter, network, tmp_path):
         """Record one write's conversation through the proxy, then cut it at each of its round trips in turn.
 
-        Each cut is its own run in a fresh namespace: a ``limit_data`` toxic cuts the first connection that
-        reaches the point and is removed at once; the protocol and Spark retry (a query that failed is
+        Each cut is its own run in a fresh namespace: a toxic breaks the first connection that reaches the
+        point and is removed once it fired (a stall: after `SinkAdapter.network_stall_s`); the protocol and Spark retry (a query that failed is
         restarted from its checkpoint, as a user would); then exactly the events of the run must have
         landed. The number of runs is the number of cut points of the recorded conversation.
         """
@@ -520,7 +522,11 @@ class SinkConformance:
             run_query(spark, routed, namespace, tmp_path / "recorded", limit=limit)
             self.check_landed(adapter, namespace, limit)
             conversation = network.recorded()
-        cuts = [cut for cut in cut_points(conversation) if cut.kind in self.cut_kinds]
+        if os.environ.get("IMPULSE_CUT_TRACE"):
+            print(f"recorded: {conversation.turns}", file=sys.stderr, flush=True)
+        full = os.environ.get(FULL_SWEEP_ENV) == "1"
+        cuts = cut_points(conversation, CUT_KINDS if full else self.cut_kinds or adapter.cut_kinds,
+                          skip=0 if full else adapter.network_handshake)
         assert cuts, f"the recorded write has no round trip to cut: {conversation.turns}"
         broken, missed = [], []
         for index, cut in enumerate(cuts):

@@ -3,7 +3,10 @@ connection, the sizes of what went each way in order (`Conversation`), so a test
 boundaries of a client's conversation with its server and cut the connection at each.
 
 Placed behind a Toxiproxy proxy (client → proxy → tap → server) it also tells when a cut fired: a
-connection that ended having carried at least N bytes in one direction (`Tap.wait_for_cut`).
+connection that ended having carried at least N bytes in one direction (`Tap.wait_for_cut`); and it
+places a fault Toxiproxy cannot place at a byte itself (`Tap.trigger`): the first connection to reach N
+bytes in one direction runs an action (adding a ``timeout`` or ``reset_peer`` toxic) before that chunk
+is forwarded.
 Standard library only; one thread per connection and direction.
 """
 
@@ -53,6 +56,8 @@ class Tap:
         self._lock = threading.Condition()
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
+        self._trigger: tuple[str, int, int, Callable[[], None]] | None = None
+        self.triggered: Conversation | None = None  # the connection the armed trigger fired on
 
     @property
     def address(self) -> str:
@@ -90,6 +95,25 @@ class Tap:
             for conversation in self.conversations:
                 conversation.base = {UP: conversation.total(UP) + conversation.base[UP],
                                      DOWN: conversation.total(DOWN) + conversation.base[DOWN]}
+
+    def trigger(self, direction: str, size: int, action: Callable[[], None], other: int = 0) -> None:
+        """Run `action` once, on the first connection whose bytes in `direction` (counted as `Conversation.total`)
+        reach `size` having carried at least `other` bytes the other way, before the chunk holding byte `size`
+        is forwarded; `triggered` is then that conversation."""
+        with self._lock:
+            self._trigger, self.triggered = (direction, size, other, action), None
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._trigger = None
+
+    def wait_for_trigger(self, timeout: float, stop: Callable[[], bool] = lambda: False) -> Conversation | None:
+        """The conversation the armed `trigger` fired on, or None after `timeout` seconds or once `stop()` is true."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.triggered is None and time.monotonic() < deadline and not stop():
+                self._lock.wait(0.05)
+            return self.triggered
 
     def snapshot(self) -> list[Conversation]:
         with self._lock:
@@ -141,6 +165,17 @@ class Tap:
                     break
                 with self._lock:
                     conversation.add(direction, len(data))
+                    trigger = self._trigger
+                    if trigger is not None and trigger[0] == direction and conversation.total(direction) >= trigger[1] \
+                            and conversation.total(DOWN if direction == UP else UP) >= trigger[2]:
+                        self._trigger, action = None, trigger[3]
+                    else:
+                        action = None
+                if action is not None:
+                    action()
+                    with self._lock:
+                        self.triggered = conversation
+                        self._lock.notify_all()
                 sink.sendall(data)
         except OSError:
             pass

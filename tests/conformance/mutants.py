@@ -14,14 +14,15 @@ registered under its own format name (``mutant-…``):
   record (duplicates after a crash or a replay);
 - `WebhookFreshKeys`: a new idempotency key on every attempt: the receiver cannot dedupe a resend.
 
-Three more each leave a window between two round trips, which only a cut of the connection there finds
+Three more each leave a window between two round trips, which only breaking the connection there finds
 (the suite's ``test_cut_at_every_round_trip``):
 
 - `RedisRecordAfterExec`: the rows in MULTI/EXEC, the commit record in a second round trip after it:
   cut after EXEC's reply, the retry finds no record and writes the rows again (duplicates);
 - `KafkaOffsetsAfterData`: the data's transaction commits, then the progress offsets in a second
-  transaction: a failure between the two rewrites the partition (duplicates). A cut does not reach it
-  (librdkafka resends on a new connection): ``test_mutants.HOLES``;
+  transaction: a failure between the two rewrites the partition (duplicates). A close does not reach
+  it (librdkafka resends on a new connection); a stall after the first commit's reply, held past the
+  sink's timeout, does;
 - `WebhookCutCounted`: a request whose reply never came (the connection cut) counts as delivered: cut
   before the receiver had the whole request, its rows are lost.
 
