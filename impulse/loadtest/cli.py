@@ -36,7 +36,7 @@ examples:
                --partitions 4 --payload-bytes 256
   impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --rate 100k
   impulse-load --sink noop --ramp 100k:100k:2M --step-duration 10s --output report/
-  impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \
+  impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \\
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
   impulse-load run examples/spike-redis.toml --set options.url=redis://localhost:6379   # a load test as a file
   impulse-load compare runs/redis runs/kafka                # one table and one overlay plot of earlier --output DIRs

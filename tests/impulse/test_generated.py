@@ -74,6 +74,10 @@ def test_option_errors_reach_the_user_intact_with_a_user_schema(spark):
     with pytest.raises(Exception) as err:
         batch(spark, **{"fields.user_id.cardinality": "0"}).count()
     assert "invalid value '0' for option 'fields.user_id.cardinality'" in str(err.value)
+    options = {k: v for k, v in OPTIONS.items() if k != "eventsPerSecond"}
+    message = start_failure(spark, SCHEMA, {**options, "eventsPerSecnd": "10"})
+    # Spark hands a Python data source its option keys lower-cased: the typo is named as Spark passed it
+    assert "unknown option 'eventspersecnd' (did you mean 'eventspersecond'?" in message.lower(), message[-3000:]
 
 
 def test_stream_equals_batch_read_across_restarts_and_sessions(spark, tmp_path):

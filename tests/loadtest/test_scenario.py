@@ -159,6 +159,19 @@ def test_a_prefix_of_a_flag_is_refused(capsys):
     assert exit_.value.code == 2 and "unrecognized arguments: --rat" in capsys.readouterr().err
 
 
+def test_every_help_example_line_that_ends_in_a_backslash_is_continued(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    examples = lines[lines.index("examples:") + 1:]
+    continued = [i for i, line in enumerate(examples) if line.split("  # ")[0].rstrip().endswith("\\")]
+    assert continued, "the examples have no continued line: the test checks nothing"
+    for i in continued:
+        assert examples[i + 1].startswith(" " * 15) and examples[i + 1].strip().startswith("--"), examples[i:i + 2]
+    for line in examples:  # a backslash-newline in the source joins two lines into one with a gap of spaces
+        assert not re.search(r"\S {8,}--", line.split("  # ")[0]), f"a collapsed continuation: {line!r}"
+
+
 def test_the_readme_lists_every_key_as_the_table_says():
     from impulse.loadtest.scenario import keys_table
 
