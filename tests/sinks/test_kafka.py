@@ -599,3 +599,36 @@ def test_check_keeps_the_client_that_answered_and_drops_one_that_failed(kafka_br
     assert kept() is None
     sink.check()
     assert kept() not in (None, first)
+
+
+def test_abort_after_the_topic_was_deleted_fences_without_the_topic_check(kafka_broker, caplog):
+    """Spark makes a new writer to abort a batch: the driver's topic check, which fails once the topic is gone,
+    must not stop the abort (it fences the failed partitions' transactional ids, which needs no topic)."""
+    import logging
+    import pickle
+
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from connectors import protocol
+
+    topic = kafka_broker.create_topic(_name("deleted"), partitions=1)
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic, "writeRetries": "0",
+               "commitId": _name("query")}
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+
+    def writer_as_spark_asks():
+        return protocol.stream_writer(options, name="kafka sink",
+                                      build=lambda reader: KafkaSinkDataSource(options).build(reader, schema))
+
+    pickle.dumps(writer_as_spark_asks())  # the query started: the topic was there
+    kafka_broker.delete_topic(topic)
+    protocol._checked.clear()  # Spark asks for the abort's writer in a new Python process: nothing checked yet
+    writer = writer_as_spark_asks()
+    with caplog.at_level(logging.INFO, logger="impulse.connectors.kafka"):
+        writer.abort([None], 3)
+    assert not [r for r in caplog.records if "could not fence" in r.getMessage()], caplog.text
+    fenced = [r.getMessage() for r in caplog.records if "fenced" in r.getMessage()]
+    assert len(fenced) == 1 and "after batch 3 aborted" in fenced[0], caplog.text
+    for refused in (lambda: writer.commit([None], 3), lambda: pickle.dumps(writer)):
+        with pytest.raises(OptionError, match=f"'{topic}'.*create it first"):
+            refused()
