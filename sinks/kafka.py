@@ -7,6 +7,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -385,10 +386,11 @@ class KafkaSink(Sink):
         if producer is None:
             try:
                 producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
-                                           "logger": _quiet})
+                                           "logger": _quiet, "error_cb": partial(_note_handshake_error, self._idle_key)})
             except kafka.KafkaException as exc:
                 raise OptionError("kafka.*", redact_options(opts.client),
                                   f"settings librdkafka accepts ({exc.args[0].str()})") from exc
+        _handshake_errors.pop(self._idle_key, None)
         try:
             metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
             named = {opts.dead_letter_topic: "deadLetterTopic", opts.progress_topic if opts.exactly_once else None:
@@ -406,6 +408,15 @@ class KafkaSink(Sink):
                 raise OptionError(option, topic, f"an existing topic of the Kafka cluster at {opts.bootstrap} "
                                   f"(the broker says: {reason}); create it first")
         except kafka.KafkaException as exc:
+            producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
+            handshake = _handshake_errors.pop(self._idle_key, None)
+            if handshake is not None:
+                given = next((v for k, v in opts.client.items() if k.lower() == "security.protocol"), "PLAINTEXT")
+                raise OptionError("kafka.security.protocol", given,
+                                  f"the security protocol of the listener at {opts.bootstrap} (and the credentials it "
+                                  "takes): the broker answers, but the client's security handshake failed "
+                                  f"({handshake.str()}). A SASL client talking to a PLAINTEXT listener, or a "
+                                  "PLAINTEXT/SASL_PLAINTEXT client to an SSL one, fails so") from exc
             raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
                                  f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
                                  "right?") from exc
@@ -814,6 +825,17 @@ def _from_client(exc: Exception, opts: KafkaOptions, doing: str) -> SinkError | 
         return _translate(err, opts, doing)
     return SinkError(f"kafka-sink: {doing} at {opts.bootstrap}: {cause}")
 
+
+#: The last error librdkafka reported in the background to the driver's check client of these settings (its
+#: `_idle_key`): a failed security handshake shows there, while `list_topics` only says "transport failure".
+_handshake_errors: dict[tuple, Any] = {}
+
+
+def _note_handshake_error(key: tuple, err) -> None:
+    """A check client's ``error_cb``: keep a failed authentication or TLS handshake, the cause a timeout hides."""
+    kafka = _import_kafka()
+    if err.code() in (kafka.KafkaError._AUTHENTICATION, kafka.KafkaError._SSL):
+        _handshake_errors[key] = err
 
 _quiet = logging.getLogger("impulse.connectors.kafka.check")
 _quiet.propagate = False

@@ -632,3 +632,17 @@ def test_abort_after_the_topic_was_deleted_fences_without_the_topic_check(kafka_
     for refused in (lambda: writer.commit([None], 3), lambda: pickle.dumps(writer)):
         with pytest.raises(OptionError, match=f"'{topic}'.*create it first"):
             refused()
+
+
+def test_a_sasl_client_to_a_plaintext_listener_is_named_not_reported_unreachable(kafka_broker):
+    """The broker runs and answers; the SASL handshake fails: the error names the security protocol, not a broker
+    that may be down."""
+    topic = kafka_broker.create_topic(_name("sasl"), partitions=1)
+    sink = sink_for(kafka_broker, topic, **{"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+                                            "kafka.sasl.username": "user", "kafka.sasl.password": "secret"})
+    with pytest.raises(OptionError) as err:
+        sink.check()
+    message = str(err.value)
+    assert err.value.option == "kafka.security.protocol" and "'SASL_PLAINTEXT'" in message, message
+    assert "SASL" in message.split("handshake failed (")[1] and "is the broker running" not in message, message
+    sink_for(kafka_broker, topic).check()  # the same broker, PLAINTEXT: it was running all along
