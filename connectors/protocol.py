@@ -11,6 +11,8 @@ The call sequence of one micro-batch:
    A check that passed is not repeated for the same sink and options in the same process for
    `CHECK_EVERY_S` (10 s): it opened a connection per micro-batch on the latency path; a target lost
    in between fails the write with the same kind of error (retried, then naming the target).
+   Spark asks for the writer before it says what for: a failed check is raised when the writer is
+   shipped to the tasks (pickled: the query fails as it starts) or commits, and never stops an abort.
 2. Executor, for each partition P, task attempt A — `ProtocolWriter.write`:
    a. fault point ``before_write``;
    b. `Sink.open`, then `Sink.is_committed`: if the target's own record says (Q, P) already committed

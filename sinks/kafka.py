@@ -8,7 +8,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +22,7 @@ from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
 from sinks.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 
-__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES"]
+__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic"]
 
 log = logging.getLogger("impulse.connectors.kafka")
 
@@ -751,6 +751,38 @@ class KafkaSink(Sink):
                 else f"topic '{topic}'"
             where += f" (row {row} of the Spark partition)"
             raise _translate(err, self.options, f"delivering to {where}", more=more)
+
+
+def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float = 30.0) -> bool:
+    """Create the sink's ``topic`` (of its options, ``kafka.*`` included) with `partitions` partitions and the
+    broker's default replication factor, and wait until every partition has a leader; False when it existed
+    already (left as it is). For the load harness's opt-in ``create-topic``; the sink itself never creates one."""
+    kafka = _import_kafka()
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
+    if opts.topic is None:
+        raise OptionError("topic", None, "a topic to create")
+    admin = AdminClient({**opts.common_config(), "logger": _quiet})
+    future = admin.create_topics([NewTopic(opts.topic, num_partitions=partitions, replication_factor=-1)],
+                                 request_timeout=timeout_s)[opts.topic]
+    try:
+        future.result(timeout_s)
+    except kafka.KafkaException as exc:
+        if exc.args[0].code() == kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise SinkError(f"kafka-sink: cannot create topic '{opts.topic}' at {opts.bootstrap}: "
+                        f"{exc.args[0].str()}") from exc
+    deadline = time.monotonic() + timeout_s
+    while True:  # created: its partitions get leaders a moment later
+        found = admin.list_topics(opts.topic, timeout=timeout_s).topics.get(opts.topic)
+        if found is not None and found.error is None and len(found.partitions) == partitions \
+                and all(p.leader >= 0 for p in found.partitions.values()):
+            return True
+        if time.monotonic() >= deadline:
+            raise SinkError(f"kafka-sink: topic '{opts.topic}' at {opts.bootstrap} was created but has no leader "
+                            f"for each of its {partitions} partitions after {timeout_s:g}s")
+        time.sleep(0.1)
 
 
 def _quietly(call: Callable[[], Any]) -> None:

@@ -132,7 +132,7 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
-            preflight(config.sink, config.options, config.payload_bytes)
+            preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
         except LoadError as exc:
             if plan.file is None:
                 raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
 import time
 import uuid
 
@@ -445,8 +446,9 @@ def test_bad_librdkafka_setting_is_an_option_error(kafka_broker):
                                   "kafka.no.such.property": "1"})
     from pyspark.sql.types import LongType, StructField, StructType
 
+    writer = source.streamWriter(StructType([StructField("counter", LongType())]), False)
     with pytest.raises(OptionError, match="no.such.property"):
-        source.streamWriter(StructType([StructField("counter", LongType())]), False)
+        pickle.dumps(writer)  # the query starts: Spark ships the writer to its tasks
 
 
 def test_delivery_error_is_not_retried(kafka_broker):
@@ -605,7 +607,6 @@ def test_abort_after_the_topic_was_deleted_fences_without_the_topic_check(kafka_
     """Spark makes a new writer to abort a batch: the driver's topic check, which fails once the topic is gone,
     must not stop the abort (it fences the failed partitions' transactional ids, which needs no topic)."""
     import logging
-    import pickle
 
     from pyspark.sql.types import LongType, StructField, StructType
 
