@@ -34,7 +34,8 @@ examples:
   impulse-load                                   # embedded default: webhook-sink into a local receiver, 20k events/s, 30s
   impulse-load --sink redis-sink --option url=redis://localhost:6379 --rate 50000 --duration 60s \\
                --partitions 4 --payload-bytes 256
-  impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --rate 100k
+  impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --create-topic 2 \\
+               --rate 100k
   impulse-load --sink noop --ramp 100k:100k:2M --step-duration 10s --output report/
   impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \\
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
