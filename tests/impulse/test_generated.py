@@ -206,12 +206,18 @@ def test_the_readme_cookbook_runs(spark, tmp_path):
 
     blocks = [b.split("```", 1)[0] for b in section("### Realistic events: typed columns").split("```python\n")[1:]]
     assert len(blocks) == 3
+    def first_block(heading: str) -> str:
+        return section(heading).split("```python\n")[1].split("```", 1)[0]
+
     namespace: dict = {}
-    for block in [python_block("## Install and register"), *blocks]:  # the first makes `spark` (this session)
+    # the first makes `spark` (this session); "The impulse source" and "Nexmark" open with frames defined likewise
+    for block in [python_block("## Install and register"), first_block("## The impulse source"),
+                  first_block("## Nexmark"), *blocks]:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
     assert namespace["spark"] is spark
     frames = {k: v for k, v in namespace.items() if isinstance(v, DataFrame)}
-    assert {"orders", "readings", "per_minute", "users", "clicks", "by_plan"} <= frames.keys()
+    assert {"events", "bids", "orders", "readings", "per_minute", "users", "clicks", "by_plan"} <= frames.keys()
+    assert frames["events"].isStreaming and not frames["bids"].isStreaming
     assert namespace["users"].count() == 1000
 
     # "customer_id 0 gets 1/H(1000, 1.1) ≈ 17.9 % of the orders": a batch read of the same options, as it says

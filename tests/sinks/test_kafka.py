@@ -647,3 +647,32 @@ def test_a_sasl_client_to_a_plaintext_listener_is_named_not_reported_unreachable
     assert err.value.option == "kafka.security.protocol" and "'SASL_PLAINTEXT'" in message, message
     assert "SASL" in message.split("handshake failed (")[1] and "is the broker running" not in message, message
     sink_for(kafka_broker, topic).check()  # the same broker, PLAINTEXT: it was running all along
+
+
+def test_the_readme_kafka_blocks_run(spark, kafka_broker, tmp_path):
+    """The README's Kafka sink blocks as written (the broker's address, a topic name and a checkpoint of the test's
+    own filled in): the AdminClient block makes the topic with 4 partitions, the stream block writes into it."""
+    from tests.readme import python_block, section
+
+    stream, create = [b.split("```", 1)[0] for b in section("## Kafka sink").split("```python\n")[1:]]
+    topic = _name("events")
+
+    def filled(block: str) -> str:
+        return (block.replace("localhost:9092", kafka_broker.bootstrap).replace('"events"', f'"{topic}"')
+                .replace("/tmp/ck-kafka", str(tmp_path / "ck")))
+
+    namespace: dict = {}
+    before = {q.id for q in spark.streams.active}
+    for block in (python_block("## Install and register"), create, stream):
+        exec(compile(filled(block), "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
+    queries = [q for q in spark.streams.active if q.id not in before]  # the block starts one, unassigned
+    assert len(queries) == 1
+    try:
+        assert len(kafka_broker.end_offsets(topic)) == 4
+        wait_until(lambda: sum(kafka_broker.end_offsets(topic).values()) > 0, 120, 0.5, "records in the topic")
+    finally:
+        for q in queries:
+            q.stop()
+    message = kafka_broker.consume_all(topic)[0]
+    row = json.loads(message.value())
+    assert message.key().decode() == str(row["subtask_index"]) and {"counter", "timestamp"} <= set(row)
