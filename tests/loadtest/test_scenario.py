@@ -121,7 +121,7 @@ def _refused(capsys, tmp_path, text: str, *extra: str) -> str:
 
 @pytest.mark.parametrize("text, words", [
     # an unknown key: the keys allowed are listed, a flag's spelling points to its key
-    ('[[scenario]]\nname = "a"\nrat = 10', ["scenario 'a': unknown key 'rat'", "the keys are sink, options, rate"]),
+    ('[[scenario]]\nname = "a"\nrat = 10', ["scenario 'a': unknown key 'rat'", "the keys are sink, options, create-topic, rate"]),
     ("threshold = ['p99<1s']", ["unknown key 'threshold'", "the flag --threshold"]),
     ("payload_bytes = 10", ["did you mean 'payload-bytes'?"]),
     # a wrong type, a bad duration, a bad rate, a bad threshold, a range
