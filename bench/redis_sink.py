@@ -68,7 +68,7 @@ def _ids(batch):
     return [f"{s}:{c}" for s, c in zip(batch.column("subtask_index").to_pylist(), batch.column("counter").to_pylist())]
 
 
-def run_sink(url: str, batches) -> float:
+def run_sink(url: str, batches) -> tuple[float, RedisSink, WriteIdentity]:
     sink = RedisSink(RedisOptions.read(OptionReader({"url": url, "keyPrefix": "b:"}, name="redis sink")))
     identity = WriteIdentity("bench", 0, 0, 0)
     start = time.perf_counter()
@@ -78,7 +78,15 @@ def run_sink(url: str, batches) -> float:
         sink.write(conn, identity, iter(batches))
     finally:
         sink.close(conn)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, sink, identity
+
+
+def check_sink_keys(client, sink: RedisSink, identity: WriteIdentity, rows: int) -> None:
+    """Every row landed under the key prefix, and the only other keys are the sink's commit records (however
+    many it keeps), the partition's among them."""
+    records = {key.decode() for key in client.scan_iter(match=f"{sink.options.commit_key_prefix}*", count=10_000)}
+    assert sink.partition_key(identity) in records, sorted(records)
+    assert client.dbsize() == rows + len(records), (client.dbsize(), rows, sorted(records))
 
 
 def run_spark(url: str, rows: int, payload_bytes: int, batches: int) -> tuple[float, dict]:
@@ -112,8 +120,8 @@ def main(argv=None) -> int:
         plain_s = run_plain(client, batches, args.chunk)
         assert client.dbsize() == args.rows
         client.flushdb()
-        sink_s = run_sink(server.url, batches)
-        assert client.dbsize() == args.rows + 1  # the rows and the partition's commit record
+        sink_s, sink, identity = run_sink(server.url, batches)
+        check_sink_keys(client, sink, identity, args.rows)
         client.flushdb()
         result = {"rows": args.rows, "payload_bytes": args.payload_bytes,
                   "plain_rows_per_s": args.rows / plain_s, "sink_rows_per_s": args.rows / sink_s,

@@ -86,6 +86,8 @@ def batch_writer(options: Mapping[str, object], overwrite: bool, *, name: str,
         raise OptionError("mode", "overwrite", f"one of {', '.join(MODES)}: the {name} only adds to its target, it "
                           "cannot replace what is there; use .mode(\"append\") (SQL: INSERT INTO, not INSERT OVERWRITE)")
     protocol = stream_writer(options, name=name, build=build)
+    if protocol.refused is not None:  # a batch write's commit and abort reuse this writer: no later check to spare
+        raise protocol.refused
     identity = replace(protocol.options, commit_id=protocol.options.commit_id or new_commit_id())
     return BatchWriter(ProtocolWriter(protocol.sink, identity, batch_id=BATCH_ID))
 

@@ -12,6 +12,7 @@ milliseconds; they parse to integer epoch microseconds.
 
 from __future__ import annotations
 
+import difflib
 import re
 from datetime import datetime, timezone
 from typing import Iterable, Mapping
@@ -180,6 +181,19 @@ class OptionReader:
                 out[original[len(prefix):]] = str(value)
         return out
 
+    def misspelt(self, *options: str) -> tuple[str, object, str] | None:
+        """The first given option that is none of `options` but spelt close to one of them (case-insensitive):
+        ``(given name, its value, the option meant)``, or None. Use it where an option is missing, so that the
+        error names the typo (``eventsPerSecnd``) rather than only the missing name."""
+        wanted = {o.lower(): o for o in options}
+        for lowered, (original, value) in sorted(self._given.items()):
+            if lowered in wanted or lowered in self._known:
+                continue
+            close = difflib.get_close_matches(lowered, wanted, n=1, cutoff=0.8)
+            if close:
+                return original, value, wanted[close[0]]
+        return None
+
     def finish(self) -> None:
         """Raise `OptionError` for the first option that no getter asked for."""
         if "provider" in self._given and any(k.startswith("option.") for k in self._given):
@@ -190,8 +204,10 @@ class OptionReader:
             if lowered in self._known or lowered in _SPARK_KEYS or (prefixes and lowered.startswith(prefixes)):
                 continue
             known = ", ".join(sorted(self._known.values(), key=str.lower))
+            close = difflib.get_close_matches(lowered, self._known, n=1, cutoff=0.8)
+            meant = f"did you mean '{self._known[close[0]]}'? " if close else ""
             raise OptionError(original, value, f"a known option of the {self.name}; unknown option '{original}' "
-                                               f"(known: {known})")
+                                               f"({meant}known: {known})")
 
 
 def _range(kind: str, minimum: int | None, maximum: int | None) -> str:

@@ -11,6 +11,8 @@ The call sequence of one micro-batch:
    A check that passed is not repeated for the same sink and options in the same process for
    `CHECK_EVERY_S` (10 s): it opened a connection per micro-batch on the latency path; a target lost
    in between fails the write with the same kind of error (retried, then naming the target).
+   Spark asks for the writer before it says what for: a failed check is raised when the writer is
+   shipped to the tasks (pickled: the query fails as it starts) or commits, and never stops an abort.
 2. Executor, for each partition P, task attempt A — `ProtocolWriter.write`:
    a. fault point ``before_write``;
    b. `Sink.open`, then `Sink.is_committed`: if the target's own record says (Q, P) already committed
@@ -76,7 +78,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from connectors.errors import CommitError, PartitioningChangedError, SinkError, map_errors
+from connectors.errors import CommitError, ConnectorError, PartitioningChangedError, SinkError, map_errors
 from connectors.faults import FaultPlan
 from connectors.latency import LatencyHistogram
 from connectors.options import OptionReader
@@ -352,10 +354,22 @@ class _Feed:
 class ProtocolWriter(DataSourceStreamArrowWriter):
     """The stream writer of every sink: runs the protocol above around a `Sink`'s hooks."""
 
-    def __init__(self, sink: Sink, options: ProtocolOptions, batch_id: int | None = None) -> None:
+    def __init__(self, sink: Sink, options: ProtocolOptions, batch_id: int | None = None,
+                 refused: Exception | None = None) -> None:
         self.sink = sink
         self.options = options
         self.batch_id = batch_id   # None: streaming (from the task); else a batch write's (`connectors.batch`)
+        #: the driver's check of the target failed with this: the writer cannot be shipped to tasks (pickled)
+        #: nor commit, where the error is raised as the check raised it; `abort` runs regardless
+        self.refused = refused
+
+    def _raise_refused(self) -> None:
+        if self.refused is not None:
+            raise self.refused
+
+    def __getstate__(self) -> dict:
+        self._raise_refused()  # the query starts (Spark pickles the writer for its tasks): fail it now, intact
+        return self.__dict__
 
     def _fault(self, point: str, batch: int, partition: int | None = None, attempt: int | None = None) -> None:
         if self.options.faults is not None:
@@ -402,6 +416,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         )
 
     def commit(self, messages: Sequence[CommitMessage | None], batchId: int) -> None:
+        self._raise_refused()
         failed = [i for i, m in enumerate(messages) if m is None]
         if failed:
             raise CommitError(f"{self.sink.name}: batch {batchId} cannot commit: tasks of partitions {failed} failed")
@@ -425,6 +440,9 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
         commit_id = next((m.commit_id for m in messages if m is not None), self.options.commit_id)
         log.warning("%s: batch %d of %s aborted (%d of %d partitions reported)", self.sink.name, batchId,
                     commit_id, sum(m is not None for m in messages), len(messages))
+        if self.refused is not None:  # e.g. the topic was deleted: abort anyway, without its check
+            log.warning("%s: aborting batch %d although the target's check failed: %s", self.sink.name, batchId,
+                        self.refused)
         with _context(f"{self.sink.name}: aborting batch {batchId} of {commit_id}"):
             self.sink.abort_batch(commit_id, batchId, messages)
 
@@ -511,6 +529,12 @@ def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[
     # must not fail the query, so a TransientError from the check is retried like a write.
     key = (sink.name, tuple(sorted((str(k).lower(), str(v)) for k, v in options.items())))
     if time.monotonic() - _checked.get(key, float("-inf")) >= CHECK_EVERY_S:
-        protocol.retry.call(sink.check, what=f"{sink.name} reachability check")
+        try:
+            protocol.retry.call(sink.check, what=f"{sink.name} reachability check")
+        except ConnectorError as exc:
+            # Spark asks for a writer before it says what for: to ship to the tasks (pickled), to commit or to
+            # abort. A failed check fails the first two (`ProtocolWriter.refused`); an abort still runs, since
+            # undoing a batch must not depend on the target being as the query found it (a deleted topic).
+            return ProtocolWriter(sink, protocol, refused=exc)
         _checked[key] = time.monotonic()
     return ProtocolWriter(sink, protocol)

@@ -60,6 +60,12 @@ class ImpulseOptions:
         delay = reader.duration_us("delay")
         stages_text = reader.string("rateStages")
         if (rate is None) + (delay is None) + (stages_text is None) != 2:
+            typo = reader.misspelt("eventsPerSecond", "delay", "rateStages")
+            if typo is not None and (rate, delay, stages_text) == (None, None, None):
+                given, value, meant = typo
+                raise OptionError(given, value, f"a known option of the impulse source; unknown option '{given}' "
+                                                f"(did you mean '{meant}'? the rate is set by exactly one of "
+                                                "'eventsPerSecond', 'delay' or 'rateStages')")
             given = {"eventsPerSecond": options.get("eventsPerSecond"), "delay": options.get("delay"),
                      "rateStages": stages_text}
             raise OptionError("eventsPerSecond/delay/rateStages", {k: v for k, v in given.items() if v is not None} or None,

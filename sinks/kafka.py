@@ -7,7 +7,8 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from functools import partial
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +22,7 @@ from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
 from sinks.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 
-__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES"]
+__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic"]
 
 log = logging.getLogger("impulse.connectors.kafka")
 
@@ -385,10 +386,11 @@ class KafkaSink(Sink):
         if producer is None:
             try:
                 producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
-                                           "logger": _quiet})
+                                           "logger": _quiet, "error_cb": partial(_note_handshake_error, self._idle_key)})
             except kafka.KafkaException as exc:
                 raise OptionError("kafka.*", redact_options(opts.client),
                                   f"settings librdkafka accepts ({exc.args[0].str()})") from exc
+        _handshake_errors.pop(self._idle_key, None)
         try:
             metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
             named = {opts.dead_letter_topic: "deadLetterTopic", opts.progress_topic if opts.exactly_once else None:
@@ -406,6 +408,15 @@ class KafkaSink(Sink):
                 raise OptionError(option, topic, f"an existing topic of the Kafka cluster at {opts.bootstrap} "
                                   f"(the broker says: {reason}); create it first")
         except kafka.KafkaException as exc:
+            producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
+            handshake = _handshake_errors.pop(self._idle_key, None)
+            if handshake is not None:
+                given = next((v for k, v in opts.client.items() if k.lower() == "security.protocol"), "PLAINTEXT")
+                raise OptionError("kafka.security.protocol", given,
+                                  f"the security protocol of the listener at {opts.bootstrap} (and the credentials it "
+                                  "takes): the broker answers, but the client's security handshake failed "
+                                  f"({handshake.str()}). A SASL client talking to a PLAINTEXT listener, or a "
+                                  "PLAINTEXT/SASL_PLAINTEXT client to an SSL one, fails so") from exc
             raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
                                  f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
                                  "right?") from exc
@@ -742,6 +753,38 @@ class KafkaSink(Sink):
             raise _translate(err, self.options, f"delivering to {where}", more=more)
 
 
+def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float = 30.0) -> bool:
+    """Create the sink's ``topic`` (of its options, ``kafka.*`` included) with `partitions` partitions and the
+    broker's default replication factor, and wait until every partition has a leader; False when it existed
+    already (left as it is). For the load harness's opt-in ``create-topic``; the sink itself never creates one."""
+    kafka = _import_kafka()
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
+    if opts.topic is None:
+        raise OptionError("topic", None, "a topic to create")
+    admin = AdminClient({**opts.common_config(), "logger": _quiet})
+    future = admin.create_topics([NewTopic(opts.topic, num_partitions=partitions, replication_factor=-1)],
+                                 request_timeout=timeout_s)[opts.topic]
+    try:
+        future.result(timeout_s)
+    except kafka.KafkaException as exc:
+        if exc.args[0].code() == kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise SinkError(f"kafka-sink: cannot create topic '{opts.topic}' at {opts.bootstrap}: "
+                        f"{exc.args[0].str()}") from exc
+    deadline = time.monotonic() + timeout_s
+    while True:  # created: its partitions get leaders a moment later
+        found = admin.list_topics(opts.topic, timeout=timeout_s).topics.get(opts.topic)
+        if found is not None and found.error is None and len(found.partitions) == partitions \
+                and all(p.leader >= 0 for p in found.partitions.values()):
+            return True
+        if time.monotonic() >= deadline:
+            raise SinkError(f"kafka-sink: topic '{opts.topic}' at {opts.bootstrap} was created but has no leader "
+                            f"for each of its {partitions} partitions after {timeout_s:g}s")
+        time.sleep(0.1)
+
+
 def _quietly(call: Callable[[], Any]) -> None:
     """Clean-up after a failure: its own errors would hide the one that matters (the next writer fences anyway)."""
     try:
@@ -814,6 +857,17 @@ def _from_client(exc: Exception, opts: KafkaOptions, doing: str) -> SinkError | 
         return _translate(err, opts, doing)
     return SinkError(f"kafka-sink: {doing} at {opts.bootstrap}: {cause}")
 
+
+#: The last error librdkafka reported in the background to the driver's check client of these settings (its
+#: `_idle_key`): a failed security handshake shows there, while `list_topics` only says "transport failure".
+_handshake_errors: dict[tuple, Any] = {}
+
+
+def _note_handshake_error(key: tuple, err) -> None:
+    """A check client's ``error_cb``: keep a failed authentication or TLS handshake, the cause a timeout hides."""
+    kafka = _import_kafka()
+    if err.code() in (kafka.KafkaError._AUTHENTICATION, kafka.KafkaError._SSL):
+        _handshake_errors[key] = err
 
 _quiet = logging.getLogger("impulse.connectors.kafka.check")
 _quiet.propagate = False

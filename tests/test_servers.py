@@ -255,3 +255,55 @@ def test_toxiproxy_limit_data_cuts_at_the_byte_and_the_tap_records_turns(toxipro
         finally:
             proxy.delete()
     listener.close()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below `pid` (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            found |= {int(child)} | _descendants(int(child))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_serve_kafka_creates_topics_and_sigterm_stops_its_jvm():
+    """`python -m connectors.servers serve kafka --topic NAME:PARTITIONS`: the topic exists once it says ready,
+    and SIGTERM (a plain `kill`) stops the broker's JVM as Ctrl-C does, instead of leaving it running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AdminClient
+
+    root = Path(__file__).resolve().parents[1]
+    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", "kafka", "--topic", "orders:3",
+                              "--topic", "events"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    children: set[int] = set()
+    try:
+        ready = serve.stdout.readline()
+        assert "kafka ready at" in ready, ready + serve.stdout.read()[-3000:]
+        bootstrap = ready.split("ready at ")[1].split()[0]
+        topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+        assert len(topics["orders"].partitions) == 3 and len(topics["events"].partitions) == 1, topics
+        children = _descendants(serve.pid)
+        assert any("java" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                   for pid in children if _alive(pid)), "no JVM under serve: the test checks nothing"
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0
+        wait_until(lambda: not any(_alive(pid) for pid in children), 60, 0.2, "serve's JVMs to exit after SIGTERM")
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait(30)
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)  # a failed run must not leave its broker behind

@@ -5,6 +5,17 @@ See `connectors.conformance.suite` for the cases and how to run them for a sink,
 """
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.suite import SinkConformance, expected_events, run_query
 
 __all__ = ["SinkAdapter", "SinkConformance", "expected_events", "run_query"]
+
+_SUITE = ("SinkConformance", "expected_events", "run_query")
+
+
+def __getattr__(name: str) -> object:
+    """The suite's names, imported on first use: the suite needs pytest, and ``python -m connectors.conformance``
+    must be able to say so (and print its ``--help``) where pytest is not installed."""
+    if name in _SUITE:
+        from connectors.conformance import suite
+
+        return getattr(suite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,8 @@
     python -m connectors.conformance webhook-sink [--url http://host:port]  # default: a local deduping receiver
     python -m connectors.conformance redis-sink --url … -- -k fault -x     # after --: pytest arguments
 
+The suite runs on pytest: the `conformance` extra installs it (``pip install "impulse-connectors[conformance]"``).
+
 The sinks and their arguments come from `connectors.registry` (each sink's conformance adapter adds
 its own). The suite writes under unique key prefixes / topics / URL paths and removes what it wrote.
 A Spark session (``local[2,2]``) is started in this process.
@@ -19,6 +21,8 @@ import sys
 from pathlib import Path
 
 ENVIRONMENT = "IMPULSE_CONFORMANCE_TARGET"
+#: What installs the suite's own dependency (pytest), with the sink extras a run needs.
+INSTALL = "python3 -m pip install \"impulse-connectors[conformance]\" (add the sink's extra: kafka, redis or webhook)"
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -26,7 +30,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
     split = argv.index("--") if "--" in argv else len(argv)
     own, pytest_args = argv[:split], argv[split + 1:]
-    parser = argparse.ArgumentParser(prog="python -m connectors.conformance", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m connectors.conformance", description=__doc__.split("\n\n")[0],
+                                     epilog="pytest arguments go after '--', e.g. `python -m connectors.conformance "
+                                            "redis-sink --url redis://localhost:6379/0 -- -k fault -x`. The suite "
+                                            f"runs on pytest: {INSTALL}")
     commands = parser.add_subparsers(dest="sink", required=True, metavar="sink",
                                      help="the sink's format name: " + ", ".join(row.name for row in sinks()))
     for row in sinks():
@@ -37,9 +44,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import pytest
-
     args, pytest_args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        import pytest
+    except ImportError:
+        print(f"python -m connectors.conformance: the conformance suite runs on pytest, which is not installed: "
+              f"{INSTALL}", file=sys.stderr)
+        return 2
     os.environ[ENVIRONMENT] = json.dumps(vars(args))
     suite = Path(__file__).with_name("cli_suite.py")
     # -o addopts=: run in this process, whatever a pytest configuration around the checkout adds (this

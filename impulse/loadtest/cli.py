@@ -34,9 +34,10 @@ examples:
   impulse-load                                   # embedded default: webhook-sink into a local receiver, 20k events/s, 30s
   impulse-load --sink redis-sink --option url=redis://localhost:6379 --rate 50000 --duration 60s \\
                --partitions 4 --payload-bytes 256
-  impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --rate 100k
+  impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --create-topic 2 \\
+               --rate 100k
   impulse-load --sink noop --ramp 100k:100k:2M --step-duration 10s --output report/
-  impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \
+  impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \\
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
   impulse-load run examples/spike-redis.toml --set options.url=redis://localhost:6379   # a load test as a file
   impulse-load compare runs/redis runs/kafka                # one table and one overlay plot of earlier --output DIRs
@@ -132,7 +133,7 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
-            preflight(config.sink, config.options, config.payload_bytes)
+            preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
         except LoadError as exc:
             if plan.file is None:
                 raise

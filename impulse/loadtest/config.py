@@ -46,6 +46,7 @@ class LoadConfig:
     thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.thresholds` (e.g. "p99<1s")
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
     remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
+    create_topic: int | None = None       # kafka-sink: create the option topic with this many partitions if missing
 
     def __post_init__(self) -> None:
         stages = self.stages

@@ -68,7 +68,7 @@ def run_ramp(config: LoadConfig, ramp: RampConfig, *, spark=None, display: Displ
     rates = ramp.rates()
     for rate in (rates[0], rates[-1]):  # every problem found before the first step, and before Spark starts
         impulse_options(replace(config, rate=rate, duration_s=ramp.step_duration_s))
-    preflight(config.sink, config.options, config.payload_bytes)
+    preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
     spark = spark or make_session(config.master)
     result = RampResult(config, ramp)
     for index, rate in enumerate(rates, 1):

@@ -317,7 +317,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     ``config.abort_on_fail`` the run stops (outcome ``aborted``) once a threshold failed for good.
     """
     config.validate()
-    target = preflight(config.sink, config.options, config.payload_bytes)
+    target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
     source_options = impulse_options(config)
     spark = spark or make_session(config.master, remote=config.remote)
     check_format(spark, config.sink)

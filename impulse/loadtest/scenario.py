@@ -156,6 +156,9 @@ KEYS: tuple[Key, ...] = (
         "option, webhook-sink writes to an embedded local HTTP receiver)", "target", "NAME"),
     Key("options", "map", {}, "a sink option, passed through as is (repeatable), e.g. url=redis://localhost:6379",
         "target", "KEY=VALUE", flag="--option", short="-o", example="url=redis://localhost:6379"),
+    Key("create-topic", "int", _D.create_topic, "kafka-sink: create the sink's topic with N partitions (the broker's "
+        "default replication) before the run when it does not exist; default: off, a missing topic fails the "
+        "pre-flight", "target", "N", minimum=1),
     # -- load
     Key("rate", "rate", _D.rate, "target rate, events/s over all partitions; k/M suffixes", "load", "EVENTS_PER_S"),
     Key("duration", "duration", _D.duration_s, "time of events to send, e.g. 60s, 2m: the run sends rate x "
@@ -504,7 +507,7 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
         source_options=source, thresholds=tuple(get("thresholds")), abort_on_fail=get("abort-on-fail"),
-        remote=get("remote"))
+        remote=get("remote"), create_topic=get("create-topic"))
     config.validate()
     if config.abort_on_fail and not config.thresholds:
         raise LoadError("--abort-on-fail needs at least one --threshold")

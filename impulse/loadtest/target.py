@@ -73,14 +73,24 @@ def _valid_names() -> str:
     return ", ".join(known_sinks())
 
 
-def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Target:
+def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_topic: int | None = None) -> Target:
     """Check a sink before the load: raise `LoadError` (one line) for a bad option or an unreachable target.
 
+    With `create_topic` (partitions; kafka-sink only) the sink's topic is created first when it does not exist.
     Names other than ``noop`` and the project's sinks are returned unchecked: `check_format` needs a
     Spark session to look them up.
     """
     if not sink or sink != sink.strip():
         raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()}")
+    if create_topic is not None:
+        if sink != "kafka-sink":
+            raise LoadError(f"--create-topic is for kafka-sink, not {sink}")
+        try:
+            from sinks.kafka import create_topic as create
+
+            create(options, create_topic)
+        except ConnectorError as exc:
+            raise LoadError(f"{sink}: {_one_line(exc)}") from exc
     if sink in project_sinks():
         from connectors import data_sources
 
@@ -89,7 +99,9 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int) -> Targ
             check_options["writeRetries"] = "0"  # the protocol retries a failed check: a pre-flight fails at once
         try:
             source_cls = data_sources()[sink]
-            source_cls(check_options).streamWriter(impulse_schema(payload_bytes), False)
+            writer = source_cls(check_options).streamWriter(impulse_schema(payload_bytes), False)
+            if writer.refused is not None:  # the target's check failed (`connectors.protocol.stream_writer`)
+                raise writer.refused
         except ConnectorError as exc:
             text = _one_line(exc)
             raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc

@@ -35,3 +35,29 @@ def test_an_unknown_sink_lists_the_registry():
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "redis-sink" in done.stderr and "webhook-sink" in done.stderr, done.stderr[-2000:]
+
+
+_WITHOUT_PYTEST = """
+import runpy, sys
+sys.modules["pytest"] = None  # as where pytest is not installed: importing it raises ModuleNotFoundError
+sys.argv = ["python -m connectors.conformance", *sys.argv[1:]]
+runpy.run_module("connectors.conformance", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_without_pytest_the_cli_names_the_install_command_and_its_help_works():
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", _WITHOUT_PYTEST, *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    done = run("redis-sink", "--url", "redis://127.0.0.1:1/0")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "runs on pytest, which is not installed" in done.stderr, done.stderr[-2000:]
+    assert 'pip install "impulse-connectors[conformance]"' in done.stderr
+    assert "Traceback" not in done.stderr
+    helped = run("--help")
+    assert helped.returncode == 0, helped.stderr[-2000:]
+    text = " ".join(helped.stdout.split())
+    assert "pytest arguments go after '--'" in text and "impulse-connectors[conformance]" in text
+    extras = (ROOT / "setup.cfg").read_text(encoding="utf-8").split("[options.extras_require]")[1]
+    assert "\nconformance =\n    pytest" in extras  # the install command the message names installs pytest

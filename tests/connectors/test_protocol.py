@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pyarrow as pa
@@ -124,8 +125,22 @@ def test_check_is_retried_while_transient(tmp_path):
     fast = {"writeRetries": "3", "retryBackoff": "1ms", "retryBackoffMax": "2ms"}
     writer = stream_writer(fast, name="memory sink", build=lambda reader: sink)
     assert writer.sink is sink and sink.checks_failing == 0
+    refused = stream_writer({**fast, "writeRetries": "0"}, name="memory sink", build=lambda reader: MemorySink(1))
     with pytest.raises(TransientError, match="cannot reach"):
-        stream_writer({**fast, "writeRetries": "0"}, name="memory sink", build=lambda reader: MemorySink(1))
+        pickle.dumps(refused)  # Spark ships the writer to its tasks: the query fails as it starts
+
+
+def test_a_failed_check_fails_the_start_and_the_commit_but_not_the_abort():
+    """Spark asks for a writer before it says whether to ship it, commit or abort: an abort after the target
+    changed (a topic deleted) must not fail on the check that found the change."""
+    sink = MemorySink(checks_failing=1)
+    writer = stream_writer({"writeRetries": "0"}, name="memory sink", build=lambda reader: sink)
+    with pytest.raises(TransientError, match="cannot reach"):
+        pickle.dumps(writer)
+    with pytest.raises(TransientError, match="cannot reach"):
+        writer.commit([_message(0)], 7)
+    writer.abort([None, _message(1)], 7)
+    assert sink.aborted == [7] and sink.batches == []
 
 
 def test_unknown_option_is_named():

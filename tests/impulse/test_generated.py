@@ -74,6 +74,10 @@ def test_option_errors_reach_the_user_intact_with_a_user_schema(spark):
     with pytest.raises(Exception) as err:
         batch(spark, **{"fields.user_id.cardinality": "0"}).count()
     assert "invalid value '0' for option 'fields.user_id.cardinality'" in str(err.value)
+    options = {k: v for k, v in OPTIONS.items() if k != "eventsPerSecond"}
+    message = start_failure(spark, SCHEMA, {**options, "eventsPerSecnd": "10"})
+    # Spark hands a Python data source its option keys lower-cased: the typo is named as Spark passed it
+    assert "unknown option 'eventspersecnd' (did you mean 'eventspersecond'?" in message.lower(), message[-3000:]
 
 
 def test_stream_equals_batch_read_across_restarts_and_sessions(spark, tmp_path):
@@ -194,19 +198,39 @@ def test_two_streams_join_on_seeded_keys(spark):
 
 
 def test_the_readme_cookbook_runs(spark, tmp_path):
-    """Every Python block of the README's cookbook section defines its frames, and each stream starts cleanly."""
-    from pyspark.sql import DataFrame, functions as F
+    """Every Python block of the README's cookbook section defines its frames with what the README's first block
+    (its `spark`) and its own imports give, each stream starts cleanly, and the figure stated for the orders holds."""
+    from pyspark.sql import DataFrame
 
-    from tests.readme import section
+    from tests.readme import python_block, section
 
     blocks = [b.split("```", 1)[0] for b in section("### Realistic events: typed columns").split("```python\n")[1:]]
     assert len(blocks) == 3
-    namespace = {"spark": spark, "F": F}
-    for block in blocks:
+    def first_block(heading: str) -> str:
+        return section(heading).split("```python\n")[1].split("```", 1)[0]
+
+    namespace: dict = {}
+    # the first makes `spark` (this session); "The impulse source" and "Nexmark" open with frames defined likewise
+    for block in [python_block("## Install and register"), first_block("## The impulse source"),
+                  first_block("## Nexmark"), *blocks]:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
+    assert namespace["spark"] is spark
     frames = {k: v for k, v in namespace.items() if isinstance(v, DataFrame)}
-    assert {"orders", "readings", "per_minute", "users", "clicks", "by_plan"} <= frames.keys()
+    assert {"events", "bids", "orders", "readings", "per_minute", "users", "clicks", "by_plan"} <= frames.keys()
+    assert frames["events"].isStreaming and not frames["bids"].isStreaming
     assert namespace["users"].count() == 1000
+
+    # "customer_id 0 gets 1/H(1000, 1.1) ≈ 17.9 % of the orders": a batch read of the same options, as it says
+    text = section("#### Cookbook")
+    share = float(text.split("1/H(1000, 1.1) ≈ ")[1].split(" %")[0]) / 100
+    h = sum(k ** -1.1 for k in range(1, 1001))
+    assert abs(share - 1 / h) < 0.0005, (share, 1 / h)
+    assert f"≈ {h:.3f}" in text
+    rows = 20_000
+    read = blocks[0].replace("spark.readStream", "spark.read").replace(".load())", f".option('limit', {rows}).load())")
+    exec(compile(read, "README.md", "exec"), namespace)  # noqa: S102
+    observed = namespace["orders"].filter("customer_id = 0").count() / rows
+    assert abs(observed - 1 / h) < 4 * (1 / h * (1 - 1 / h) / rows) ** 0.5, (observed, 1 / h)
     for name in ("orders", "per_minute", "by_plan"):
         mode = {"orders": "append", "per_minute": "update", "by_plan": "complete"}[name]
         query = (frames[name].writeStream.format("noop").outputMode(mode)

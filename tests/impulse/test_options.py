@@ -117,7 +117,11 @@ BAD = [
     ({"delay": "1ms", "rampUpTime": "-1s"}, "rampUpTime", "'-1s'", "a duration with a unit"),
     ({"delay": "1ms", "payloadBytes": "-1"}, "payloadBytes", "'-1'", "an integer from 0 to"),
     ({"delay": "1ms", "downtime": "replay"}, "downtime", "'replay'", "one of 'skip', 'catchup'"),
-    ({"delay": "1ms", "eventsPerSecnod": "10"}, "eventsPerSecnod", "'10'", "unknown option 'eventsPerSecnod'"),
+    ({"delay": "1ms", "eventsPerSecnod": "10"}, "eventsPerSecnod", "'10'",
+     "unknown option 'eventsPerSecnod' (did you mean 'eventsPerSecond'?"),
+    # a misspelt rate key is named, not only the missing rate
+    ({"eventsPerSecnd": "10"}, "eventsPerSecnd", "'10'", "unknown option 'eventsPerSecnd' (did you mean 'eventsPerSecond'?"),
+    ({"dealy": "1ms"}, "dealy", "'1ms'", "unknown option 'dealy' (did you mean 'delay'?"),
 ]
 
 

@@ -43,9 +43,14 @@ def test_redis_run_counts_equal_the_keys_in_redis(spark, redis_server, tmp_path)
 
 @pytest.mark.kafka
 def test_kafka_run_counts_equal_the_records_in_the_topic(spark, kafka_broker, tmp_path):
-    topic = kafka_broker.create_topic(f"load-{uuid.uuid4().hex[:8]}", partitions=2)
-    result = run_load(_config("kafka-sink", {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic}),
-                      spark=spark)
+    topic = f"load-{uuid.uuid4().hex[:8]}"  # created by the run (create-topic): the broker does not on first use
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic}
+    with pytest.raises(LoadError, match=f"'{topic}'.*create it first"):
+        run_load(_config("kafka-sink", options))  # no session made
+    with pytest.raises(LoadError, match="--create-topic is for kafka-sink, not redis-sink"):
+        run_load(_config("redis-sink", {"url": "redis://127.0.0.1:1"}, create_topic=2))
+    result = run_load(_config("kafka-sink", options, create_topic=2), spark=spark)
+    assert len(kafka_broker.end_offsets(topic)) == 2
 
     assert_result_plausible(result)
     messages = kafka_broker.consume_all(topic)

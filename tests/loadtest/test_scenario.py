@@ -121,7 +121,7 @@ def _refused(capsys, tmp_path, text: str, *extra: str) -> str:
 
 @pytest.mark.parametrize("text, words", [
     # an unknown key: the keys allowed are listed, a flag's spelling points to its key
-    ('[[scenario]]\nname = "a"\nrat = 10', ["scenario 'a': unknown key 'rat'", "the keys are sink, options, rate"]),
+    ('[[scenario]]\nname = "a"\nrat = 10', ["scenario 'a': unknown key 'rat'", "the keys are sink, options, create-topic, rate"]),
     ("threshold = ['p99<1s']", ["unknown key 'threshold'", "the flag --threshold"]),
     ("payload_bytes = 10", ["did you mean 'payload-bytes'?"]),
     # a wrong type, a bad duration, a bad rate, a bad threshold, a range
@@ -157,6 +157,19 @@ def test_a_prefix_of_a_flag_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--sink", "noop", "--rat", "10k"])
     assert exit_.value.code == 2 and "unrecognized arguments: --rat" in capsys.readouterr().err
+
+
+def test_every_help_example_line_that_ends_in_a_backslash_is_continued(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    examples = lines[lines.index("examples:") + 1:]
+    continued = [i for i, line in enumerate(examples) if line.split("  # ")[0].rstrip().endswith("\\")]
+    assert continued, "the examples have no continued line: the test checks nothing"
+    for i in continued:
+        assert examples[i + 1].startswith(" " * 15) and examples[i + 1].strip().startswith("--"), examples[i:i + 2]
+    for line in examples:  # a backslash-newline in the source joins two lines into one with a gap of spaces
+        assert not re.search(r"\S {8,}--", line.split("  # ")[0]), f"a collapsed continuation: {line!r}"
 
 
 def test_the_readme_lists_every_key_as_the_table_says():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
 import time
 import uuid
 
@@ -445,8 +446,9 @@ def test_bad_librdkafka_setting_is_an_option_error(kafka_broker):
                                   "kafka.no.such.property": "1"})
     from pyspark.sql.types import LongType, StructField, StructType
 
+    writer = source.streamWriter(StructType([StructField("counter", LongType())]), False)
     with pytest.raises(OptionError, match="no.such.property"):
-        source.streamWriter(StructType([StructField("counter", LongType())]), False)
+        pickle.dumps(writer)  # the query starts: Spark ships the writer to its tasks
 
 
 def test_delivery_error_is_not_retried(kafka_broker):
@@ -599,3 +601,78 @@ def test_check_keeps_the_client_that_answered_and_drops_one_that_failed(kafka_br
     assert kept() is None
     sink.check()
     assert kept() not in (None, first)
+
+
+def test_abort_after_the_topic_was_deleted_fences_without_the_topic_check(kafka_broker, caplog):
+    """Spark makes a new writer to abort a batch: the driver's topic check, which fails once the topic is gone,
+    must not stop the abort (it fences the failed partitions' transactional ids, which needs no topic)."""
+    import logging
+
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from connectors import protocol
+
+    topic = kafka_broker.create_topic(_name("deleted"), partitions=1)
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic, "writeRetries": "0",
+               "commitId": _name("query")}
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+
+    def writer_as_spark_asks():
+        return protocol.stream_writer(options, name="kafka sink",
+                                      build=lambda reader: KafkaSinkDataSource(options).build(reader, schema))
+
+    pickle.dumps(writer_as_spark_asks())  # the query started: the topic was there
+    kafka_broker.delete_topic(topic)
+    protocol._checked.clear()  # Spark asks for the abort's writer in a new Python process: nothing checked yet
+    writer = writer_as_spark_asks()
+    with caplog.at_level(logging.INFO, logger="impulse.connectors.kafka"):
+        writer.abort([None], 3)
+    assert not [r for r in caplog.records if "could not fence" in r.getMessage()], caplog.text
+    fenced = [r.getMessage() for r in caplog.records if "fenced" in r.getMessage()]
+    assert len(fenced) == 1 and "after batch 3 aborted" in fenced[0], caplog.text
+    for refused in (lambda: writer.commit([None], 3), lambda: pickle.dumps(writer)):
+        with pytest.raises(OptionError, match=f"'{topic}'.*create it first"):
+            refused()
+
+
+def test_a_sasl_client_to_a_plaintext_listener_is_named_not_reported_unreachable(kafka_broker):
+    """The broker runs and answers; the SASL handshake fails: the error names the security protocol, not a broker
+    that may be down."""
+    topic = kafka_broker.create_topic(_name("sasl"), partitions=1)
+    sink = sink_for(kafka_broker, topic, **{"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+                                            "kafka.sasl.username": "user", "kafka.sasl.password": "secret"})
+    with pytest.raises(OptionError) as err:
+        sink.check()
+    message = str(err.value)
+    assert err.value.option == "kafka.security.protocol" and "'SASL_PLAINTEXT'" in message, message
+    assert "SASL" in message.split("handshake failed (")[1] and "is the broker running" not in message, message
+    sink_for(kafka_broker, topic).check()  # the same broker, PLAINTEXT: it was running all along
+
+
+def test_the_readme_kafka_blocks_run(spark, kafka_broker, tmp_path):
+    """The README's Kafka sink blocks as written (the broker's address, a topic name and a checkpoint of the test's
+    own filled in): the AdminClient block makes the topic with 4 partitions, the stream block writes into it."""
+    from tests.readme import python_block, section
+
+    stream, create = [b.split("```", 1)[0] for b in section("## Kafka sink").split("```python\n")[1:]]
+    topic = _name("events")
+
+    def filled(block: str) -> str:
+        return (block.replace("localhost:9092", kafka_broker.bootstrap).replace('"events"', f'"{topic}"')
+                .replace("/tmp/ck-kafka", str(tmp_path / "ck")))
+
+    namespace: dict = {}
+    before = {q.id for q in spark.streams.active}
+    for block in (python_block("## Install and register"), create, stream):
+        exec(compile(filled(block), "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
+    queries = [q for q in spark.streams.active if q.id not in before]  # the block starts one, unassigned
+    assert len(queries) == 1
+    try:
+        assert len(kafka_broker.end_offsets(topic)) == 4
+        wait_until(lambda: sum(kafka_broker.end_offsets(topic).values()) > 0, 120, 0.5, "records in the topic")
+    finally:
+        for q in queries:
+            q.stop()
+    message = kafka_broker.consume_all(topic)[0]
+    row = json.loads(message.value())
+    assert message.key().decode() == str(row["subtask_index"]) and {"counter", "timestamp"} <= set(row)

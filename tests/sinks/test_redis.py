@@ -287,3 +287,34 @@ def test_a_refused_key_fails_every_restart_of_the_query_until_it_is_fixed(spark,
     landed = sorted((e["subtask_index"], e["counter"]) for lane in range(LANES)
                     for e in map(json.loads, client.lrange(f"{prefix}:{lane}", 0, -1)))
     assert landed == expected_events(rows)
+
+
+def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
+    """The README's Redis sink block as written, after the blocks it builds on (`spark`, then `events` from "The
+    impulse source"), with the test server's address, a key of the test's own and its checkpoint filled in: the
+    events land in the list as JSON objects."""
+    from tests.readme import python_block, section
+
+    key = f"events-{uuid.uuid4().hex[:8]}"
+
+    def filled(block: str) -> str:
+        return (block.replace("redis://localhost:6379/0", redis_server.url).replace('"keyPrefix", "events"',
+                                                                                    f'"keyPrefix", "{key}"')
+                .replace('"/tmp/ck"', f'"{tmp_path / "ck"}"'))
+
+    blocks = [python_block("## Install and register"),
+              section("## The impulse source").split("```python\n")[1].split("```", 1)[0],
+              python_block("## Redis sink")]
+    namespace: dict = {}
+    before = {q.id for q in spark.streams.active}
+    for block in blocks:
+        exec(compile(filled(block), "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
+    [query] = [q for q in spark.streams.active if q.id not in before]  # the block starts one, unassigned
+    client = redis_server.client()
+    try:
+        wait_until(lambda: client.llen(key) > 0, 120, 0.2, f"events in the list {key}")
+    finally:
+        query.stop()
+    rows = [json.loads(v) for v in client.lrange(key, 0, -1)]
+    assert len({(r["subtask_index"], r["counter"]) for r in rows}) == len(rows)  # exactly once: no duplicate
+    assert {r["subtask_index"] for r in rows} <= set(range(4))  # the block's numPartitions
