@@ -163,13 +163,13 @@ def test_connections_do_not_scan_package_metadata(redis_server, monkeypatch):
 LANES = 10
 
 
-def _lane_sink(url: str, prefix: str, target: str):
+def _lane_sink(url: str, prefix: str, target: str, **options):
     from connectors.options import OptionReader
     from sinks.redis import RedisOptions, RedisSink
 
     return RedisSink(RedisOptions.read(OptionReader(
         {"url": url, "target": target, "keyPrefix": f"{prefix}:", "keyColumn": "lane",
-         "commitKeyPrefix": f"commit:{prefix}:"}, name="redis-sink")))
+         "commitKeyPrefix": f"commit:{prefix}:", **options}, name="redis-sink")))
 
 
 def _lane_batches(rows: int, per_batch: int):
@@ -237,19 +237,20 @@ def test_a_key_whose_type_changes_while_writing_marks_the_partition_refused(redi
     from sinks.redis import RedisSink
 
     client = redis_server.client()
-    check = RedisSink._refuse_wrong_types
+    check = RedisSink._refusals
 
     def check_then_change(self, *args, **kwargs):
-        check(self, *args, **kwargs)
+        reasons = check(self, *args, **kwargs)
         client.set(f"{prefix}:3", "changed meanwhile")
+        return reasons
 
-    monkeypatch.setattr(RedisSink, "_refuse_wrong_types", check_then_change)
+    monkeypatch.setattr(RedisSink, "_refusals", check_then_change)
     sink = _lane_sink(redis_server.url, prefix, "list")
     identity = WriteIdentity("q", 0, 0, 0)
     with pytest.raises(DeliveryError, match=f"on key '{prefix}:3', which another client made a string"):
         _write_partition(sink, identity, _lane_batches(100, 100))
     assert _lane_contents(client, prefix, "list", 4) == list(range(4, 100, LANES))  # the rest was applied
-    monkeypatch.setattr(RedisSink, "_refuse_wrong_types", check)
+    monkeypatch.setattr(RedisSink, "_refusals", check)
     client.delete(f"{prefix}:3")
     with pytest.raises(DeliveryError, match="applied only in part.*not replayed"):
         _write_partition(sink, identity, _lane_batches(100, 100))
@@ -287,3 +288,71 @@ def test_a_refused_key_fails_every_restart_of_the_query_until_it_is_fixed(spark,
     landed = sorted((e["subtask_index"], e["counter"]) for lane in range(LANES)
                     for e in map(json.loads, client.lrange(f"{prefix}:{lane}", 0, -1)))
     assert landed == expected_events(rows)
+
+
+# -- deadLetterKey: the refused rows go to a stream in the partition's transaction
+
+def _dead_letters(client, key: str) -> list[dict]:
+    return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in client.xrange(key)]
+
+
+@pytest.mark.parametrize("target", ["list", "hash", "stream"])
+def test_dead_letter_key_takes_the_refused_rows_once_in_the_partitions_transaction(redis_server, prefix, target):
+    from connectors.protocol import WriteIdentity
+
+    client = redis_server.client()
+    client.set(f"{prefix}:3", "a plain string")
+    client.hset(f"{prefix}:7", "f", "a hash") if target != "hash" else client.rpush(f"{prefix}:7", "a list")
+    sink = _lane_sink(redis_server.url, prefix, target, deadLetterKey=f"dead:{prefix}")
+    identity = WriteIdentity("q", 4, 1, 0)
+    rows = 1_000
+    conn = sink.open(identity)
+    try:
+        assert not sink.is_committed(conn, identity)
+        dead = sink.write(conn, identity, iter(_lane_batches(rows, 250)))
+    finally:
+        sink.close(conn)
+    refused = [c for c in range(rows) if c % LANES in (3, 7)]
+    assert dead == len(refused)
+    _write_partition(sink, identity, _lane_batches(rows, 250))  # the replay: skipped, nothing written twice
+    letters = _dead_letters(client, f"dead:{prefix}")
+    assert [int(letter["impulse.row"]) for letter in letters] == refused  # row == counter here
+    assert [json.loads(letter["value"])["counter"] for letter in letters] == refused
+    assert {letter["key"] for letter in letters} == {f"{prefix}:3", f"{prefix}:7"}
+    first = letters[0]
+    assert (first["impulse.error.code"], first["impulse.commit.id"], first["impulse.batch"],
+            first["impulse.partition"]) == ("WRONGTYPE", "q", "4", "1")
+    assert first["impulse.error.reason"] == f"the key holds a string, and target '{target}' writes a {target}"
+    assert ("field" in first) == (target == "hash")
+    for lane in set(range(LANES)) - {3, 7}:
+        assert _lane_contents(client, prefix, target, lane) == list(range(lane, rows, LANES))
+    assert client.type(f"{prefix}:3") == b"string" and client.get(f"commit:{prefix}:q:1").split()[0] == b"4"
+
+
+def test_a_dead_letter_key_of_another_type_refuses_the_partition(redis_server, prefix):
+    from connectors.errors import DeliveryError
+    from connectors.protocol import WriteIdentity
+
+    client = redis_server.client()
+    client.set(f"{prefix}:3", "a plain string")
+    client.set(f"dead:{prefix}", "not a stream")
+    sink = _lane_sink(redis_server.url, prefix, "list", deadLetterKey=f"dead:{prefix}")
+    with pytest.raises(DeliveryError, match=f"deadLetterKey 'dead:{prefix}' holds a string"):
+        _write_partition(sink, WriteIdentity("q", 0, 0, 0), _lane_batches(100, 100))
+    assert sorted(client.keys(f"*{prefix}*")) == sorted([f"{prefix}:3".encode(), f"dead:{prefix}".encode()])
+
+
+@pytest.mark.parametrize("options, allowed", [
+    ({"target": "list", "keyPrefix": "events:dead"}, "they go to the key 'events:dead'"),
+    ({"target": "list", "keyPrefix": "events:", "keyColumn": "lane"}, "keys starting with 'events:'"),
+    ({"target": "string", "keyPrefix": "events:"}, "keys starting with 'events:'"),
+    ({"target": "hash", "keyPrefix": "h", "commitKeyPrefix": "events"}, "outside commitKeyPrefix 'events'"),
+])
+def test_a_dead_letter_key_rows_could_be_written_to_fails_at_start(options, allowed):
+    from connectors.errors import OptionError
+    from connectors.options import OptionReader
+    from sinks.redis import RedisOptions
+
+    with pytest.raises(OptionError, match=f"events:dead.*deadLetterKey.*{allowed}"):
+        RedisOptions.read(OptionReader({"url": "redis://localhost", "deadLetterKey": "events:dead", **options},
+                                       name="redis-sink"))
