@@ -1,4 +1,5 @@
-"""The Redis sink: exactly-once writes of a streaming query to Redis strings, lists, hashes or streams."""
+"""The Redis sink: exactly-once writes of a streaming query to Redis strings, lists, hashes, streams, sets or
+sorted sets."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from sinks.resp import command, command_over, commands, packed
 
 __all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions"]
 
-TARGETS = ("string", "list", "hash", "stream")
+TARGETS = ("string", "list", "hash", "stream", "set", "zset")
 
 #: The Redis type a target's commands need their keys to hold (or the key to be absent). Redis refuses a
 #: command on a key of another type only when EXEC runs it (WRONGTYPE), and applies the rest of the
 #: transaction: so these keys' types are checked before anything is queued, and again inside the
 #: transaction before its commit record is written. ``string`` has none: ``SET`` replaces any type.
-KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream"}
+KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream", "set": "set", "zset": "zset"}
 
 #: With ``opColumn``, what a row whose op is ``delete`` becomes, by target: the key's or the field's removal.
 DELETES = {"string": b"DEL", "hash": b"HDEL"}
@@ -78,6 +79,7 @@ class RedisOptions:
     commit_key_prefix: str
     timeout_s: float
     dead_letter_key: str | None = None
+    score_column: str | None = None
 
     @classmethod
     def read(cls, reader: OptionReader) -> "RedisOptions":
@@ -98,15 +100,21 @@ class RedisOptions:
             commit_key_prefix=reader.string("commitKeyPrefix", "impulse:commit:"),
             timeout_s=reader.duration_us("timeout", 10_000_000) / 1e6,
             dead_letter_key=reader.string("deadLetterKey") or None,
+            score_column=reader.string("scoreColumn"),
         )
         if opts.target != "string" and not (opts.key_prefix or opts.key_column):
             raise OptionError("keyPrefix", "", f"a key (keyPrefix, keyColumn or both) for target '{opts.target}': "
-                                               "it names the list, hash or stream the rows go to")
+                                               "it names the key the rows go to")
         if opts.op_column is not None and opts.target not in DELETES:
             raise OptionError("opColumn", opts.op_column, f"no value for target '{opts.target}': a changelog's deletes "
                                                            "apply to target string (DEL) or hash (HDEL)")
-        if opts.max_length is not None and opts.target not in ("list", "stream"):
-            raise OptionError("maxLength", opts.max_length, "no value: maxLength applies to target list or stream")
+        if opts.max_length is not None and opts.target not in ("list", "stream", "zset"):
+            raise OptionError("maxLength", opts.max_length, "no value: maxLength applies to target list, stream "
+                                                            "or zset (a set keeps no order to trim by)")
+        if (opts.score_column is None) == (opts.target == "zset"):
+            raise OptionError("scoreColumn", opts.score_column,
+                              "a numeric column for target 'zset' (each member's score)" if opts.target == "zset"
+                              else f"no value for target '{opts.target}': scoreColumn applies to target zset")
         opts._check_dead_letter_key()
         return opts
 
@@ -252,6 +260,8 @@ class RedisSink(Sink):
                     continue
                 keys = self._keys(batch, identity, first_row)
                 reasons = self._refusals(client, identity, keys, first_row) if expected else None
+                if self.options.score_column:
+                    reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
                 encoded, kept, letters = self._commands(batch, identity, first_row, keys, reasons)
                 if expected:
                     written.append(pc.unique(kept))
@@ -293,7 +303,7 @@ class RedisSink(Sink):
 
     def _refusals(self, client, identity: WriteIdentity, keys: pa.Array, first_row: int) -> pa.Array | None:
         """Why Redis would refuse each row of a record batch (`keys`: each row's key): None when it refuses none,
-        else a string per row, null for the rows it takes. Without ``deadLetterKey`` a refused row raises
+        else ``"<error code>: <reason>"`` per row, null for the rows it takes. Without ``deadLetterKey`` a refused row raises
         `DeliveryError` naming the first of them instead.
 
         Runs before the rows are queued, on a second connection: nothing of the partition is applied yet.
@@ -330,8 +340,30 @@ class RedisSink(Sink):
                 f"redis-sink: deadLetterKey {dead_letter_key!r} holds a {kind}, and dead letters are stream entries: "
                 f"{identity} has rows Redis refuses and nowhere to put them. Nothing of the partition was written; "
                 "delete or rename that key, or choose another 'deadLetterKey'.")
-        return pc.take(pa.array([f"the key holds a {kind}, and target '{self.options.target}' writes a {expected}"
+        target = self.options.target
+        return pc.take(pa.array([f"WRONGTYPE: the key holds a {kind}, and target '{target}' writes a {expected}"
                                  for kind in kinds], pa.string()), index)
+
+    def _score_refusals(self, batch: pa.RecordBatch, identity: WriteIdentity, keys: pa.Array, first_row: int,
+                        reasons: pa.Array | None) -> pa.Array | None:
+        """`reasons` (see `_refusals`) with the rows whose score Redis refuses (null or NaN: ``ZADD`` fails at EXEC
+        with "value is not a valid float"); without ``deadLetterKey`` such a row raises `DeliveryError`."""
+        score = _column(batch, self.options.score_column, "scoreColumn")
+        bad = pc.is_null(score, nan_is_null=True) if pa.types.is_floating(score.type) else pc.is_null(score)
+        if not pc.any(bad).as_py():
+            return reasons
+        if self.options.dead_letter_key is None:
+            row = int(bad.to_numpy(zero_copy_only=False).argmax())
+            raise DeliveryError(
+                f"redis-sink: Redis refuses row {first_row + row} of {identity} (key "
+                f"{keys[row].as_py().decode('utf-8', 'replace')!r}): its score ('scoreColumn' "
+                f"{self.options.score_column!r}) is {score[row].as_py()}, not a number (ZADD: value is not a valid "
+                f"float); {pc.sum(bad).as_py()} row(s) of this partition are refused. Nothing of the partition was "
+                "written, and every replay of this batch meets the same refusal: fill the score, or set "
+                "'deadLetterKey' to send such rows to a stream there.")
+        why = pc.if_else(bad, pa.scalar("ERR: the score is null or NaN, not a number (value is not a valid float)"),
+                         pa.scalar(None, pa.string()))
+        return why if reasons is None else pc.coalesce(reasons, why)
 
     def _keys(self, batch: pa.RecordBatch, identity: WriteIdentity, first_row: int) -> pa.Array:
         """The key each row of a record batch is written to."""
@@ -365,9 +397,13 @@ class RedisSink(Sink):
             main = commands(b"HSET", key, field, value)
             if deletes is not None:
                 main = pc.if_else(deletes, commands(DELETES["hash"], key, field), main)
-        else:
+        elif opts.target == "stream":
             trim = (b"MAXLEN", str(opts.max_length).encode()) if opts.max_length else ()
             main = commands(b"XADD", key, *trim, b"*", b"value", value)
+        elif opts.target == "set":
+            main = commands(b"SADD", key, value)
+        else:
+            main = commands(b"ZADD", key, _scores(batch, opts.score_column), value)
         letters = pa.array([], pa.binary())
         if reasons is not None:
             refused = pc.is_valid(reasons)
@@ -380,6 +416,8 @@ class RedisSink(Sink):
             bounds = (b"0", str(opts.max_length - 1).encode()) if opts.list_operation == "prepend" \
                 else (str(-opts.max_length).encode(), b"-1")
             extra.append(commands(b"LTRIM", distinct, *bounds))
+        if opts.target == "zset" and opts.max_length:  # keep the N highest scores
+            extra.append(commands(b"ZREMRANGEBYRANK", distinct, b"0", str(-opts.max_length - 1).encode()))
         if opts.ttl_s:
             extra.append(commands(b"EXPIRE", distinct, str(opts.ttl_s).encode()))
         encoded = pa.concat_arrays([main, *extra]) if extra else main
@@ -389,13 +427,14 @@ class RedisSink(Sink):
                       value: pa.Array, field: pa.Array | None, reasons: pa.Array) -> pa.Array:
         """One ``XADD <deadLetterKey> * …`` per refused row: its key, (hash) field and value, the error's code and
         reason, and where it came from (the fields the Kafka sink's dead letters carry as headers)."""
+        why = pc.extract_regex(reasons.filter(refused), r"(?P<code>[^:]*): (?P<reason>.*)")
         rows = pa.array(np.flatnonzero(refused.to_numpy(zero_copy_only=False)) + first_row).cast(pa.string())
         where = (b"impulse.commit.id", identity.commit_id.encode(), b"impulse.batch", str(identity.batch_id).encode(),
                  b"impulse.partition", str(identity.partition_id).encode())
         fields = (b"field", field.filter(refused)) if field is not None else ()
         return commands(b"XADD", self.options.dead_letter_key.encode(), b"*", b"key", key.filter(refused), *fields,
-                        b"value", value.filter(refused), b"impulse.error.code", b"WRONGTYPE",
-                        b"impulse.error.reason", reasons.filter(refused).cast(pa.binary()), *where,
+                        b"value", value.filter(refused), b"impulse.error.code", why.field("code").cast(pa.binary()),
+                        b"impulse.error.reason", why.field("reason").cast(pa.binary()), *where,
                         b"impulse.row", rows.cast(pa.binary()))
 
 
@@ -408,11 +447,15 @@ class RedisSinkDataSource(SinkDataSource):
     ----------
     url : str, required
         ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS, or ``unix://``.
-    target : ``string`` (default) | ``list`` | ``hash`` | ``stream``
+    target : ``string`` (default) | ``list`` | ``hash`` | ``stream`` | ``set`` | ``zset``
         string: ``SET key value`` per row; list: ``RPUSH``/``LPUSH key value``; hash: ``HSET key field
-        value``; stream: ``XADD key * value <value>``.
+        value``; stream: ``XADD key * value <value>``; set: ``SADD key value``; zset: ``ZADD key <score>
+        value`` (a member's later row sets its score).
+    scoreColumn : str, required for target ``zset``, refused for the others
+        A numeric column: each member's score. A null or NaN score is refused for good (see
+        ``deadLetterKey``).
     keyPrefix : str, default ``""``
-        Prepended to every key. For list, hash and stream without ``keyColumn`` it is the key.
+        Prepended to every key. For every target but string, without ``keyColumn`` it is the key.
     keyColumn : str, optional
         Column whose value (as text) follows the prefix in the key. Default for ``string``: the
         event's identity ``<subtask_index>:<counter>`` when the input has those columns, else
@@ -427,16 +470,19 @@ class RedisSinkDataSource(SinkDataSource):
         its field (``HDEL``), in row order with the other rows and exactly once like them; any other
         op (``insert``, ``update``) writes as usual. The op stays in the default JSON value.
     ttl : int ≥ 1, seconds, optional
-        Expiry of every key written (``SET … EX`` for strings, ``EXPIRE`` of the key otherwise).
+        Expiry of every key written (``SET … EX`` for strings, ``EXPIRE`` of the key otherwise: a list,
+        hash, stream, set or sorted set expires whole).
     listOperation : ``append`` (default) | ``prepend``
-    maxLength : int ≥ 1, optional
-        Lists keep their newest maxLength elements (``LTRIM``); streams ``XADD MAXLEN`` (exact).
+    maxLength : int ≥ 1, optional, target ``list``, ``stream`` or ``zset``
+        Lists keep their newest maxLength elements (``LTRIM``); streams ``XADD MAXLEN`` (exact); sorted
+        sets their maxLength highest scores (``ZREMRANGEBYRANK key 0 -(maxLength+1)``).
     commitKeyPrefix : str, default ``impulse:commit:``
         Where the commit records live (see *Guarantee*).
     deadLetterKey : str, optional
         A stream taking the rows Redis refuses for good (list, hash, stream: a key holding another
-        type, ``WRONGTYPE``) instead of failing the partition: one ``XADD <deadLetterKey> * key <key>
-        [field <field>] value <value> impulse.error.code WRONGTYPE impulse.error.reason <why>
+        type, ``WRONGTYPE``; zset: a null or NaN score, ``ERR``) instead of failing the partition: one
+        ``XADD <deadLetterKey> * key <key> [field <field>] value <value> impulse.error.code <code>
+        impulse.error.reason <why>
         impulse.commit.id <id> impulse.batch <b> impulse.partition <p> impulse.row <r>`` per refused
         row, in the partition's transaction (so once, like the rows). Not trimmed, no ``ttl``. Refused
         at start when rows could go to it (it is the key, or under ``keyPrefix`` with ``keyColumn``)
@@ -453,7 +499,7 @@ class RedisSinkDataSource(SinkDataSource):
     one ``MULTI … EXEC`` transaction holding its rows and ``SET <commitKeyPrefix><commit id>:<partition>
     <batch id>``, under ``WATCH`` of that key: a replayed batch finds its partitions recorded and
     skips them; a crashed attempt's transaction never reaches EXEC, so nothing of it is applied; two
-    concurrent attempts cannot both commit (WATCH aborts the second). For list, hash and stream, the types
+    concurrent attempts cannot both commit (WATCH aborts the second). For every target but string, the types
     of a record batch's keys are checked before its rows are queued (Redis refuses a command on a key of
     another type only at EXEC, and runs the rest): a key of another type fails the partition with nothing
     of it applied, and every replay fails the same way until the key is fixed (see `KEY_TYPES`); with
@@ -486,10 +532,23 @@ class RedisSinkDataSource(SinkDataSource):
         """The sink of the options in `reader`, whose column options must name columns of `schema`."""
         opts = RedisOptions.read(reader)
         for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
-                               ("valueColumn", opts.value_column), ("opColumn", opts.op_column)):
+                               ("valueColumn", opts.value_column), ("opColumn", opts.op_column),
+                               ("scoreColumn", opts.score_column)):
             if column is not None and column not in schema.fieldNames():
                 raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
+        if opts.score_column is not None:
+            from pyspark.sql.types import NumericType
+
+            kind = schema[opts.score_column].dataType
+            if not isinstance(kind, NumericType):
+                raise OptionError("scoreColumn", opts.score_column, f"a numeric column (this one is {kind.simpleString()}"
+                                  "): cast it, e.g. col('x').cast('double')")
         return RedisSink(opts)
+
+
+def _scores(batch: pa.RecordBatch, column: str) -> pa.Array:
+    """A zset member's score as Redis reads it (``ZADD``): the column's number as text, ``inf``/``-inf`` as is."""
+    return _column(batch, column, "scoreColumn").cast(pa.string()).cast(pa.binary())
 
 
 def _deletes(batch: pa.RecordBatch, op_column: str | None) -> pa.Array | None:
