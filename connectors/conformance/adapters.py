@@ -106,7 +106,7 @@ class RedisAdapter(SinkAdapter):
         return {**self.options(namespace), "url": f"redis://127.0.0.1:{unused_port()}/0"}
 
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
-        return [({"target": "set"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
+        return [({"target": "bitmap"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
                 ({"valueColumn": "no_such_column"}, "valueColumn"), ({"listOperation": "insert"}, "listOperation")]
 
 
