@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from connectors.conformance.adapter import SinkAdapter
+from connectors.conformance.poison import Poison
 
 __all__ = ["RedisAdapter", "KafkaAdapter", "WebhookAdapter", "events_from_json", "unused_port"]
 
@@ -95,6 +96,25 @@ class RedisAdapter(SinkAdapter):
             keys = list(self.client.scan_iter(match=f"{key}*", count=10_000))
             values = [v for i in range(0, len(keys), 10_000) for v in self.client.mget(keys[i:i + 10_000])]
         return events_from_json(values)
+
+    def poison(self, namespace: str) -> Poison:
+        """Lists per lane (``counter % 10``) whose lane 3 key holds a string: Redis refuses those rows (WRONGTYPE);
+        ``deadLetterKey`` is the namespace's stream ``<namespace>:dead``."""
+        lanes, refused_lane = f"{namespace}:lane:", 3
+        self.client.set(f"{lanes}{refused_lane}", "a plain string")
+        dead = f"{namespace}:dead"
+
+        def landed() -> list[tuple[int, int]]:
+            keys = [k for k in self.client.scan_iter(match=f"{lanes}*", count=10_000) if self.client.type(k) == b"list"]
+            return events_from_json([v for key in keys for v in self.client.lrange(key, 0, -1)])
+
+        return Poison(columns=["counter", "subtask_index", "timestamp", "CAST(counter % 10 AS STRING) AS lane"],
+                      options={"url": self.url, "target": "list", "keyPrefix": lanes, "keyColumn": "lane",
+                               "commitKeyPrefix": f"commit:{namespace}:"},
+                      dead_letter={"deadLetterKey": dead}, refused=lambda event: event[1] % 10 == refused_lane,
+                      read_back=landed,
+                      read_dead_letters=lambda: events_from_json([f[b"value"] for _, f in self.client.xrange(dead)]),
+                      words=("Redis refuses row", f"'{lanes}{refused_lane}' holds a string"))
 
     def cleanup(self, namespace: str) -> None:
         for pattern in (f"{namespace}:*", f"commit:{namespace}:*"):
