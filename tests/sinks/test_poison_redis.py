@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 
 import pytest
 
 from connectors.conformance import expected_events
-from connectors.conformance.suite import kill_tree
-from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll
-from tests.sinks.poison_driver import LANES, start
+from tests.sinks.poison_driver import LANES, kill_mid_batch, start
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -33,20 +30,8 @@ def test_dead_letters_are_exactly_the_refused_rows_across_a_killed_driver(spark,
     options = {"url": redis_server.url, "target": "list", "keyPrefix": f"{prefix}:", "keyColumn": "lane",
                "deadLetterKey": f"dead:{prefix}", "commitKeyPrefix": f"commit:{prefix}:"}
     checkpoint = tmp_path / "ck"
-    args = json.dumps({"format": "redis-sink", "options": options, "rows": ROWS, "perTrigger": PER_TRIGGER,
-                       "checkpoint": str(checkpoint)})
-    process = subprocess.Popen([sys.executable, "-m", "tests.sinks.poison_driver", args], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:  # kill it while a batch is planned but not committed, after at least two committed ones
-        poll(lambda: process.poll() is not None or (
-            len(committed_batches(checkpoint)) >= 2
-            and len(checkpoint_offsets(checkpoint)) > len(committed_batches(checkpoint))),
-             timeout=240, interval=0.01, what="a batch in flight after two committed")
-        assert process.poll() is None, f"the driver ended early: {process.stderr.read().decode()[-2000:]}"
-    finally:
-        kill_tree(process.pid)
-        process.wait(30)
-    assert len(committed_batches(checkpoint)) < ROWS // PER_TRIGGER, "the kill came after the last batch"
+    kill_mid_batch({"format": "redis-sink", "options": options, "rows": ROWS, "perTrigger": PER_TRIGGER,
+                    "checkpoint": str(checkpoint)})
     query = start(spark, "redis-sink", options, ROWS, PER_TRIGGER, str(checkpoint))
     query.awaitTermination(240)
     assert query.exception() is None
