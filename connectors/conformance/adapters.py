@@ -255,12 +255,16 @@ class KafkaAdapter(SinkAdapter):
                 "deliveryGuarantee": self.guarantee}
 
     def prepare(self, namespace: str) -> None:
+        self._create(self.topic(namespace))
+
+    def _create(self, topic: str, config: Mapping[str, str] | None = None) -> None:
+        """Create `topic` (`partitions`, with `config`) and wait until every partition has a leader."""
         import time
 
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin, topic = AdminClient(self._client_config()), self.topic(namespace)
-        admin.create_topics([NewTopic(topic, self.partitions, 1)])[topic].result(self.timeout_s)
+        admin = AdminClient(self._client_config())
+        admin.create_topics([NewTopic(topic, self.partitions, 1, config=dict(config or {}))])[topic].result(self.timeout_s)
         deadline = time.monotonic() + self.timeout_s
         while True:  # until every partition has a leader
             found = admin.list_topics(topic, timeout=10).topics.get(topic)
@@ -272,12 +276,27 @@ class KafkaAdapter(SinkAdapter):
             time.sleep(0.1)
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        return self._read(self.topic(namespace))
+
+    def poison(self, namespace: str) -> Poison:
+        """Rows over a topic's ``max.message.bytes`` (1,000): every tenth (``counter % 10 == 3``) carries 2,000
+        bytes; ``deadLetterTopic`` is a topic of the namespace with the broker's default limit."""
+        small, dead = f"{self.topic(namespace)}-small", f"{self.topic(namespace)}-dead"
+        self._create(small, {"max.message.bytes": "1000"})
+        self._create(dead)
+        value = "to_json(struct(subtask_index, counter, CASE WHEN counter % 10 = 3 THEN repeat('x', 2000) END AS pad))"
+        return Poison(columns=[f"{value} AS value"], options={**self.options(namespace), "topic": small},
+                      dead_letter={"deadLetterTopic": dead}, refused=lambda event: event[1] % 10 == 3,
+                      read_back=lambda: self._read(small), read_dead_letters=lambda: self._read(dead),
+                      words=("refuses row", "max.message.bytes"))
+
+    def _read(self, topic: str) -> list[tuple[int, int]]:
+        """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows)."""
         import time
         import uuid
 
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-        topic = self.topic(namespace)
         consumer = Consumer(self._client_config(**{
             "group.id": f"conformance-read-{uuid.uuid4().hex}", "isolation.level": "read_committed",
             "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
@@ -311,7 +330,10 @@ class KafkaAdapter(SinkAdapter):
         from confluent_kafka.admin import AdminClient
 
         admin, topic = AdminClient(self._client_config()), self.topic(namespace)  # keep admin alive until done
-        admin.delete_topics([topic], operation_timeout=30)[topic].result(self.timeout_s)
+        topics = [topic, f"{topic}-small", f"{topic}-dead"]  # the last two: the poison-record case's
+        existing = set(admin.list_topics(timeout=self.timeout_s).topics)
+        for done in admin.delete_topics([t for t in topics if t in existing], operation_timeout=30).values():
+            done.result(self.timeout_s)
 
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
         # One retry is enough to show the error; the default five take ~35 s of 5 s metadata timeouts.

@@ -8,7 +8,8 @@ Two tests, in `PoisonRecordConformance` (mixed into `connectors.conformance.Sink
   attempt fails the query; its restart replays the batch: exactly the refused rows are dead-lettered, once,
   and every other row lands once;
 - without it, the query fails with an error naming a refused row, and nothing of the batches it reached is
-  committed (every batch holds refused rows, so nothing lands at all).
+  committed (every batch holds refused rows, so nothing lands at all; under an ``at_least_once`` guarantee rows
+  sent before the refusal may land, and duplicates are allowed in the first test).
 
 An adapter whose target refuses nothing it can provoke returns None, and both tests skip naming it.
 """
@@ -76,8 +77,9 @@ class PoisonRecordConformance:
         events = expected_events(self.limit)
         refused = [e for e in events if poison.refused(e)]
         assert refused and len(refused) < len(events), "the adapter's refused rows must be some, not all"
-        assert sorted(poison.read_dead_letters()) == refused, f"{self.case}: dead letters are not the refused rows"
-        assert sorted(poison.read_back()) == [e for e in events if not poison.refused(e)], \
+        once = sorted if adapter.guarantee == "exactly_once" else lambda found: sorted(set(found))  # at_least_once
+        assert once(poison.read_dead_letters()) == refused, f"{self.case}: dead letters are not the refused rows"
+        assert once(poison.read_back()) == [e for e in events if not poison.refused(e)], \
             f"{self.case}: the accepted rows did not land exactly once"
 
     def test_poison_rows_fail_the_query_without_a_dead_letter_target(self, spark, adapter, namespace, tmp_path):
@@ -89,6 +91,7 @@ class PoisonRecordConformance:
         assert failure is not None, "a refused row without a dead-letter target must fail the query"
         for word in poison.words:
             assert word in str(failure), f"the failure does not say {word!r}: {str(failure)[-2000:]}"
-        assert poison.read_back() == [] and poison.read_dead_letters() == [], \
-            "rows of a batch with a refused row were committed"
+        assert poison.read_dead_letters() == [], "rows were dead-lettered without a dead-letter target"
+        if adapter.guarantee == "exactly_once":  # at_least_once: rows sent before the refusal may have landed
+            assert poison.read_back() == [], "rows of a batch with a refused row were committed"
 
