@@ -264,7 +264,8 @@ class KafkaAdapter(SinkAdapter):
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self._client_config())
-        admin.create_topics([NewTopic(topic, self.partitions, 1, config=dict(config or {}))])[topic].result(self.timeout_s)
+        created = admin.create_topics([NewTopic(topic, self.partitions, 1, config=dict(config or {}))])
+        created[topic].result(self.timeout_s)
         deadline = time.monotonic() + self.timeout_s
         while True:  # until every partition has a leader
             found = admin.list_topics(topic, timeout=10).topics.get(topic)

@@ -72,7 +72,8 @@ class PoisonRecordConformance:
 
         crash = "point=mid_write,action=crash,batch=1,partition=0"
         if adapter.supports_fault_injection:
-            assert _attempt(lambda: run({"faultInjection": crash})) is not None, "the crash on every attempt never fired"
+            failure = _attempt(lambda: run({"faultInjection": crash}))
+            assert failure is not None, "the crash on every attempt never fired"
         run({})
         events = expected_events(self.limit)
         refused = [e for e in events if poison.refused(e)]
