@@ -1,4 +1,5 @@
-"""The Redis sink: exactly-once writes of a streaming query to Redis strings, lists, hashes or streams."""
+"""The Redis sink: exactly-once writes of a streaming query to Redis strings, lists, hashes, streams, sets or
+sorted sets."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -19,13 +21,13 @@ from sinks.resp import command, command_over, commands, packed
 
 __all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions"]
 
-TARGETS = ("string", "list", "hash", "stream")
+TARGETS = ("string", "list", "hash", "stream", "set", "zset")
 
 #: The Redis type a target's commands need their keys to hold (or the key to be absent). Redis refuses a
 #: command on a key of another type only when EXEC runs it (WRONGTYPE), and applies the rest of the
 #: transaction: so these keys' types are checked before anything is queued, and again inside the
 #: transaction before its commit record is written. ``string`` has none: ``SET`` replaces any type.
-KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream"}
+KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream", "set": "set", "zset": "zset"}
 
 #: With ``opColumn``, what a row whose op is ``delete`` becomes, by target: the key's or the field's removal.
 DELETES = {"string": b"DEL", "hash": b"HDEL"}
@@ -35,12 +37,14 @@ _WRONG_TYPES = b"local bad = {} for i = 1, #KEYS do local t = redis.call('TYPE',
                b"if t ~= ARGV[1] and t ~= 'none' then bad[#bad + 1] = i bad[#bad + 1] = t end end return bad"
 
 # The last command of a partition's transaction. KEYS: the partition's record, the set of partitions, then every
-# key the transaction wrote; ARGV: the record, the partition id, the type those keys need, the refusal's prefix.
-# Writes the record only if every key holds that type (or is gone): a key of another type means one of this
+# key the transaction wrote, the dead-letter stream last when it took entries; ARGV: the record, the partition id,
+# the type the written keys need, the refusal's prefix, how many trailing keys are dead-letter streams (0 or 1).
+# Writes the record only if every key holds its type (or is gone): a key of another type means one of this
 # transaction's commands was refused after the check before queueing (another client changed the key's type in
 # between), and the rest applied; the record then says so, and every replay of the partition fails.
-_RECORD = b"for i = 3, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
-          b"if t ~= ARGV[3] and t ~= 'none' then redis.call('SET', KEYS[1], ARGV[4] .. KEYS[i]) " \
+_RECORD = b"local rows = #KEYS - tonumber(ARGV[5]) for i = 3, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
+          b"local want = ARGV[3] if i > rows then want = 'stream' end " \
+          b"if t ~= want and t ~= 'none' then redis.call('SET', KEYS[1], ARGV[4] .. KEYS[i]) " \
           b"redis.call('SADD', KEYS[2], ARGV[2]) return {KEYS[i], t} end end " \
           b"redis.call('SET', KEYS[1], ARGV[1]) redis.call('SADD', KEYS[2], ARGV[2]) return 0"
 _REFUSED = " refused "  # the record of a partition whose transaction Redis applied in part: "<batch> refused <key>"
@@ -74,6 +78,8 @@ class RedisOptions:
     max_length: int | None
     commit_key_prefix: str
     timeout_s: float
+    dead_letter_key: str | None = None
+    score_column: str | None = None
 
     @classmethod
     def read(cls, reader: OptionReader) -> "RedisOptions":
@@ -93,16 +99,41 @@ class RedisOptions:
             max_length=reader.integer("maxLength", minimum=1),
             commit_key_prefix=reader.string("commitKeyPrefix", "impulse:commit:"),
             timeout_s=reader.duration_us("timeout", 10_000_000) / 1e6,
+            dead_letter_key=reader.string("deadLetterKey") or None,
+            score_column=reader.string("scoreColumn"),
         )
         if opts.target != "string" and not (opts.key_prefix or opts.key_column):
             raise OptionError("keyPrefix", "", f"a key (keyPrefix, keyColumn or both) for target '{opts.target}': "
-                                               "it names the list, hash or stream the rows go to")
+                                               "it names the key the rows go to")
         if opts.op_column is not None and opts.target not in DELETES:
             raise OptionError("opColumn", opts.op_column, f"no value for target '{opts.target}': a changelog's deletes "
                                                            "apply to target string (DEL) or hash (HDEL)")
-        if opts.max_length is not None and opts.target not in ("list", "stream"):
-            raise OptionError("maxLength", opts.max_length, "no value: maxLength applies to target list or stream")
+        if opts.max_length is not None and opts.target not in ("list", "stream", "zset"):
+            raise OptionError("maxLength", opts.max_length, "no value: maxLength applies to target list, stream "
+                                                            "or zset (a set keeps no order to trim by)")
+        if (opts.score_column is None) == (opts.target == "zset"):
+            raise OptionError("scoreColumn", opts.score_column,
+                              "a numeric column for target 'zset' (each member's score)" if opts.target == "zset"
+                              else f"no value for target '{opts.target}': scoreColumn applies to target zset")
+        opts._check_dead_letter_key()
         return opts
+
+    def _check_dead_letter_key(self) -> None:
+        """Refuse a ``deadLetterKey`` that rows or commit records could be written to as well.
+
+        Checked from the options alone: the key rows go to without ``keyColumn``, a name under a non-empty
+        ``keyPrefix`` when ``keyColumn`` is set (a row's key could be it), and a name under ``commitKeyPrefix``.
+        With an empty ``keyPrefix`` and a ``keyColumn`` any name could be a row's key: that is not checked.
+        """
+        key = self.dead_letter_key
+        if key is None:
+            return
+        fixed = self.target != "string" and self.key_column is None  # every row goes to the key keyPrefix
+        if key == self.key_prefix if fixed else (self.key_prefix and key.startswith(self.key_prefix)):
+            rows_go_to = f"the key '{self.key_prefix}'" if fixed else f"keys starting with '{self.key_prefix}'"
+            raise OptionError("deadLetterKey", key, f"a key the rows are not written to (they go to {rows_go_to})")
+        if key.startswith(self.commit_key_prefix):
+            raise OptionError("deadLetterKey", key, f"a key outside commitKeyPrefix '{self.commit_key_prefix}'")
 
 
 class RedisSink(Sink):
@@ -214,32 +245,41 @@ class RedisSink(Sink):
                 f"{self.partition_key(identity)!r} to write the partition again, or start over with a new 'commitId'.")
         return Fingerprint.parse(fingerprint) or True
 
-    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
+    def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
+        """Write the partition and its commit record in one transaction; returns how many rows went to
+        ``deadLetterKey`` (in the same transaction)."""
         client, connection = conn
         expected = KEY_TYPES.get(self.options.target, "")
-        written: list[pa.Array] = []  # the distinct keys of each record batch, their types checked
+        written: list[pa.Array] = []  # the distinct keys written of each record batch, their types checked
+        dead = 0
         with _mapped(self.options.url):
             _call(connection, command(b"MULTI"))
             first_row = 0
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                encoded, count, keys = self._commands(batch, identity, first_row)
+                keys = self._keys(batch, identity, first_row)
+                reasons = self._refusals(client, identity, keys, first_row) if expected else None
+                if self.options.score_column:
+                    reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
+                encoded, kept, letters = self._commands(batch, identity, first_row, keys, reasons)
                 if expected:
-                    written.append(pc.unique(keys))
-                    self._refuse_wrong_types(client, identity, keys, written[-1], first_row)
-                connection.send_packed_command([packed(encoded)], check_health=False)
-                for _ in range(count):
+                    written.append(pc.unique(kept))
+                connection.send_packed_command([packed(encoded), packed(letters)], check_health=False)
+                for _ in range(len(encoded) + len(letters)):
                     _expect_queued(connection)
+                dead += len(letters)
                 first_row += batch.num_rows
             fingerprint = fingerprint_of(batches)
             value = f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)
+            if dead:
+                written.append(pa.array([self.options.dead_letter_key.encode()], pa.binary()))
             written_keys = pa.concat_arrays(written) if written else pa.array([], pa.binary())
             record = command_over((b"EVAL", _RECORD, str(2 + len(written_keys)).encode(),
                                    self.partition_key(identity).encode(),
                                    self.partitions_key(identity.commit_id).encode()), written_keys,
                                   (value.encode(), str(identity.partition_id).encode(), expected.encode(),
-                                   f"{identity.batch_id}{_REFUSED}".encode()))
+                                   f"{identity.batch_id}{_REFUSED}".encode(), b"1" if dead else b"0"))
             connection.send_packed_command([record + command(b"EXEC")], check_health=False)
             _expect_queued(connection)
             results = connection.read_response()
@@ -250,79 +290,152 @@ class RedisSink(Sink):
         errors = [r for r in applied if isinstance(r, Exception)]
         if recorded != 0:
             key, kind = (part.decode("utf-8", "replace") for part in recorded)
+            needs = "the dead-letter stream needs a stream" if dead and key == self.options.dead_letter_key \
+                else f"target '{self.options.target}' needs a {expected}"
             raise DeliveryError(
                 f"redis-sink: Redis refused {len(errors)} commands of {identity} on key {key!r}, which another client "
-                f"made a {kind} while the partition was written (target '{self.options.target}' needs a "
-                f"{expected}), and applied the rest: the partition is recorded as refused, and every replay of it "
-                f"fails instead of duplicating or losing rows. First refusal: {errors[0] if errors else '?'}")
+                f"made a {kind} while the partition was written ({needs}), and applied the rest: the partition is "
+                f"recorded as refused, and every replay of it fails instead of duplicating or losing rows. "
+                f"First refusal: {errors[0] if errors else '?'}")
         if errors:
             raise DeliveryError(f"redis-sink: {len(errors)} of {len(results)} commands failed, first: {errors[0]}")
+        return dead
 
-    def _refuse_wrong_types(self, client, identity: WriteIdentity, keys: pa.Array, distinct: pa.Array,
-                            first_row: int) -> None:
-        """Raise `DeliveryError` naming the first row whose key (`distinct`: of `keys`) holds a type the target
-        cannot write.
+    def _refusals(self, client, identity: WriteIdentity, keys: pa.Array, first_row: int) -> pa.Array | None:
+        """Why Redis would refuse each row of a record batch (`keys`: each row's key): None when it refuses none,
+        else ``"<error code>: <reason>"`` per row, null for the rows it takes. Without ``deadLetterKey`` a refused row raises
+        `DeliveryError` naming the first of them instead.
 
-        Runs before the rows are queued, on a second connection: nothing of the partition is applied.
+        Runs before the rows are queued, on a second connection: nothing of the partition is applied yet.
         """
         expected = KEY_TYPES[self.options.target]
+        dead_letter_key = self.options.dead_letter_key
+        distinct = pc.unique(keys)
         probe = client.connection_pool.get_connection()
         try:
             reply = _call(probe, command_over((b"EVAL", _WRONG_TYPES, str(len(distinct)).encode()), distinct,
                                               (expected.encode(),)))
+            letters_type = _call(probe, command(b"TYPE", dead_letter_key.encode())) if reply and dead_letter_key \
+                else b"none"
         finally:
             client.connection_pool.release(probe)
         if not reply:
-            return
-        wrong = {distinct[int(i) - 1].as_py(): kind.decode() for i, kind in zip(reply[::2], reply[1::2])}
-        refused = pc.is_in(keys, value_set=pa.array(list(wrong), pa.binary())).to_numpy(zero_copy_only=False)
-        row = int(refused.argmax())  # the first refused row of the record batch
-        key = keys[row].as_py()
-        raise DeliveryError(
-            f"redis-sink: Redis refuses row {first_row + row} of {identity}: its key "
-            f"{key.decode('utf-8', 'replace')!r} holds a {wrong[key]}, and target '{self.options.target}' "
-            f"writes a {expected} (WRONGTYPE Operation against a key holding the wrong kind of value); "
-            f"{len(wrong)} key(s) of this partition are refused. Nothing of the partition was written, and every "
-            "replay of this batch meets the same refusal: delete or rename the key, or write to other keys "
-            "('keyPrefix', 'keyColumn').")
+            return None
+        wrong = [distinct[int(i) - 1].as_py() for i in reply[::2]]
+        kinds = [kind.decode() for kind in reply[1::2]]
+        index = pc.index_in(keys, value_set=pa.array(wrong, pa.binary()))
+        if dead_letter_key is None:
+            row = int(pc.is_valid(index).to_numpy(zero_copy_only=False).argmax())  # the first refused row
+            key = keys[row].as_py()
+            raise DeliveryError(
+                f"redis-sink: Redis refuses row {first_row + row} of {identity}: its key "
+                f"{key.decode('utf-8', 'replace')!r} holds a {kinds[index[row].as_py()]}, and target "
+                f"'{self.options.target}' writes a {expected} (WRONGTYPE Operation against a key holding the wrong "
+                f"kind of value); {len(wrong)} key(s) of this partition are refused. Nothing of the partition was "
+                "written, and every replay of this batch meets the same refusal: delete or rename the key, write to "
+                "other keys ('keyPrefix', 'keyColumn'), or set 'deadLetterKey' to send such rows to a stream there.")
+        if letters_type not in (b"stream", b"none", "stream", "none"):
+            kind = letters_type.decode() if isinstance(letters_type, bytes) else letters_type
+            raise DeliveryError(
+                f"redis-sink: deadLetterKey {dead_letter_key!r} holds a {kind}, and dead letters are stream entries: "
+                f"{identity} has rows Redis refuses and nowhere to put them. Nothing of the partition was written; "
+                "delete or rename that key, or choose another 'deadLetterKey'.")
+        target = self.options.target
+        return pc.take(pa.array([f"WRONGTYPE: the key holds a {kind}, and target '{target}' writes a {expected}"
+                                 for kind in kinds], pa.string()), index)
 
-    def _commands(self, batch: pa.RecordBatch, identity: WriteIdentity,
-                  first_row: int) -> tuple[pa.Array, int, pa.Array]:
-        """All commands for one record batch, RESP-encoded, how many there are, and each row's key."""
+    def _score_refusals(self, batch: pa.RecordBatch, identity: WriteIdentity, keys: pa.Array, first_row: int,
+                        reasons: pa.Array | None) -> pa.Array | None:
+        """`reasons` (see `_refusals`) with the rows whose score Redis refuses (null or NaN: ``ZADD`` fails at EXEC
+        with "value is not a valid float"); without ``deadLetterKey`` such a row raises `DeliveryError`."""
+        score = _column(batch, self.options.score_column, "scoreColumn")
+        bad = pc.is_null(score, nan_is_null=True) if pa.types.is_floating(score.type) else pc.is_null(score)
+        if not pc.any(bad).as_py():
+            return reasons
+        if self.options.dead_letter_key is None:
+            row = int(bad.to_numpy(zero_copy_only=False).argmax())
+            raise DeliveryError(
+                f"redis-sink: Redis refuses row {first_row + row} of {identity} (key "
+                f"{keys[row].as_py().decode('utf-8', 'replace')!r}): its score ('scoreColumn' "
+                f"{self.options.score_column!r}) is {score[row].as_py()}, not a number (ZADD: value is not a valid "
+                f"float); {pc.sum(bad).as_py()} row(s) of this partition are refused. Nothing of the partition was "
+                "written, and every replay of this batch meets the same refusal: fill the score, or set "
+                "'deadLetterKey' to send such rows to a stream there.")
+        why = pc.if_else(bad, pa.scalar("ERR: the score is null or NaN, not a number (value is not a valid float)"),
+                         pa.scalar(None, pa.string()))
+        return why if reasons is None else pc.coalesce(reasons, why)
+
+    def _keys(self, batch: pa.RecordBatch, identity: WriteIdentity, first_row: int) -> pa.Array:
+        """The key each row of a record batch is written to."""
+        opts = self.options
+        if opts.target == "string":
+            return _concat(opts.key_prefix, _key_values(batch, opts.key_column, identity, first_row))
+        if opts.key_column:
+            return _concat(opts.key_prefix, _column(batch, opts.key_column, "keyColumn"))
+        return pa.array([opts.key_prefix.encode()] * batch.num_rows, pa.binary())
+
+    def _commands(self, batch: pa.RecordBatch, identity: WriteIdentity, first_row: int, key: pa.Array,
+                  reasons: pa.Array | None) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """The commands of one record batch whose rows go to `key`, RESP-encoded: those of the rows Redis takes,
+        their keys, and the dead letters (``XADD`` to ``deadLetterKey``) of the rows with a reason in `reasons`."""
         opts = self.options
         value = as_binary(_column(batch, opts.value_column, "valueColumn")) if opts.value_column \
             else json_objects(batch).cast(pa.binary())
         deletes = _deletes(batch, opts.op_column)
+        field = None
         if opts.target == "string":
-            key = _concat(opts.key_prefix, _key_values(batch, opts.key_column, identity, first_row))
             ttl = (b"EX", str(opts.ttl_s).encode()) if opts.ttl_s else ()
             main = commands(b"SET", key, value, *ttl)
             if deletes is not None:
                 main = pc.if_else(deletes, commands(DELETES["string"], key), main)
-            return main, batch.num_rows, key
-        key = _concat(opts.key_prefix, _column(batch, opts.key_column, "keyColumn")) if opts.key_column \
-            else pa.array([opts.key_prefix.encode()] * batch.num_rows, pa.binary())
+            return main, key, pa.array([], pa.binary())
         if opts.target == "list":
             main = commands(b"RPUSH" if opts.list_operation == "append" else b"LPUSH", key, value)
         elif opts.target == "hash":
-            field = _column(batch, opts.field_column, "fieldColumn") if opts.field_column \
-                else _key_values(batch, None, identity, first_row)
-            main = commands(b"HSET", key, as_binary(field), value)
+            field = as_binary(_column(batch, opts.field_column, "fieldColumn") if opts.field_column
+                              else _key_values(batch, None, identity, first_row))
+            main = commands(b"HSET", key, field, value)
             if deletes is not None:
-                main = pc.if_else(deletes, commands(DELETES["hash"], key, as_binary(field)), main)
-        else:
+                main = pc.if_else(deletes, commands(DELETES["hash"], key, field), main)
+        elif opts.target == "stream":
             trim = (b"MAXLEN", str(opts.max_length).encode()) if opts.max_length else ()
             main = commands(b"XADD", key, *trim, b"*", b"value", value)
+        elif opts.target == "set":
+            main = commands(b"SADD", key, value)
+        else:
+            main = commands(b"ZADD", key, _scores(batch, opts.score_column), value)
+        letters = pa.array([], pa.binary())
+        if reasons is not None:
+            refused = pc.is_valid(reasons)
+            letters = self._dead_letters(identity, first_row, refused, key, value, field, reasons)
+            accepted = pc.invert(refused)
+            main, key = main.filter(accepted), key.filter(accepted)
         extra = []
         distinct = pc.unique(key)
         if opts.target == "list" and opts.max_length:
             bounds = (b"0", str(opts.max_length - 1).encode()) if opts.list_operation == "prepend" \
                 else (str(-opts.max_length).encode(), b"-1")
             extra.append(commands(b"LTRIM", distinct, *bounds))
+        if opts.target == "zset" and opts.max_length:  # keep the N highest scores
+            extra.append(commands(b"ZREMRANGEBYRANK", distinct, b"0", str(-opts.max_length - 1).encode()))
         if opts.ttl_s:
             extra.append(commands(b"EXPIRE", distinct, str(opts.ttl_s).encode()))
         encoded = pa.concat_arrays([main, *extra]) if extra else main
-        return encoded, len(encoded), key
+        return encoded, key, letters
+
+    def _dead_letters(self, identity: WriteIdentity, first_row: int, refused: pa.Array, key: pa.Array,
+                      value: pa.Array, field: pa.Array | None, reasons: pa.Array) -> pa.Array:
+        """One ``XADD <deadLetterKey> * …`` per refused row: its key, (hash) field and value, the error's code and
+        reason, and where it came from (the fields the Kafka sink's dead letters carry as headers)."""
+        why = pc.extract_regex(reasons.filter(refused), r"(?P<code>[^:]*): (?P<reason>.*)")
+        rows = pa.array(np.flatnonzero(refused.to_numpy(zero_copy_only=False)) + first_row).cast(pa.string())
+        where = (b"impulse.commit.id", identity.commit_id.encode(), b"impulse.batch", str(identity.batch_id).encode(),
+                 b"impulse.partition", str(identity.partition_id).encode())
+        fields = (b"field", field.filter(refused)) if field is not None else ()
+        return commands(b"XADD", self.options.dead_letter_key.encode(), b"*", b"key", key.filter(refused), *fields,
+                        b"value", value.filter(refused), b"impulse.error.code", why.field("code").cast(pa.binary()),
+                        b"impulse.error.reason", why.field("reason").cast(pa.binary()), *where,
+                        b"impulse.row", rows.cast(pa.binary()))
 
 
 class RedisSinkDataSource(SinkDataSource):
@@ -334,11 +447,15 @@ class RedisSinkDataSource(SinkDataSource):
     ----------
     url : str, required
         ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS, or ``unix://``.
-    target : ``string`` (default) | ``list`` | ``hash`` | ``stream``
+    target : ``string`` (default) | ``list`` | ``hash`` | ``stream`` | ``set`` | ``zset``
         string: ``SET key value`` per row; list: ``RPUSH``/``LPUSH key value``; hash: ``HSET key field
-        value``; stream: ``XADD key * value <value>``.
+        value``; stream: ``XADD key * value <value>``; set: ``SADD key value``; zset: ``ZADD key <score>
+        value`` (a member's later row sets its score).
+    scoreColumn : str, required for target ``zset``, refused for the others
+        A numeric column: each member's score. A null or NaN score is refused for good (see
+        ``deadLetterKey``).
     keyPrefix : str, default ``""``
-        Prepended to every key. For list, hash and stream without ``keyColumn`` it is the key.
+        Prepended to every key. For every target but string, without ``keyColumn`` it is the key.
     keyColumn : str, optional
         Column whose value (as text) follows the prefix in the key. Default for ``string``: the
         event's identity ``<subtask_index>:<counter>`` when the input has those columns, else
@@ -353,12 +470,24 @@ class RedisSinkDataSource(SinkDataSource):
         its field (``HDEL``), in row order with the other rows and exactly once like them; any other
         op (``insert``, ``update``) writes as usual. The op stays in the default JSON value.
     ttl : int ≥ 1, seconds, optional
-        Expiry of every key written (``SET … EX`` for strings, ``EXPIRE`` of the key otherwise).
+        Expiry of every key written (``SET … EX`` for strings, ``EXPIRE`` of the key otherwise: a list,
+        hash, stream, set or sorted set expires whole).
     listOperation : ``append`` (default) | ``prepend``
-    maxLength : int ≥ 1, optional
-        Lists keep their newest maxLength elements (``LTRIM``); streams ``XADD MAXLEN`` (exact).
+    maxLength : int ≥ 1, optional, target ``list``, ``stream`` or ``zset``
+        Lists keep their newest maxLength elements (``LTRIM``); streams ``XADD MAXLEN`` (exact); sorted
+        sets their maxLength highest scores (``ZREMRANGEBYRANK key 0 -(maxLength+1)``).
     commitKeyPrefix : str, default ``impulse:commit:``
         Where the commit records live (see *Guarantee*).
+    deadLetterKey : str, optional
+        A stream taking the rows Redis refuses for good (list, hash, stream: a key holding another
+        type, ``WRONGTYPE``; zset: a null or NaN score, ``ERR``) instead of failing the partition: one
+        ``XADD <deadLetterKey> * key <key> [field <field>] value <value> impulse.error.code <code>
+        impulse.error.reason <why>
+        impulse.commit.id <id> impulse.batch <b> impulse.partition <p> impulse.row <r>`` per refused
+        row, in the partition's transaction (so once, like the rows). Not trimmed, no ``ttl``. Refused
+        at start when rows could go to it (it is the key, or under ``keyPrefix`` with ``keyColumn``)
+        or it is under ``commitKeyPrefix``; it must hold a stream or nothing. Target ``string`` never
+        uses it (``SET`` replaces any type).
     timeout : duration, default ``10s``
         Socket timeout of every Redis call.
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
@@ -370,10 +499,11 @@ class RedisSinkDataSource(SinkDataSource):
     one ``MULTI … EXEC`` transaction holding its rows and ``SET <commitKeyPrefix><commit id>:<partition>
     <batch id>``, under ``WATCH`` of that key: a replayed batch finds its partitions recorded and
     skips them; a crashed attempt's transaction never reaches EXEC, so nothing of it is applied; two
-    concurrent attempts cannot both commit (WATCH aborts the second). For list, hash and stream, the types
+    concurrent attempts cannot both commit (WATCH aborts the second). For every target but string, the types
     of a record batch's keys are checked before its rows are queued (Redis refuses a command on a key of
     another type only at EXEC, and runs the rest): a key of another type fails the partition with nothing
-    of it applied, and every replay fails the same way until the key is fixed (see `KEY_TYPES`). The driver records the last
+    of it applied, and every replay fails the same way until the key is fixed (see `KEY_TYPES`); with
+    ``deadLetterKey`` such rows go to that stream in the same transaction instead. The driver records the last
     committed batch in ``<commitKeyPrefix><commit id>:batch``. A lost connection is retried
     (``writeRetries``): the retry first looks at the commit record, so an EXEC that was applied but
     whose reply was lost is not repeated. Durability is the server's: with ``appendfsync always``
@@ -402,10 +532,23 @@ class RedisSinkDataSource(SinkDataSource):
         """The sink of the options in `reader`, whose column options must name columns of `schema`."""
         opts = RedisOptions.read(reader)
         for option, column in (("keyColumn", opts.key_column), ("fieldColumn", opts.field_column),
-                               ("valueColumn", opts.value_column), ("opColumn", opts.op_column)):
+                               ("valueColumn", opts.value_column), ("opColumn", opts.op_column),
+                               ("scoreColumn", opts.score_column)):
             if column is not None and column not in schema.fieldNames():
                 raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
+        if opts.score_column is not None:
+            from pyspark.sql.types import NumericType
+
+            kind = schema[opts.score_column].dataType
+            if not isinstance(kind, NumericType):
+                raise OptionError("scoreColumn", opts.score_column, f"a numeric column (this one is {kind.simpleString()}"
+                                  "): cast it, e.g. col('x').cast('double')")
         return RedisSink(opts)
+
+
+def _scores(batch: pa.RecordBatch, column: str) -> pa.Array:
+    """A zset member's score as Redis reads it (``ZADD``): the column's number as text, ``inf``/``-inf`` as is."""
+    return _column(batch, column, "scoreColumn").cast(pa.string()).cast(pa.binary())
 
 
 def _deletes(batch: pa.RecordBatch, op_column: str | None) -> pa.Array | None:

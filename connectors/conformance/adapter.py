@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+if TYPE_CHECKING:
+    from connectors.conformance.poison import Poison
 
 __all__ = ["SinkAdapter"]
 
@@ -89,6 +92,11 @@ class SinkAdapter(ABC):
         """`options` with the target's address replaced by `address` (the proxy's ``host:port``); needed
         with `network_route`."""
         raise NotImplementedError(f"{type(self).__name__} has a network_route but no options_via")
+
+    def poison(self, namespace: str) -> "Poison | None":
+        """Rows this target refuses for good, made ready in `namespace` (`connectors.conformance.poison.Poison`):
+        for the poison-record case. Default None: that case is skipped, naming the adapter."""
+        return None
 
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
         """Option overrides that must fail at query start, each with a word the error must contain."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from connectors.conformance.adapter import SinkAdapter
+from connectors.conformance.poison import Poison
 
 __all__ = ["RedisAdapter", "KafkaAdapter", "WebhookAdapter", "events_from_json", "unused_port"]
 
@@ -114,6 +115,25 @@ class RedisAdapter(SinkAdapter):
             values = [v for i in range(0, len(keys), 10_000) for v in self.client.mget(keys[i:i + 10_000])]
         return events_from_json(values)
 
+    def poison(self, namespace: str) -> Poison:
+        """Lists per lane (``counter % 10``) whose lane 3 key holds a string: Redis refuses those rows (WRONGTYPE);
+        ``deadLetterKey`` is the namespace's stream ``<namespace>:dead``."""
+        lanes, refused_lane = f"{namespace}:lane:", 3
+        self.client.set(f"{lanes}{refused_lane}", "a plain string")
+        dead = f"{namespace}:dead"
+
+        def landed() -> list[tuple[int, int]]:
+            keys = [k for k in self.client.scan_iter(match=f"{lanes}*", count=10_000) if self.client.type(k) == b"list"]
+            return events_from_json([v for key in keys for v in self.client.lrange(key, 0, -1)])
+
+        return Poison(columns=["counter", "subtask_index", "timestamp", "CAST(counter % 10 AS STRING) AS lane"],
+                      options={"url": self.url, "target": "list", "keyPrefix": lanes, "keyColumn": "lane",
+                               "commitKeyPrefix": f"commit:{namespace}:"},
+                      dead_letter={"deadLetterKey": dead}, refused=lambda event: event[1] % 10 == refused_lane,
+                      read_back=landed,
+                      read_dead_letters=lambda: events_from_json([f[b"value"] for _, f in self.client.xrange(dead)]),
+                      words=("Redis refuses row", f"'{lanes}{refused_lane}' holds a string"))
+
     def cleanup(self, namespace: str) -> None:
         for pattern in (f"{namespace}:*", f"commit:{namespace}:*"):
             keys = list(self.client.scan_iter(match=pattern, count=10_000))
@@ -124,7 +144,7 @@ class RedisAdapter(SinkAdapter):
         return {**self.options(namespace), "url": f"redis://127.0.0.1:{unused_port()}/0"}
 
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
-        return [({"target": "set"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
+        return [({"target": "bitmap"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
                 ({"valueColumn": "no_such_column"}, "valueColumn"), ({"listOperation": "insert"}, "listOperation")]
 
 
@@ -259,12 +279,17 @@ class KafkaAdapter(SinkAdapter):
                 "deliveryGuarantee": self.guarantee}
 
     def prepare(self, namespace: str) -> None:
+        self._create(self.topic(namespace))
+
+    def _create(self, topic: str, config: Mapping[str, str] | None = None) -> None:
+        """Create `topic` (`partitions`, with `config`) and wait until every partition has a leader."""
         import time
 
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin, topic = AdminClient(self._client_config()), self.topic(namespace)
-        admin.create_topics([NewTopic(topic, self.partitions, 1)])[topic].result(self.timeout_s)
+        admin = AdminClient(self._client_config())
+        created = admin.create_topics([NewTopic(topic, self.partitions, 1, config=dict(config or {}))])
+        created[topic].result(self.timeout_s)
         deadline = time.monotonic() + self.timeout_s
         while True:  # until every partition has a leader
             found = admin.list_topics(topic, timeout=10).topics.get(topic)
@@ -276,12 +301,27 @@ class KafkaAdapter(SinkAdapter):
             time.sleep(0.1)
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        return self._read(self.topic(namespace))
+
+    def poison(self, namespace: str) -> Poison:
+        """Rows over a topic's ``max.message.bytes`` (1,000): every tenth (``counter % 10 == 3``) carries 2,000
+        bytes; ``deadLetterTopic`` is a topic of the namespace with the broker's default limit."""
+        small, dead = f"{self.topic(namespace)}-small", f"{self.topic(namespace)}-dead"
+        self._create(small, {"max.message.bytes": "1000"})
+        self._create(dead)
+        value = "to_json(struct(subtask_index, counter, CASE WHEN counter % 10 = 3 THEN repeat('x', 2000) END AS pad))"
+        return Poison(columns=[f"{value} AS value"], options={**self.options(namespace), "topic": small},
+                      dead_letter={"deadLetterTopic": dead}, refused=lambda event: event[1] % 10 == 3,
+                      read_back=lambda: self._read(small), read_dead_letters=lambda: self._read(dead),
+                      words=("refuses row", "max.message.bytes"))
+
+    def _read(self, topic: str) -> list[tuple[int, int]]:
+        """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows)."""
         import time
         import uuid
 
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-        topic = self.topic(namespace)
         consumer = Consumer(self._client_config(**{
             "group.id": f"conformance-read-{uuid.uuid4().hex}", "isolation.level": "read_committed",
             "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
@@ -315,7 +355,10 @@ class KafkaAdapter(SinkAdapter):
         from confluent_kafka.admin import AdminClient
 
         admin, topic = AdminClient(self._client_config()), self.topic(namespace)  # keep admin alive until done
-        admin.delete_topics([topic], operation_timeout=30)[topic].result(self.timeout_s)
+        topics = [topic, f"{topic}-small", f"{topic}-dead"]  # the last two: the poison-record case's
+        existing = set(admin.list_topics(timeout=self.timeout_s).topics)
+        for done in admin.delete_topics([t for t in topics if t in existing], operation_timeout=30).values():
+            done.result(self.timeout_s)
 
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
         # One retry is enough to show the error; the default five take ~35 s of 5 s metadata timeouts.

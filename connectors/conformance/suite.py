@@ -38,9 +38,14 @@ StreamTest):
    too: the write applied, its acknowledgement lost), right after each reply; a reset after each request;
    a stall after each request or reply, held until the sink gives up (the adapter's `cut_kinds` pick the
    kinds, all with ``IMPULSE_FULL_SWEEP=1``) — each in its own run, the protocol and Spark retrying (and
-   the query restarted from its checkpoint if it failed): exactly-once after each; and a bad network (latency with jitter, a bandwidth cap, a slow close on every connection): the
+   the query restarted from its checkpoint if it failed): exactly-once after each; and a bad network
+   (latency with jitter, a bandwidth cap, a slow close on every connection): the
    query keeps up, or fails with an error naming the sink and completes once restarted, exactly-once
-   either way.
+   either way;
+10. poison records (`connectors.conformance.poison`; skipped for an adapter without `SinkAdapter.poison`):
+   rows the target refuses for good go to the sink's dead-letter target exactly once and all others land
+   once, across a crash in the middle of the write and its replay; without that target the query fails
+   naming the row, with nothing of the batch committed.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ import pytest
 
 from connectors.conformance.adapter import SinkAdapter
 from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
+from connectors.conformance.poison import PoisonRecordConformance
 from connectors.protocol import CommitMessage
 from connectors.partitions import split_limit
 
@@ -180,7 +186,7 @@ def _fault_id(case: tuple[str, str, int | None]) -> str:
     return f"{point}-{action}-{'first-attempt' if attempt == 0 else 'every-attempt'}"
 
 
-class SinkConformance:
+class SinkConformance(PoisonRecordConformance):
     """The suite; subclass it and provide an ``adapter`` fixture (see the module docstring)."""
 
     #: the fault matrix of `test_fault_injection`: (point, action, attempt or None for every attempt)

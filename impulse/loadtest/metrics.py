@@ -73,6 +73,7 @@ class Batch:
     schedule_data: dict = field(repr=False)         # … of schedule delay
     delivery_data: dict = field(repr=False)         # … of delivery
     retried_rows: int = 0         # events of the partitions that needed more than one attempt
+    dead_lettered: int = 0        # events the target refused for good, sent to the sink's dead-letter target
 
     # histograms are kept encoded (a few hundred bytes each, not an HdrHistogram's 190 kB) and decoded on demand
     @property
@@ -92,7 +93,7 @@ class Batch:
         out = {"batchId": self.batch_id, "timeS": round((self.ack_us - origin_us) / 1e6, 3),
                "events": self.rows, "delivered": self.delivered, "lag": self.lag, "heldBack": self.held_back,
                "bytes": self.bytes,
-               "retriedPartitions": self.retried}
+               "retriedPartitions": self.retried, "deadLettered": self.dead_lettered}
         for prefix, histogram in (("latency", self.latency), ("scheduleDelay", self.schedule_delay),
                                   ("delivery", self.delivery)):
             for name, p in (("p50", 50.0), ("p99", 99.0)):
@@ -255,18 +256,20 @@ class Collector:
             size = int(metrics.get("bytes", 0))
             retried = int(metrics.get("retriedPartitions", 0))
             retried_rows = int(metrics.get("retriedRows", 0))
+            dead_lettered = int(metrics.get("deadLettered", 0))
             for acked_us, n in metrics.get("acks", ()):
                 delivery.record_value(acked_us - start_us, n)
         else:
             ack_us = end_us
             latency = offsets_latency(start, end, ack_us)
             size = rows * self.row_bytes
-            retried = retried_rows = 0
+            retried = retried_rows = dead_lettered = 0
             delivery.record_value(ack_us - start_us, rows)
         delivered = sum(end["counters"])
         batch = Batch(int(data["batchId"]), start_us, end_us, ack_us, rows, delivered,
                       max(0, self.due(ack_us) - delivered), max(0, sum(latest["counters"]) - delivered), size,
-                      retried, durations, latency.to_dict(), schedule.to_dict(), delivery.to_dict(), retried_rows)
+                      retried, durations, latency.to_dict(), schedule.to_dict(), delivery.to_dict(), retried_rows,
+                      dead_lettered)
         return batch
 
 

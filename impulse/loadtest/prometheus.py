@@ -113,6 +113,9 @@ class Exporter:
         yield one(CounterMetricFamily("impulse_load_events_failed",
                                       "events of partitions whose write failed and was retried", labels=labels),
                   sum(b.retried_rows for b in batches))
+        yield one(CounterMetricFamily("impulse_load_events_dead_lettered",
+                                      "events the target refused for good, sent to the sink's dead-letter target",
+                                      labels=labels), sum(b.dead_lettered for b in batches))
         yield one(GaugeMetricFamily("impulse_load_lag_events", "events due but not yet delivered", labels=labels),
                   due - delivered)
         yield one(GaugeMetricFamily("impulse_load_target_rate", "target rate, events/s (with rateStages: the "

@@ -78,6 +78,7 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
         f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",
         f"  {'errors':<24}{'':>14}{result.errors:>14,}",
+        f"  {'dead-lettered':<24}{'':>14}{result.dead_lettered:>14,}",
         f"  {'MB (Arrow)':<24}{'':>14}{result.bytes / 2**20:>14,.1f}",
         f"  {'batches':<24}{'':>14}{len(result.batches):>14,}",
         f"  {'time (s)':<24}{c.duration_s:>14,.1f}{result.duration_s:>14,.1f}",

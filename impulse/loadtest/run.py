@@ -118,6 +118,11 @@ class LoadResult:
         return sum(b.retried for b in self.batches) + (1 if self.outcome == "failed" else 0)
 
     @property
+    def dead_lettered(self) -> int:
+        """Events the target refused for good and the sink sent to its dead-letter target (its ``deadLettered``)."""
+        return sum(b.dead_lettered for b in self.batches)
+
+    @property
     def achieved_rate(self) -> float:
         """Events/s in steady state (`impulse.loadtest.metrics.achieved_rate`); with stages, whose rate changes, the
         events over the time from the schedule's start to the last acknowledgement (per stage: `stage_results`)."""
@@ -203,6 +208,7 @@ class LoadResult:
             "trigger": self.config.trigger, "durationS": self.config.duration_s,
             "targetRate": self.target_rate, "achievedRate": round(self.achieved_rate, 1),
             "targetEvents": self.target_events, "events": self.events, "errors": self.errors,
+            "deadLettered": self.dead_lettered,
             "batches": len(self.batches), "bytes": self.bytes, "outcome": self.outcome,
             "sustained": self.verdict.sustained,
         }

@@ -7,6 +7,8 @@ An expression is ``METRIC OP VALUE`` (spaces optional)::
     rate    >=|>  PERCENT      achieved rate / target rate, e.g. 95% (the % may be left out); with the
                                source's rateStages, of the hold stage that achieved the least
     errors  ==|<=|<  N         failed task attempts (+1 if the query failed), see `LoadResult.errors`
+    deadLettered  ==|<=|<  N   events the target refused for good and the sink dead-lettered
+                               (its ``deadLettered``, see `LoadResult.dead_lettered`); the name is case-insensitive
     lag     <|<=  EVENTS       the largest lag (events due − delivered) at any batch's acknowledgement
 
 A bad expression raises `LoadError` (the CLI exits 2 before any load). After the run every check is
@@ -14,8 +16,8 @@ shown pass/fail in the summary and ``report.json``; any failure makes the CLI ex
 
 `hopeless` tells, during a run, whether a check has failed for good whatever the rest of the run
 does (``--abort-on-fail``): a latency percentile once more events lie above its bound than the
-run's event budget can ever outweigh, ``max`` once an event exceeded it, ``errors`` and ``lag`` once
-exceeded. ``rate`` can always recover, so it never aborts a run.
+run's event budget can ever outweigh, ``max`` once an event exceeded it, ``errors``, ``deadLettered``
+and ``lag`` once exceeded. ``rate`` can always recover, so it never aborts a run.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ __all__ = ["Threshold", "Check", "parse_threshold", "evaluate", "hopeless", "LAT
 LATENCY_METRICS = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99, "max": 100.0}
 # metric → the comparisons it accepts (a latency, a lag, errors must stay low; the rate high)
 _OPERATORS = {**{name: ("<", "<=") for name in LATENCY_METRICS}, "rate": (">=", ">"), "errors": ("==", "<=", "<"),
-              "lag": ("<", "<=")}
+              "deadlettered": ("==", "<=", "<"), "lag": ("<", "<=")}
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 _EXPRESSION = re.compile(r"^\s*([a-z][a-z0-9.]*)\s*(<=|>=|==|<|>)\s*(\S.*?)\s*$", re.IGNORECASE)
-_FORMS = "p50|p95|p99|p99.9|p99.99|max <|<= DURATION, rate >= PERCENT, errors == N, lag < EVENTS"
+_FORMS = ("p50|p95|p99|p99.9|p99.99|max <|<= DURATION, rate >= PERCENT, errors == N, deadLettered == N, "
+          "lag < EVENTS")
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ def _actual(metric: str, result) -> float:
         return result.rate_share
     if metric == "errors":
         return float(result.errors)
+    if metric == "deadlettered":
+        return float(result.dead_lettered)
     return float(result.max_lag)
 
 
@@ -143,10 +148,10 @@ def hopeless(threshold: Threshold, collector) -> str | None:
         if above > total - rank:
             return (f"{threshold.text}: {above:,} of the run's {total:,} events already took longer than "
                     f"{limit / 1e3:,.1f} ms")
-    elif metric == "errors":
-        errors = sum(b.retried for b in collector.batches)
-        if errors > limit or (threshold.op == "<" and errors >= limit):
-            return f"{threshold.text}: {errors:,} errors so far"
+    elif metric in ("errors", "deadlettered"):
+        count = sum(b.retried if metric == "errors" else b.dead_lettered for b in collector.batches)
+        if count > limit or (threshold.op == "<" and count >= limit):
+            return f"{threshold.text}: {count:,} {'errors' if metric == 'errors' else 'events dead-lettered'} so far"
     elif metric == "lag":
         lag = max((b.lag for b in collector.batches), default=0)
         if not threshold.passes(lag):

@@ -163,13 +163,13 @@ def test_connections_do_not_scan_package_metadata(redis_server, monkeypatch):
 LANES = 10
 
 
-def _lane_sink(url: str, prefix: str, target: str):
+def _lane_sink(url: str, prefix: str, target: str, **options):
     from connectors.options import OptionReader
     from sinks.redis import RedisOptions, RedisSink
 
     return RedisSink(RedisOptions.read(OptionReader(
         {"url": url, "target": target, "keyPrefix": f"{prefix}:", "keyColumn": "lane",
-         "commitKeyPrefix": f"commit:{prefix}:"}, name="redis-sink")))
+         "commitKeyPrefix": f"commit:{prefix}:", **options}, name="redis-sink")))
 
 
 def _lane_batches(rows: int, per_batch: int):
@@ -195,12 +195,16 @@ def _lane_contents(client, prefix: str, target: str, lane: int) -> list[int]:
         values = client.lrange(key, 0, -1)
     elif target == "hash":
         values = client.hvals(key)
+    elif target == "set":
+        values = client.smembers(key)
+    elif target == "zset":
+        values = client.zrange(key, 0, -1)
     else:
         values = [fields[b"value"] for _, fields in client.xrange(key)]
     return sorted(json.loads(v)["counter"] for v in values)
 
 
-@pytest.mark.parametrize("target", ["list", "hash", "stream"])
+@pytest.mark.parametrize("target", ["list", "hash", "stream", "set"])
 def test_a_key_of_another_type_refuses_the_partition_and_commits_nothing(redis_server, prefix, target):
     """The bug of 'Poison records': EXEC ran the rest of the transaction, record included, so a replay skipped
     the partition and the refused rows were lost. Now nothing of it is applied, each replay fails the same way,
@@ -237,19 +241,20 @@ def test_a_key_whose_type_changes_while_writing_marks_the_partition_refused(redi
     from sinks.redis import RedisSink
 
     client = redis_server.client()
-    check = RedisSink._refuse_wrong_types
+    check = RedisSink._refusals
 
     def check_then_change(self, *args, **kwargs):
-        check(self, *args, **kwargs)
+        reasons = check(self, *args, **kwargs)
         client.set(f"{prefix}:3", "changed meanwhile")
+        return reasons
 
-    monkeypatch.setattr(RedisSink, "_refuse_wrong_types", check_then_change)
+    monkeypatch.setattr(RedisSink, "_refusals", check_then_change)
     sink = _lane_sink(redis_server.url, prefix, "list")
     identity = WriteIdentity("q", 0, 0, 0)
     with pytest.raises(DeliveryError, match=f"on key '{prefix}:3', which another client made a string"):
         _write_partition(sink, identity, _lane_batches(100, 100))
     assert _lane_contents(client, prefix, "list", 4) == list(range(4, 100, LANES))  # the rest was applied
-    monkeypatch.setattr(RedisSink, "_refuse_wrong_types", check)
+    monkeypatch.setattr(RedisSink, "_refusals", check)
     client.delete(f"{prefix}:3")
     with pytest.raises(DeliveryError, match="applied only in part.*not replayed"):
         _write_partition(sink, identity, _lane_batches(100, 100))
@@ -318,3 +323,163 @@ def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
     rows = [json.loads(v) for v in client.lrange(key, 0, -1)]
     assert len({(r["subtask_index"], r["counter"]) for r in rows}) == len(rows)  # exactly once: no duplicate
     assert {r["subtask_index"] for r in rows} <= set(range(4))  # the block's numPartitions
+
+
+# -- deadLetterKey: the refused rows go to a stream in the partition's transaction
+
+def _dead_letters(client, key: str) -> list[dict]:
+    return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in client.xrange(key)]
+
+
+@pytest.mark.parametrize("target", ["list", "hash", "stream", "set"])
+def test_dead_letter_key_takes_the_refused_rows_once_in_the_partitions_transaction(redis_server, prefix, target):
+    from connectors.protocol import WriteIdentity
+
+    client = redis_server.client()
+    client.set(f"{prefix}:3", "a plain string")
+    client.hset(f"{prefix}:7", "f", "a hash") if target != "hash" else client.rpush(f"{prefix}:7", "a list")
+    sink = _lane_sink(redis_server.url, prefix, target, deadLetterKey=f"dead:{prefix}")
+    identity = WriteIdentity("q", 4, 1, 0)
+    rows = 1_000
+    conn = sink.open(identity)
+    try:
+        assert not sink.is_committed(conn, identity)
+        dead = sink.write(conn, identity, iter(_lane_batches(rows, 250)))
+    finally:
+        sink.close(conn)
+    refused = [c for c in range(rows) if c % LANES in (3, 7)]
+    assert dead == len(refused)
+    _write_partition(sink, identity, _lane_batches(rows, 250))  # the replay: skipped, nothing written twice
+    letters = _dead_letters(client, f"dead:{prefix}")
+    assert [int(letter["impulse.row"]) for letter in letters] == refused  # row == counter here
+    assert [json.loads(letter["value"])["counter"] for letter in letters] == refused
+    assert {letter["key"] for letter in letters} == {f"{prefix}:3", f"{prefix}:7"}
+    first = letters[0]
+    assert (first["impulse.error.code"], first["impulse.commit.id"], first["impulse.batch"],
+            first["impulse.partition"]) == ("WRONGTYPE", "q", "4", "1")
+    assert first["impulse.error.reason"] == f"the key holds a string, and target '{target}' writes a {target}"
+    assert ("field" in first) == (target == "hash")
+    for lane in set(range(LANES)) - {3, 7}:
+        assert _lane_contents(client, prefix, target, lane) == list(range(lane, rows, LANES))
+    assert client.type(f"{prefix}:3") == b"string" and client.get(f"commit:{prefix}:q:1").split()[0] == b"4"
+
+
+def test_a_dead_letter_key_of_another_type_refuses_the_partition(redis_server, prefix):
+    from connectors.errors import DeliveryError
+    from connectors.protocol import WriteIdentity
+
+    client = redis_server.client()
+    client.set(f"{prefix}:3", "a plain string")
+    client.set(f"dead:{prefix}", "not a stream")
+    sink = _lane_sink(redis_server.url, prefix, "list", deadLetterKey=f"dead:{prefix}")
+    with pytest.raises(DeliveryError, match=f"deadLetterKey 'dead:{prefix}' holds a string"):
+        _write_partition(sink, WriteIdentity("q", 0, 0, 0), _lane_batches(100, 100))
+    assert sorted(client.keys(f"*{prefix}*")) == sorted([f"{prefix}:3".encode(), f"dead:{prefix}".encode()])
+
+
+@pytest.mark.parametrize("options, allowed", [
+    ({"target": "list", "keyPrefix": "events:dead"}, "they go to the key 'events:dead'"),
+    ({"target": "list", "keyPrefix": "events:", "keyColumn": "lane"}, "keys starting with 'events:'"),
+    ({"target": "string", "keyPrefix": "events:"}, "keys starting with 'events:'"),
+    ({"target": "hash", "keyPrefix": "h", "commitKeyPrefix": "events"}, "outside commitKeyPrefix 'events'"),
+])
+def test_a_dead_letter_key_rows_could_be_written_to_fails_at_start(options, allowed):
+    from connectors.errors import OptionError
+    from connectors.options import OptionReader
+    from sinks.redis import RedisOptions
+
+    with pytest.raises(OptionError, match=f"events:dead.*deadLetterKey.*{allowed}"):
+        RedisOptions.read(OptionReader({"url": "redis://localhost", "deadLetterKey": "events:dead", **options},
+                                       name="redis-sink"))
+
+
+# -- target set (SADD) and zset (ZADD with scoreColumn)
+
+def test_set_and_zset_targets_through_spark_once_across_a_replay(spark, redis_server, prefix, tmp_path):
+    """Members per lane, written by a streaming query; the sorted set keeps its 3 highest scores, both expire."""
+    from pyspark.sql import functions as F
+
+    rows = 200
+
+    def run(target, **options):
+        frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("numPartitions", 2)
+                 .option("startTime", "0").option("limit", rows).option("maxEventsPerTrigger", rows // 2).load()
+                 .select((F.col("counter") % 4).alias("lane"), F.col("counter").cast("string").alias("member"),
+                         (F.col("counter") * 2 + F.col("subtask_index") + 0.5).alias("score")))
+        writer = (frame.writeStream.format("redis-sink").option("url", redis_server.url).option("target", target)
+                  .option("keyPrefix", f"{prefix}:{target}:").option("keyColumn", "lane")
+                  .option("valueColumn", "member").option("ttl", "300")
+                  .option("commitKeyPrefix", f"commit:{prefix}:{target}:")
+                  .option("checkpointLocation", str(tmp_path / target)))
+        for name, value in options.items():
+            writer = writer.option(name, value)
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run("set")
+    run("zset", scoreColumn="score", maxLength="3")
+    client = redis_server.client()
+    per_subtask = rows // 2
+    for lane in range(4):
+        counters = range(lane, per_subtask, 4)
+        assert sorted(map(int, client.smembers(f"{prefix}:set:{lane}"))) == list(counters)
+        # a member (the counter) of both subtasks keeps the later row's score; the 3 highest are kept
+        top = client.zrange(f"{prefix}:zset:{lane}", 0, -1, withscores=True)
+        assert len(top) == 3 and [int(m) for m, _ in top] == list(counters)[-3:]
+        assert all(score in (int(m) * 2 + 0.5, int(m) * 2 + 1.5) for m, score in top)
+        assert 0 < client.ttl(f"{prefix}:zset:{lane}") <= 300 and 0 < client.ttl(f"{prefix}:set:{lane}") <= 300
+
+
+def test_zset_replay_and_refused_scores(redis_server, prefix):
+    """A partition written twice (its replay) changes nothing; a null or NaN score fails the partition before
+    anything is applied, or goes to deadLetterKey."""
+    import pyarrow as pa
+
+    from connectors.errors import DeliveryError
+    from connectors.protocol import WriteIdentity
+
+    client = redis_server.client()
+    batch = pa.record_batch({"lane": pa.array([0, 1, 0, 1]), "score": pa.array([1.0, None, float("nan"), 4.0]),
+                             "counter": pa.array([0, 1, 2, 3])})
+    sink = _lane_sink(redis_server.url, prefix, "zset", scoreColumn="score", valueColumn="counter")
+    with pytest.raises(DeliveryError, match=r"row 1 of .*'scoreColumn' 'score'\) is None.*2 row\(s\)"):
+        _write_partition(sink, WriteIdentity("q", 0, 0, 0), [batch])
+    assert client.keys(f"*{prefix}*") == []
+    sink = _lane_sink(redis_server.url, prefix, "zset", scoreColumn="score", valueColumn="counter",
+                      deadLetterKey=f"dead:{prefix}")
+    for _ in range(2):
+        _write_partition(sink, WriteIdentity("q", 0, 0, 0), [batch])
+    assert client.zrange(f"{prefix}:0", 0, -1, withscores=True) == [(b"0", 1.0)]
+    assert client.zrange(f"{prefix}:1", 0, -1, withscores=True) == [(b"3", 4.0)]
+    letters = _dead_letters(client, f"dead:{prefix}")
+    assert [(d["impulse.row"], d["value"], d["impulse.error.code"]) for d in letters] == [("1", "1", "ERR"),
+                                                                                       ("2", "2", "ERR")]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"target": "zset"}, "scoreColumn.*a numeric column for target 'zset'"),
+    ({"target": "set", "scoreColumn": "score"}, "scoreColumn.*no value for target 'set'"),
+    ({"target": "set", "maxLength": "5"}, "maxLength.*list, stream or zset"),
+])
+def test_set_and_zset_options_fail_at_start(options, message):
+    from connectors.errors import OptionError
+    from connectors.options import OptionReader
+    from sinks.redis import RedisOptions
+
+    with pytest.raises(OptionError, match=message):
+        RedisOptions.read(OptionReader({"url": "redis://localhost", "keyPrefix": "k", **options}, name="redis-sink"))
+
+
+def test_a_score_column_that_is_not_numeric_fails_at_start():
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from connectors.errors import OptionError
+    from connectors.options import OptionReader
+    from sinks.redis import RedisSinkDataSource
+
+    schema = StructType([StructField("score", StringType())])
+    reader = OptionReader({"url": "redis://localhost", "keyPrefix": "k", "target": "zset", "scoreColumn": "score"},
+                          name="redis-sink")
+    with pytest.raises(OptionError, match="'score'.*scoreColumn.*numeric column \\(this one is string"):
+        RedisSinkDataSource.build(None, reader, schema)
