@@ -16,7 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from packaging.requirements import Requirement
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # a bare interpreter: pip carries its own copy
+    from pip._vendor.packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("IMPULSE_CACHE", Path.home() / ".cache" / "impulse"))
@@ -63,20 +66,21 @@ def lowest(reqs: list[Requirement]) -> list[str]:
     return pins
 
 
-def build(name: str, installs: list[list[str]], python: str = sys.executable) -> Path:
+def build(name: str, installs: list[list[str]], python: str = sys.executable, key_args: object = None) -> Path:
     """The interpreter of a virtual environment with each pip argument list of ``installs`` installed in turn,
-    built once per (name, packaging hash, installs) and reused after. A build that fails leaves nothing behind
-    that a rerun would mistake for a finished environment."""
-    key = hashlib.sha256(repr((packaging_hash(), installs, python)).encode()).hexdigest()[:12]
+    built once per (name, packaging hash, installs, or `key_args` instead of installs when given) and reused
+    after. A build that fails leaves nothing behind that a rerun would mistake for a finished environment."""
+    what = installs if key_args is None else key_args
+    key = hashlib.sha256(repr((packaging_hash(), what, python)).encode()).hexdigest()[:12]
     home = CACHE / "venvs" / f"{name}-{key}"
     ready = home / ".ready"
     exe = home / "bin" / "python"
     if ready.exists():
         return exe
     shutil.rmtree(home, ignore_errors=True)
-    subprocess.run([python, "-m", "venv", str(home)], check=True)
-    for args in installs:
-        subprocess.run([str(exe), *_PIP, *args], check=True, cwd=ROOT)
+    subprocess.run([python, "-m", "venv", str(home)], check=True, stdout=sys.stderr)
+    for args in installs:  # pip's output to stderr: `python3 -m tests.venvs lowest` prints only the interpreter
+        subprocess.run([str(exe), *_PIP, *args], check=True, cwd=ROOT, stdout=sys.stderr)
     ready.touch()
     return exe
 
@@ -91,15 +95,21 @@ def lowest_env() -> Path:
                             ["--no-deps", "--config-settings", "editable_mode=compat", "-e", "."]])
 
 
-def wheel() -> Path:
-    """This checkout's wheel, built once per packaging hash and source tree state (``pip wheel --no-deps``)."""
-    out = CACHE / "wheels" / packaging_hash()
-    found = sorted(out.glob("impulse_connectors-*.whl"))
-    if found:
-        return found[0]
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-                   check=True)
-    return sorted(out.glob("impulse_connectors-*.whl"))[0]
+def wheel(out: Path) -> Path:
+    """This checkout's wheel as a regular install gets it (``pip wheel --no-deps .``), built into `out`."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
+                    "-w", str(out), str(ROOT)], check=True)
+    return sorted(out.glob("impulse_connectors-*.whl"))[-1]
+
+
+def wheel_env(built: Path, extras: tuple[str, ...] = ()) -> Path:
+    """An environment with the wheel `built` installed (regular, not editable) with `extras`: the dependencies
+    are installed once per packaging hash; the wheel itself is reinstalled on every call (the code changes)."""
+    suffix = f"[{','.join(extras)}]" if extras else ""
+    exe = build("wheel-" + ("-".join(extras) or "plain"),
+                [["--only-binary=:all:", "--no-binary=pyspark", f"{built}{suffix}"]], key_args=suffix)
+    subprocess.run([str(exe), *_PIP, "--no-deps", "--force-reinstall", str(built)], check=True, stdout=sys.stderr)
+    return exe
 
 
 if __name__ == "__main__":
