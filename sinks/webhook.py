@@ -726,7 +726,8 @@ class WebhookSinkDataSource(SinkDataSource):
     ----------
     url : str, required
         ``http://`` or ``https://`` endpoint. User info in the URL becomes basic auth; user info and
-        query are never shown in messages.
+        query are never shown in messages. User info in any URL option together with
+        ``header.Authorization`` fails at start: two credentials for one header (keep one).
     method : ``POST`` (default) | ``PUT`` | ``PATCH``
     header.<Name> : str, optional, repeatable
         A request header, e.g. ``.option("header.Authorization", "Bearer ${ENV:HOOK_TOKEN}")``. Every
@@ -744,7 +745,13 @@ class WebhookSinkDataSource(SinkDataSource):
     maxInFlight : int ≥ 1, default 4
         Concurrent requests per task (Spark partition), over one connection pool.
     timeout : duration, default ``10s``
-        Connect and read timeout of each request; a timeout is retried.
+        Bound on each request's connect and on its whole response (headers and body, from when it is
+        sent): a body that drips in slowly times out too. A timeout is retried.
+    maxRequestsPerSecond : number > 0, optional
+        Request starts per task (retries included) at least 1/rate seconds apart, so no one-second
+        window holds more than the rate and a backlog goes out evenly; a rate above 1 that is not
+        whole is rounded down. Derive it from an API's global limit: limit / concurrent tasks.
+        Driver notifications (commitUrl, abortUrl) are not paced.
     maxRetries : int ≥ 0, default 5
         Retries of each request after connection errors, timeouts and ``retryOn`` statuses. Once
         they are used up the partition fails with `TransientError`, which the protocol retries as a

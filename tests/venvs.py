@@ -77,7 +77,8 @@ def build(name: str, installs: list[list[str]], python: str = sys.executable, ke
     exe = home / "bin" / "python"
     if ready.exists():
         return exe
-    shutil.rmtree(home, ignore_errors=True)
+    for stale in home.parent.glob(f"{name}-*"):  # this name's environments of earlier packaging: ~1 GB each
+        shutil.rmtree(stale, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(home)], check=True, stdout=sys.stderr)
     for args in installs:  # pip's output to stderr: `python3 -m tests.venvs lowest` prints only the interpreter
         subprocess.run([str(exe), *_PIP, *args], check=True, cwd=ROOT, stdout=sys.stderr)

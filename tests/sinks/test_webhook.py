@@ -109,7 +109,7 @@ def write_directly(sink: WebhookSink, identity: WriteIdentity, batches) -> None:
 
 
 def rows(first: int, count: int, subtask: int = 0) -> pa.RecordBatch:
-    return pa.record_batch({"counter": pa.array(range(first, first + count), pa.int64()),
+    return pa.RecordBatch.from_pydict({"counter": pa.array(range(first, first + count), pa.int64()),
                             "subtask_index": pa.array([subtask] * count, pa.int64()),
                             "note": pa.array([f'row "{i}"\n' for i in range(first, first + count)])})
 
@@ -481,6 +481,7 @@ def test_tls_is_verified_by_default(https_server):
 # ------------------------------------------------------------------------------------- Spark queries
 
 
+@pytest.mark.floor
 @pytest.mark.parametrize("fmt,size,method", [("json", 64, "POST"), ("ndjson", 100, "PUT"), ("json", 1, "PATCH")],
                          ids=["json-array", "ndjson", "single-object"])
 def test_basic_write(spark, http_receiver, tmp_path, fmt, size, method):
@@ -626,6 +627,7 @@ def test_commit_url_sees_each_batch_once_in_order(spark, http_receiver, tmp_path
     assert landed(http_receiver, path + "/events") == expected_events(1_000)
 
 
+@pytest.mark.floor
 def test_replay_of_the_last_batch_resends_identical_keys(spark, http_receiver, tmp_path):
     http_receiver.reset()
     path, checkpoint = namespace("replay"), tmp_path / "ck"
@@ -645,3 +647,40 @@ def test_replay_of_the_last_batch_resends_identical_keys(spark, http_receiver, t
     notices = [r for r in http_receiver.requests if r.path == path + "/commit"]
     assert [r.json()["batchId"] for r in notices if r.accepted] == list(range(last + 1))
     assert [r.json()["batchId"] for r in notices if r.duplicate] == [last]
+
+
+def test_max_requests_per_second_keeps_every_task_under_the_limit_without_a_429(spark, http_receiver, tmp_path):
+    """maxRequestsPerSecond=2 per task, with every row there at once (batchSize 1: each task could start its 8
+    requests within milliseconds, far above 10x the limit), and a receiver that answers 429 to a task's request
+    when that task already had 2 let through in the last second.
+
+    The guarantee is on the sender's start times (at least 1/limit apart); the receiver sees them shifted by a
+    one-way delay that varies (threads, the loaded machine), so its window is shortened by a tolerance of half
+    an interval. The test then measures that variation: a task always has requests waiting, so its k-th start is
+    scheduled at first + k/limit, and `arrival_k - k/limit` varies only by the delay. It must stay within the
+    tolerance (what made the shortened window fair), and every window of one second minus it holds <= limit."""
+    limit, per_task = 2, 8
+    tolerance = 0.5 / limit
+    http_receiver.reset()
+    path = namespace("paced")
+    http_receiver.limit_rate(limit, group=lambda headers: headers["Idempotency-Key"].rsplit(":", 1)[0],
+                             window_s=1.0 - tolerance)
+    try:
+        run(spark, tmp_path / "ck", http_receiver.url + path, 2 * per_task, batchSize=1, maxInFlight=4,
+            maxRequestsPerSecond=limit)
+    finally:
+        http_receiver.reset_behaviour()
+    requests = [r for r in http_receiver.requests if r.path == path]
+    assert [r.status for r in requests if r.status != 200] == []
+    assert landed(http_receiver, path) == expected_events(2 * per_task)
+    by_task: dict[str, list[float]] = {}
+    for r in requests:
+        by_task.setdefault(r.idempotency_key.rsplit(":", 1)[0], []).append(r.time)
+    assert len(by_task) == 2
+    for task, times in by_task.items():
+        times.sort()
+        offsets = [t - k / limit for k, t in enumerate(times)]
+        jitter = max(offsets) - min(offsets)
+        assert jitter < tolerance, f"{task}: arrivals stray {jitter:.3f}s from an even 1/{limit}s spacing"
+        spans = [times[k + limit] - times[k] for k in range(len(times) - limit)]
+        assert min(spans) >= 1.0 - jitter - 1e-6, (task, spans)  # limit + 1 arrivals never within 1 s - jitter
