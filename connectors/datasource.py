@@ -7,6 +7,9 @@ builds its `connectors.protocol.Sink` from the parsed options (`build`); this cl
 - ``writer`` → `connectors.batch.batch_writer` (``df.write … mode("append")``, SQL ``INSERT INTO``);
 - ``schema`` → `connectors.batch.no_schema` (a sink has no columns to read).
 
+Before either, the sink's client libraries (its `connectors.registry` row's ``preload``) must be installed:
+a missing one fails the write at start naming the pip extra that installs it.
+
 Both writers parse the same options and run the same protocol; `build` runs on the driver, once per
 writer Spark asks for.
 """
@@ -18,6 +21,7 @@ from pyspark.sql.datasource import DataSource
 from connectors.batch import BatchWriter, batch_writer, no_schema
 from connectors.options import OptionReader
 from connectors.protocol import ProtocolWriter, Sink, stream_writer
+from connectors.registry import connector
 
 __all__ = ["SinkDataSource"]
 
@@ -38,8 +42,10 @@ class SinkDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool) -> ProtocolWriter:
         """A streaming write (`connectors.protocol`)."""
+        connector(self.name()).require_clients()
         return stream_writer(self.options, name=self.label, build=lambda reader: self.build(reader, schema))
 
     def writer(self, schema, overwrite: bool) -> BatchWriter:
         """A batch write (`connectors.batch`): same options and guarantee, ``mode("append")`` only."""
+        connector(self.name()).require_clients()
         return batch_writer(self.options, overwrite, name=self.label, build=lambda reader: self.build(reader, schema))

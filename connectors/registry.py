@@ -55,6 +55,19 @@ class Connector:
         """What a writer of this connector imports where it runs: its module, then its client libraries."""
         return (self.module, *self.preload)
 
+    def require_clients(self) -> None:
+        """Raise `SinkError` naming the extra to install when a client module of this connector is missing
+        here (the driver checks before a write starts; the executors need the same installation)."""
+        from importlib.util import find_spec
+
+        from connectors.errors import SinkError
+
+        missing = [module for module in self.preload if find_spec(module) is None]
+        if missing:
+            raise SinkError(f"{self.name} needs the Python package{'s' * (len(missing) > 1)} "
+                            f"{', '.join(missing)}, which {'are' if len(missing) > 1 else 'is'} not installed: "
+                            f"{self.install_hint()} (on the driver and every executor)")
+
     def install_hint(self) -> str:
         extra = f"[{self.extra}]" if self.extra else ""
         return f"pip install 'impulse-connectors{extra}'"

@@ -16,7 +16,8 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -145,6 +146,18 @@ def _http_url(reader: OptionReader, option: str, *, required: bool = False) -> s
     return url
 
 
+def _one_credential(urls: Mapping[str, str | None], headers: Mapping[str, str]) -> None:
+    """Refuse user info in a URL together with ``header.Authorization``: both are credentials for the same
+    header, and sending either one silently would authenticate as someone the user may not expect."""
+    if "Authorization" not in headers:
+        return
+    for option, url in urls.items():
+        if url is not None and "@" in (urlsplit(url).netloc or ""):
+            raise OptionError(option, redact_url(url), "a URL without user info when header.Authorization is set: "
+                              "both are credentials for the Authorization header; keep one (user info is sent as "
+                              "'Basic', the header as given)")
+
+
 @dataclass(frozen=True)
 class WebhookOptions:
     """The options of the webhook sink (see `WebhookSinkDataSource`). Secrets stay ``${ENV:…}`` references."""
@@ -165,10 +178,10 @@ class WebhookOptions:
     abort_url: str | None = None
     dead_letter_url: str | None = None
     signing_secret: str | None = None  # Standard Webhooks secrets, space-separated; may hold ${ENV:NAME}
+    max_requests_per_second: float | None = None  # per task; None: unpaced
 
     @classmethod
     def read(cls, reader: OptionReader) -> "WebhookOptions":
-        url = _http_url(reader, "url", required=True)
         headers = []
         for name, value in sorted(reader.prefixed("header.").items()):
             if not _HEADER_NAME.match(name):
@@ -176,13 +189,16 @@ class WebhookOptions:
             if "\r" in value or "\n" in value:
                 raise OptionError(f"header.{name}", "<hidden>", "a value without line breaks")
             headers.append((_canonical_header(name), value))
+        urls = {option: _http_url(reader, option, required=option == "url")
+                for option in ("url", "commitUrl", "abortUrl", "deadLetterUrl")}
+        _one_credential(urls, dict(headers))
         idempotency = reader.string("idempotencyHeader", "Idempotency-Key")
         if not _HEADER_NAME.match(idempotency):
             raise OptionError("idempotencyHeader", idempotency, "a header name, e.g. 'Idempotency-Key'")
         base = reader.duration_us("retryBackoff", 200_000)
         cap = reader.duration_us("retryBackoffMax", 10_000_000)
         return cls(
-            url=url,
+            url=urls["url"],
             method=reader.choice("method", METHODS, "POST"),
             headers=tuple(headers),
             batch_size=reader.integer("batchSize", 100, minimum=1, maximum=1_000_000),
@@ -194,10 +210,11 @@ class WebhookOptions:
             retry_on=_parse_retry_on(reader.string("retryOn", DEFAULT_RETRY_ON)),
             verify=_verify(reader.string("verify", "true")),
             idempotency_header=idempotency,
-            commit_url=_http_url(reader, "commitUrl"),
-            abort_url=_http_url(reader, "abortUrl"),
-            dead_letter_url=_http_url(reader, "deadLetterUrl"),
+            commit_url=urls["commitUrl"],
+            abort_url=urls["abortUrl"],
+            dead_letter_url=urls["deadLetterUrl"],
             signing_secret=_signing_secret(reader),
+            max_requests_per_second=reader.number("maxRequestsPerSecond", None, above=0),
         )
 
     def retryable(self, status: int) -> bool:
@@ -220,6 +237,39 @@ class _Cancelled(SinkError):
     """A request given up because another request of the same task failed."""
 
 
+class _Pacer:
+    """Spaces the request starts of one task at least ``1 / rate`` seconds apart: a token bucket holding one
+    token, refilled at `rate` per second. Any one-second window [t, t + 1 s) then holds at most `rate` starts
+    (k + 1 starts span at least k / rate seconds), and a load above the rate is sent evenly, never as a burst
+    and a pause. A rate above 1 that is not a whole number is rounded down: a window cannot hold 2.5 starts."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval_s = 1.0 / (int(per_second) if per_second >= 1 else per_second)
+        self._next = 0.0  # time.monotonic() of the earliest next start
+        self._lock = threading.Lock()
+
+    def wait(self, stopped: threading.Event) -> bool:
+        """Block until the caller's request may start (the slot is its, whatever happens); False if `stopped`
+        was set while waiting."""
+        with self._lock:
+            start = max(time.monotonic(), self._next)
+            self._next = start + self.interval_s
+        while (left := start - time.monotonic()) > 0:
+            if stopped.wait(left):
+                return False
+        return True
+
+
+@dataclass
+class _TaskState:
+    """What outlives one write of a partition within a Spark task attempt: the request pace, and how many
+    requests each key has been sent (the protocol rewrites a partition after a `TransientError`)."""
+
+    identity: WriteIdentity | None
+    pacer: _Pacer | None
+    sent: Counter = field(default_factory=Counter)
+
+
 class _Client:
     """HTTP on one task: a pooled `requests.Session` and up to ``maxInFlight`` concurrent requests.
 
@@ -227,9 +277,10 @@ class _Client:
     others' retries and is raised by the next `submit` or by `drain`.
     """
 
-    def __init__(self, options: WebhookOptions, where: str) -> None:
+    def __init__(self, options: WebhookOptions, where: str, task: _TaskState | None = None) -> None:
         requests = _import_requests()
         self.options = options
+        self.task = task or _TaskState(None, None)
         self.headers = options.resolved_headers(where)
         self.signing_keys: tuple[bytes, ...] = ()
         if options.signing_secret is not None:
@@ -265,23 +316,32 @@ class _Client:
         except _Cancelled:
             raise
         except TransientError as exc:
-            raise TransientError(f"{exc} (gave up after {attempts} attempt{'s' * (attempts > 1)})") from exc
+            sent = self.task.sent[key]
+            raise TransientError(f"{exc} (gave up: {sent} request{'s' * (sent > 1)} with this key from this task "
+                                 f"attempt, {attempts} per write of the partition (maxRetries + 1); the protocol "
+                                 "rewrites the partition up to writeRetries times)") from exc
 
     def _once(self, method: str, url: str, key: str, body: bytes, headers: Mapping[str, str]) -> None:
         if self.stopped.is_set():
             raise _Cancelled(f"webhook-sink: request {key} cancelled: another request of this task failed")
         where = f"{method} {redact_url(url)} ({self.options.idempotency_header}: {key})"
+        if self.task.pacer is not None and not self.task.pacer.wait(self.stopped):
+            raise _Cancelled(f"webhook-sink: request {key} cancelled: another request of this task failed")
         if self.signing_keys:  # signed again on every attempt: the timestamp is the attempt's
             headers = {**headers, **signature_headers(self.signing_keys, key, body, time.time())}
-        with map_errors(lambda exc: _translate(exc, where, self.options.timeout_s)):
-            response = self.session.request(method, url, data=body, headers=headers, timeout=self.options.timeout_s,
-                                            verify=self.options.verify, allow_redirects=False)
+        self.task.sent[key] += 1
+        timeout_s = self.options.timeout_s
+        deadline = time.monotonic() + timeout_s
+        with map_errors(lambda exc: _translate(exc, where, timeout_s)):
+            response = self.session.request(method, url, data=body, headers=headers, timeout=timeout_s,
+                                            verify=self.options.verify, allow_redirects=False, stream=True)
+            content = _read_by(response, deadline)
         status = response.status_code
         if 200 <= status < 300:
             return
-        text = response.text[:_BODY_START]
+        text = content.decode(response.encoding or "utf-8", "replace")[:_BODY_START]
         message = f"webhook-sink: {where} answered {status} {response.reason or ''}".rstrip() + f": {text!r}"
-        if status == 422 and _reused_key(response):  # not retried
+        if status == 422 and _reused_key(content):  # not retried
             raise PartitioningChangedError(
                 f"{message}: the receiver refuses the key because an earlier request with it had another body. "
                 f"On a replayed batch that means the rows of this partition changed since the earlier run: "
@@ -336,7 +396,46 @@ class _Client:
         self.session.close()
 
 
-def _reused_key(response) -> bool:
+def _read_by(response, deadline: float) -> bytes:
+    """The response's body, read completely by `deadline` (``time.monotonic()``) or `requests`' ReadTimeout.
+
+    ``timeout`` bounds the whole response, not each socket read: before every read the socket's timeout is
+    set to the time left, and each read returns what has arrived, so a body that drips in byte by byte cannot
+    hold the task past the deadline. A body read in full returns its connection to the pool; any failure
+    closes it.
+    """
+    requests = _import_requests()
+    import urllib3
+
+    raw = response.raw
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    read = getattr(raw, "read1", None) or raw.read  # urllib3 < 2.3: read() waits for a full chunk
+    chunks = []
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise requests.exceptions.ReadTimeout("the response did not end in time")
+            if sock is not None:
+                sock.settimeout(left)
+            chunk = read(65536, decode_content=True)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except urllib3.exceptions.ReadTimeoutError as exc:
+        response.close()
+        raise requests.exceptions.ReadTimeout(str(exc)) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        response.close()
+        raise requests.exceptions.ConnectionError(exc) from exc
+    except BaseException:
+        response.close()
+        raise
+    raw.release_conn()
+    return b"".join(chunks)
+
+
+def _reused_key(body: bytes) -> bool:
     """Whether a 422 is the IETF Idempotency-Key draft's answer to a key reused with another body.
 
     The draft answers with a problem document (RFC 9457) whose ``type`` or ``title`` names the
@@ -344,7 +443,7 @@ def _reused_key(response) -> bool:
     receiver refusing the content of the request, as many APIs answer a row they cannot accept.
     """
     try:
-        problem = response.json()
+        problem = json.loads(body)
     except ValueError:
         return False
     if not isinstance(problem, dict):
@@ -473,6 +572,13 @@ class WebhookSink(Sink):
 
     def __init__(self, options: WebhookOptions) -> None:
         self.options = options
+        self._task = _TaskState(None, None)  # executor: this task attempt's (see `open`)
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options}  # the driver's sink, as the executors get it: no task state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["options"])
 
     # -- driver ---------------------------------------------------------------------------------
     def check(self) -> None:
@@ -526,7 +632,12 @@ class WebhookSink(Sink):
 
     # -- executor -------------------------------------------------------------------------------
     def open(self, identity: WriteIdentity) -> _Client:
-        return _Client(self.options, where="this executor")
+        """A client for one write of the partition; its pace and request counts carry over to the protocol's
+        rewrites of the partition within the same task attempt (a rewrite does not restart the pace)."""
+        if self._task.identity != identity:
+            rate = self.options.max_requests_per_second
+            self._task = _TaskState(identity, _Pacer(rate) if rate is not None else None)
+        return _Client(self.options, where="this executor", task=self._task)
 
     def close(self, conn: _Client) -> None:
         conn.close()
@@ -615,7 +726,8 @@ class WebhookSinkDataSource(SinkDataSource):
     ----------
     url : str, required
         ``http://`` or ``https://`` endpoint. User info in the URL becomes basic auth; user info and
-        query are never shown in messages.
+        query are never shown in messages. User info in any URL option together with
+        ``header.Authorization`` fails at start: two credentials for one header (keep one).
     method : ``POST`` (default) | ``PUT`` | ``PATCH``
     header.<Name> : str, optional, repeatable
         A request header, e.g. ``.option("header.Authorization", "Bearer ${ENV:HOOK_TOKEN}")``. Every
@@ -633,7 +745,13 @@ class WebhookSinkDataSource(SinkDataSource):
     maxInFlight : int ≥ 1, default 4
         Concurrent requests per task (Spark partition), over one connection pool.
     timeout : duration, default ``10s``
-        Connect and read timeout of each request; a timeout is retried.
+        Bound on each request's connect and on its whole response (headers and body, from when it is
+        sent): a body that drips in slowly times out too. A timeout is retried.
+    maxRequestsPerSecond : number > 0, optional
+        Request starts per task (retries included) at least 1/rate seconds apart, so no one-second
+        window holds more than the rate and a backlog goes out evenly; a rate above 1 that is not
+        whole is rounded down. Derive it from an API's global limit: limit / concurrent tasks.
+        Driver notifications (commitUrl, abortUrl) are not paced.
     maxRetries : int ≥ 0, default 5
         Retries of each request after connection errors, timeouts and ``retryOn`` statuses. Once
         they are used up the partition fails with `TransientError`, which the protocol retries as a

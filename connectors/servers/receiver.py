@@ -20,7 +20,10 @@ are not accepted), ``respond_with(status)`` (every request, until ``reset_behavi
 seconds)`` (recorded and accepted on arrival, answered late: a slow server), ``refuse_rows(predicate,
 path)`` (a request under that path holding a row the predicate picks is answered 422, as an API refuses
 a row it cannot accept), ``verify_requests(check, path)`` (a request under that path for which
-``check(headers, body)`` raises is answered 401: a signature check). ``restart()`` listens again
+``check(headers, body)`` raises is answered 401: a signature check), ``limit_rate(per_second, group)`` (a
+request is answered 429 when its group, e.g. the sending task, already started `per_second` requests in
+the last second: an API's rate limit), ``drip_next(n, body, interval)`` (the answer's body is sent one byte
+per interval: a stuck receiver). ``restart()`` listens again
 on the same port keeping everything received; ``stop()`` also cuts kept-alive connections.
 """
 
@@ -118,6 +121,22 @@ class _Behaviour:
     always: tuple[int, dict[str, str], bytes] | None = None
     refuse: tuple[str, Callable[[Any], bool]] | None = None  # (path prefix, row predicate)
     verify: tuple[str, Callable[[Any, bytes], None]] | None = None  # (path prefix, check(headers, body))
+    rate: tuple[float, float, Callable[[Any], str]] | None = None  # (per second, window s, group of headers)
+    arrivals: dict[str, list[float]] = field(default_factory=dict)  # group -> recent arrival times (monotonic)
+    drip_left: int = 0
+    drip: tuple[bytes, float] = (b"", 0.0)  # (body, seconds between its bytes)
+
+
+def _over_rate(b: _Behaviour, headers, now: float) -> bool:
+    """Whether a request arriving `now` exceeds ``b.rate`` for its group (under the receiver's lock)."""
+    per_second, window_s, group = b.rate
+    times = b.arrivals.setdefault(group(headers), [])
+    while times and times[0] <= now - window_s:
+        times.pop(0)
+    if len(times) >= per_second:
+        return True
+    times.append(now)
+    return False
 
 
 @dataclass
@@ -126,6 +145,7 @@ class _Answer:
     headers: dict[str, str] = field(default_factory=dict)
     payload: bytes = b""
     delay_s: float = 0.0
+    drip_s: float = 0.0  # > 0: the payload is written one byte at a time, this many seconds apart
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -169,7 +189,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - stdlib signature; silent
         pass
 
-    def _answer(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
+    def _answer(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None,
+                drip_s: float = 0.0) -> None:
         self.send_response(status)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -177,8 +198,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        if not drip_s:
             self.wfile.write(payload)
+            return
+        for i in range(len(payload)):
+            self.wfile.write(payload[i:i + 1])
+            self.wfile.flush()
+            if self.server.receiver._stopping.wait(drip_s):
+                return
 
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -202,7 +231,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         answer = self.server.receiver._on_request(self.command, self.path, self.headers, body)
         if answer.delay_s:
             self.server.receiver._stopping.wait(answer.delay_s)
-        self._answer(answer.status, answer.payload, answer.headers)
+        try:
+            self._answer(answer.status, answer.payload, answer.headers, answer.drip_s)
+        except OSError:  # the client gave up on a dripping answer
+            self.close_connection = True
 
     do_PUT = do_PATCH = do_DELETE = do_POST
 
@@ -306,6 +338,20 @@ class Receiver:
         with self._lock:
             self._behaviour.verify = (path, check)
 
+    def limit_rate(self, per_second: float, group: Callable[[Any], str] = lambda headers: "",
+                   window_s: float = 1.0) -> None:
+        """Answer 429 (not accepted) to a request when its group (``group(headers)``, e.g. the sending task
+        from its idempotency key) already had `per_second` requests let through in the last `window_s`."""
+        with self._lock:
+            self._behaviour.rate = (per_second, window_s, group)
+            self._behaviour.arrivals = {}
+
+    def drip_next(self, n: int, body: bytes, interval_s: float) -> None:
+        """The next n requests are accepted on arrival, answered 200 with `body` sent one byte per `interval_s`."""
+        with self._lock:
+            self._behaviour.drip_left = n
+            self._behaviour.drip = (body, interval_s)
+
     def delay_next(self, n: int, seconds: float) -> None:
         with self._lock:
             self._behaviour.delay_left = n
@@ -360,7 +406,12 @@ class Receiver:
                 b.delay_left -= 1
                 answer.delay_s = b.delay_seconds
             forced = None
-            if b.fail_left > 0:
+            if b.drip_left > 0:
+                b.drip_left -= 1
+                answer.payload, answer.drip_s = b.drip
+            if b.rate is not None and _over_rate(b, headers, time.monotonic()):
+                forced = (429, {}, b'{"ok": false, "error": "rate limit"}')
+            elif b.fail_left > 0:
                 b.fail_left -= 1
                 forced = b.fail_response
             elif b.always is not None:

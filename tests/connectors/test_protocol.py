@@ -98,7 +98,7 @@ def test_fault_plan_parsing():
 def _batches(*sizes):
     start = 0
     for size in sizes:
-        yield pa.record_batch({"x": pa.array(np.arange(start, start + size))})
+        yield pa.RecordBatch.from_pydict({"x": pa.array(np.arange(start, start + size))})
         start += size
 
 

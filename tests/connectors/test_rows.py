@@ -12,7 +12,7 @@ from connectors.rows import as_binary, json_objects
 def test_json_matches_the_standard_library():
     stamps = [datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=timezone.utc), None,
               datetime(1970, 1, 1, tzinfo=timezone.utc)]
-    batch = pa.record_batch({
+    batch = pa.RecordBatch.from_pydict({
         "i": pa.array([1, None, -3], pa.int64()),
         "f": pa.array([1.5, float("nan"), -0.25]),
         "b": pa.array([True, False, None]),
@@ -37,7 +37,7 @@ def test_fixed_width_base64_is_vectorised_and_exact(width):
     rng = np.random.default_rng(width)
     values = [rng.bytes(width) for _ in range(37)]
     column = pa.array(values, pa.binary()).slice(2)  # an offset into the buffers, as Spark's slices have
-    rows = [json.loads(t)["p"] for t in json_objects(pa.record_batch({"p": column})).to_pylist()]
+    rows = [json.loads(t)["p"] for t in json_objects(pa.RecordBatch.from_pydict({"p": column})).to_pylist()]
     assert rows == [base64.b64encode(v).decode() for v in values[2:]]
 
 

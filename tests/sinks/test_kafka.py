@@ -107,13 +107,14 @@ def sink_for(broker, topic: str, **options) -> KafkaSink:
 
 
 def rows(subtask: int, first: int, end: int) -> pa.RecordBatch:
-    return pa.record_batch({"counter": pa.array(range(first, end), pa.int64()),
+    return pa.RecordBatch.from_pydict({"counter": pa.array(range(first, end), pa.int64()),
                             "subtask_index": pa.array([subtask] * (end - first), pa.int64())})
 
 
 # ----------------------------------------------------------------------------------------------- writes
 
 
+@pytest.mark.floor
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
 def test_writes_every_event_once(spark, kafka_broker, tmp_path, guarantee):
     topic = kafka_broker.create_topic(_name("basic"), partitions=2)
@@ -456,12 +457,12 @@ def test_delivery_error_is_not_retried(kafka_broker):
     topic = kafka_broker.create_topic(_name("refused"), partitions=1, config={"max.message.bytes": "1000"})
     sink = sink_for(kafka_broker, topic, **{"kafka.compression.type": "none"})
     identity = WriteIdentity(_name("q"), 0, 0, 0)
-    big = pa.record_batch({"value": pa.array([b"x" * 2_000], pa.binary())})
+    big = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 2_000], pa.binary())})
     sink.columns = _Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
     conn = sink.open(identity)
     try:
         with pytest.raises(DeliveryError, match="refuses row 10 of .*MSG_SIZE_TOO_LARGE"):
-            sink.write(conn, identity, iter([pa.record_batch({"value": pa.array([b"ok"] * 10, pa.binary())}), big]))
+            sink.write(conn, identity, iter([pa.RecordBatch.from_pydict({"value": pa.array([b"ok"] * 10, pa.binary())}), big]))
     finally:
         sink.close(conn)
     assert stable(kafka_broker, topic)
@@ -521,7 +522,7 @@ def test_a_compacted_topic_refuses_records_without_a_key(kafka_broker):
     identity = WriteIdentity(_name("q"), 0, 0, 0)
     conn = sink.open(identity)
     try:
-        batch = pa.record_batch({"key": pa.array([b"a", None, b"c"], pa.binary()),
+        batch = pa.RecordBatch.from_pydict({"key": pa.array([b"a", None, b"c"], pa.binary()),
                                  "value": pa.array([b"1", b"2", b"3"], pa.binary())})
         assert sink.write(conn, identity, iter([batch])) == 1
     finally:
@@ -550,7 +551,7 @@ def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):
     at_least_once = sink_for(kafka_broker, topic, deliveryGuarantee="at_least_once")
     first = task(at_least_once, 0, rows(0, 0, 10))
     assert task(at_least_once, 1, rows(0, 10, 20)) is first
-    too_large = pa.record_batch({"counter": pa.array([1], pa.int64()), "subtask_index": pa.array([0], pa.int64()),
+    too_large = pa.RecordBatch.from_pydict({"counter": pa.array([1], pa.int64()), "subtask_index": pa.array([0], pa.int64()),
                                  "pad": pa.array(["x" * 2_000])})
     with pytest.raises(DeliveryError):
         task(at_least_once, 2, too_large)

@@ -30,6 +30,7 @@ def _write(spark, url, prefix, tmp_path, limit=LIMIT, **options):
     return adapter
 
 
+@pytest.mark.floor
 def test_string_target_keys_are_event_ids(spark, redis_server, prefix, tmp_path):
     adapter = _write(spark, redis_server.url, prefix, tmp_path, ttl="300")
     client = redis_server.client()
@@ -74,6 +75,7 @@ def test_stream_target_with_max_length(spark, redis_server, prefix, tmp_path):
     assert redis_server.client().xlen(f"{prefix}b:") == 25
 
 
+@pytest.mark.floor
 def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_path):
     _write(spark, redis_server.url, prefix, tmp_path, commitId="my-pipeline")
     client = redis_server.client()
@@ -175,7 +177,7 @@ def _lane_sink(url: str, prefix: str, target: str, **options):
 def _lane_batches(rows: int, per_batch: int):
     import pyarrow as pa
 
-    return [pa.record_batch({"lane": pa.array([c % LANES for c in range(s, min(s + per_batch, rows))]),
+    return [pa.RecordBatch.from_pydict({"lane": pa.array([c % LANES for c in range(s, min(s + per_batch, rows))]),
                              "counter": pa.array(range(s, min(s + per_batch, rows)))})
             for s in range(0, rows, per_batch)]
 

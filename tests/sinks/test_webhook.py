@@ -26,7 +26,8 @@ from connectors.errors import (CommitError, DeliveryError, OptionError, Partitio
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
-from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _retry_after
+from connectors.protocol import ProtocolOptions
+from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _Pacer, _retry_after
 from connectors.servers.receiver import Receiver
 from connectors.servers import free_port, wait_until
 
@@ -108,7 +109,7 @@ def write_directly(sink: WebhookSink, identity: WriteIdentity, batches) -> None:
 
 
 def rows(first: int, count: int, subtask: int = 0) -> pa.RecordBatch:
-    return pa.record_batch({"counter": pa.array(range(first, first + count), pa.int64()),
+    return pa.RecordBatch.from_pydict({"counter": pa.array(range(first, first + count), pa.int64()),
                             "subtask_index": pa.array([subtask] * count, pa.int64()),
                             "note": pa.array([f'row "{i}"\n' for i in range(first, first + count)])})
 
@@ -129,7 +130,11 @@ def test_options_defaults_and_validation():
                         ({"retryOn": "5xx,abc"}, "retryOn"), ({"batchSize": "0"}, "batchSize"),
                         ({"maxInFlight": "0"}, "maxInFlight"), ({"format": "xml"}, "format"),
                         ({"timeout": "10"}, "timeout"), ({"header.bad name": "x"}, "header.bad name"),
-                        ({"commitUrl": "localhost:80"}, "commitUrl"), ({"colour": "red"}, "colour")]:
+                        ({"commitUrl": "localhost:80"}, "commitUrl"), ({"colour": "red"}, "colour"),
+                        ({"maxRequestsPerSecond": "0"}, "maxRequestsPerSecond"),
+                        ({"maxRequestsPerSecond": "-2"}, "maxRequestsPerSecond"),
+                        ({"maxRequestsPerSecond": "fast"}, "maxRequestsPerSecond"),
+                        ({"maxRequestsPerSecond": "inf"}, "maxRequestsPerSecond")]:
         with pytest.raises(OptionError) as info:
             options(**{"url": "http://h/x", **bad})
         assert info.value.option.lower() == option.lower(), info.value
@@ -137,9 +142,9 @@ def test_options_defaults_and_validation():
 
 def test_secrets_stay_out_of_the_plan_and_of_messages():
     opts = options(url="https://user:pw@example.com:8443/hook?token=abc",
-                   **{"header.Authorization": "Bearer ${ENV:IMPULSE_WEBHOOK_TEST_TOKEN}"})
+                   **{"header.X-Api-Key": "Bearer ${ENV:IMPULSE_WEBHOOK_TEST_TOKEN}"})
     assert SECRET.encode() not in pickle.dumps(WebhookSink(opts))
-    assert opts.resolved_headers("here")["Authorization"] == f"Bearer {SECRET}"
+    assert opts.resolved_headers("here")["X-Api-Key"] == f"Bearer {SECRET}"
     assert redact_url(opts.url) == "https://example.com:8443/hook"
     with pytest.raises(SinkError, match="IMPULSE_WEBHOOK_TEST_UNSET.*spark.executorEnv"):
         options(url="http://h/", **{"header.X-Key": "${ENV:IMPULSE_WEBHOOK_TEST_UNSET}"}).resolved_headers("here")
@@ -353,8 +358,78 @@ def test_check_names_the_url_when_nothing_listens():
 
 def test_connection_errors_are_retried_then_transient():
     sink = WebhookSink(options(url=f"http://127.0.0.1:{free_port()}/x", maxRetries=2, retryBackoff="1ms"))
-    with pytest.raises(TransientError, match="gave up after 3 attempts"):
+    with pytest.raises(TransientError, match="gave up: 3 requests with this key"):
         write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 5)])
+
+
+def test_giving_up_reports_the_requests_really_sent_with_the_key(http_receiver):
+    """maxRetries + 1 requests per write, and the protocol rewrites the partition writeRetries times: the last
+    error counts every request of the key in the task attempt (36 with the defaults), as the receiver saw them."""
+    http_receiver.reset()
+    path = namespace("giveup")
+    http_receiver.respond_with(503)
+    sink = WebhookSink(options(url=http_receiver.url + path, retryBackoff="1ms", maxInFlight=1))
+    protocol = ProtocolOptions.read(OptionReader({"retryBackoff": "1ms"}, name="webhook sink"))
+    identity = WriteIdentity("q", 0, 0, 0)
+    try:
+        with pytest.raises(TransientError) as failed:
+            protocol.retry.call(lambda: write_directly(sink, identity, [rows(0, 1)]))
+    finally:
+        http_receiver.reset_behaviour()
+    sent = Counter(r.idempotency_key for r in http_receiver.requests if r.path == path)
+    expected = (sink.options.max_retries + 1) * protocol.retry.attempts
+    assert sent == {"q:0:0:0": expected}
+    assert f"gave up: {expected} requests with this key" in str(failed.value)
+
+
+def test_user_info_and_an_authorization_header_are_refused_together():
+    """Two credentials for one header: refused at start, naming the URL option (whose secret is not shown)."""
+    for option in ("url", "commitUrl", "deadLetterUrl"):
+        urls = {"url": "http://h/x", option: "http://hook:pa55@h/y"}
+        with pytest.raises(OptionError) as both:
+            options(**urls, **{"header.Authorization": "Bearer t0k"})
+        assert both.value.option == option and "header.Authorization" in str(both.value)
+        assert "pa55" not in str(both.value)
+        options(**urls, **{"header.X-Api-Key": "t0k"})  # user info alone, or with other headers: fine
+
+
+def test_timeout_bounds_a_response_whose_body_drips(http_receiver):
+    """20 bytes at one per second with timeout=2s: given up after about 2 s, not after the 20 s of the body
+    (every socket read returns within a second, so a per-read timeout would never fire)."""
+    http_receiver.reset()
+    path = namespace("drip")
+    http_receiver.drip_next(1, b'{"ok": true, "x": 1}', 1.0)
+    sink = WebhookSink(options(url=http_receiver.url + path, timeout="2s", maxRetries=0, maxInFlight=1))
+    started = time.monotonic()
+    with pytest.raises(TransientError, match=r"timed out after 2s \(option 'timeout'\)"):
+        write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 1)])
+    took = time.monotonic() - started
+    assert 1.9 <= took < 3.5, took
+
+
+@pytest.mark.parametrize("rate, interval", [(4, 0.25), (2.5, 0.5), (0.5, 2.0)])
+def test_the_pacer_spaces_starts_by_one_over_the_rate(rate, interval):
+    """Starts taken by 4 threads at once are 1/rate apart (a fractional rate above 1 is rounded down): k + 1
+    starts span k/rate seconds, so no one-second window holds more than the rate."""
+    import threading
+
+    pacer, stopped, starts, lock = _Pacer(rate), threading.Event(), [], threading.Lock()
+    assert pacer.interval_s == interval
+
+    def take(n):
+        for _ in range(n):
+            assert pacer.wait(stopped)
+            with lock:
+                starts.append(time.monotonic())
+    threads = [threading.Thread(target=take, args=(2,)) for _ in range(4)] if interval < 1 else \
+        [threading.Thread(target=take, args=(1,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    starts.sort()
+    # a start is recorded just after its wait returns: the gap can only shrink by that recording's delay
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= interval - 0.05
 
 
 @pytest.fixture
@@ -406,6 +481,7 @@ def test_tls_is_verified_by_default(https_server):
 # ------------------------------------------------------------------------------------- Spark queries
 
 
+@pytest.mark.floor
 @pytest.mark.parametrize("fmt,size,method", [("json", 64, "POST"), ("ndjson", 100, "PUT"), ("json", 1, "PATCH")],
                          ids=["json-array", "ndjson", "single-object"])
 def test_basic_write(spark, http_receiver, tmp_path, fmt, size, method):
@@ -551,6 +627,7 @@ def test_commit_url_sees_each_batch_once_in_order(spark, http_receiver, tmp_path
     assert landed(http_receiver, path + "/events") == expected_events(1_000)
 
 
+@pytest.mark.floor
 def test_replay_of_the_last_batch_resends_identical_keys(spark, http_receiver, tmp_path):
     http_receiver.reset()
     path, checkpoint = namespace("replay"), tmp_path / "ck"
@@ -570,3 +647,40 @@ def test_replay_of_the_last_batch_resends_identical_keys(spark, http_receiver, t
     notices = [r for r in http_receiver.requests if r.path == path + "/commit"]
     assert [r.json()["batchId"] for r in notices if r.accepted] == list(range(last + 1))
     assert [r.json()["batchId"] for r in notices if r.duplicate] == [last]
+
+
+def test_max_requests_per_second_keeps_every_task_under_the_limit_without_a_429(spark, http_receiver, tmp_path):
+    """maxRequestsPerSecond=2 per task, with every row there at once (batchSize 1: each task could start its 8
+    requests within milliseconds, far above 10x the limit), and a receiver that answers 429 to a task's request
+    when that task already had 2 let through in the last second.
+
+    The guarantee is on the sender's start times (at least 1/limit apart); the receiver sees them shifted by a
+    one-way delay that varies (threads, the loaded machine), so its window is shortened by a tolerance of half
+    an interval. The test then measures that variation: a task always has requests waiting, so its k-th start is
+    scheduled at first + k/limit, and `arrival_k - k/limit` varies only by the delay. It must stay within the
+    tolerance (what made the shortened window fair), and every window of one second minus it holds <= limit."""
+    limit, per_task = 2, 8
+    tolerance = 0.5 / limit
+    http_receiver.reset()
+    path = namespace("paced")
+    http_receiver.limit_rate(limit, group=lambda headers: headers["Idempotency-Key"].rsplit(":", 1)[0],
+                             window_s=1.0 - tolerance)
+    try:
+        run(spark, tmp_path / "ck", http_receiver.url + path, 2 * per_task, batchSize=1, maxInFlight=4,
+            maxRequestsPerSecond=limit)
+    finally:
+        http_receiver.reset_behaviour()
+    requests = [r for r in http_receiver.requests if r.path == path]
+    assert [r.status for r in requests if r.status != 200] == []
+    assert landed(http_receiver, path) == expected_events(2 * per_task)
+    by_task: dict[str, list[float]] = {}
+    for r in requests:
+        by_task.setdefault(r.idempotency_key.rsplit(":", 1)[0], []).append(r.time)
+    assert len(by_task) == 2
+    for task, times in by_task.items():
+        times.sort()
+        offsets = [t - k / limit for k, t in enumerate(times)]
+        jitter = max(offsets) - min(offsets)
+        assert jitter < tolerance, f"{task}: arrivals stray {jitter:.3f}s from an even 1/{limit}s spacing"
+        spans = [times[k + limit] - times[k] for k in range(len(times) - limit)]
+        assert min(spans) >= 1.0 - jitter - 1e-6, (task, spans)  # limit + 1 arrivals never within 1 s - jitter
