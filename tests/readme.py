@@ -21,10 +21,13 @@ def section(heading: str) -> str:
     return text[start:]
 
 
-def python_block(heading: str) -> str:
-    """The one ```python block of the section under `heading`."""
-    (block,) = [b.split("```", 1)[0] for b in section(heading).split("```python\n")[1:]]
-    return block
+def python_block(heading: str, index: int | None = None) -> str:
+    """The one ```python block of the section under `heading`, or its `index`-th (from 0) of several."""
+    found = [b.split("```", 1)[0] for b in section(heading).split("```python\n")[1:]]
+    if index is None:
+        (block,) = found
+        return block
+    return found[index]
 
 
 #: The comment that says, just above a fenced block, why no test runs it: ``<!-- not run in CI: reason -->``.

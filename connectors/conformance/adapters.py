@@ -7,14 +7,16 @@ import functools
 import io
 import socket
 from contextlib import contextmanager
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.json as pajson
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.poison import Poison
+
+if TYPE_CHECKING:
+    from connectors.conformance.poison import Poison
 
 __all__ = ["RedisAdapter", "KafkaAdapter", "WebhookAdapter", "events_from_json", "unused_port"]
 
@@ -115,9 +117,11 @@ class RedisAdapter(SinkAdapter):
             values = [v for i in range(0, len(keys), 10_000) for v in self.client.mget(keys[i:i + 10_000])]
         return events_from_json(values)
 
-    def poison(self, namespace: str) -> Poison:
+    def poison(self, namespace: str) -> "Poison":
         """Lists per lane (``counter % 10``) whose lane 3 key holds a string: Redis refuses those rows (WRONGTYPE);
         ``deadLetterKey`` is the namespace's stream ``<namespace>:dead``."""
+        from connectors.conformance.poison import Poison  # needs pytest: not imported by the CLI's --help
+
         lanes, refused_lane = f"{namespace}:lane:", 3
         self.client.set(f"{lanes}{refused_lane}", "a plain string")
         dead = f"{namespace}:dead"
@@ -303,9 +307,11 @@ class KafkaAdapter(SinkAdapter):
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))
 
-    def poison(self, namespace: str) -> Poison:
+    def poison(self, namespace: str) -> "Poison":
         """Rows over a topic's ``max.message.bytes`` (1,000): every tenth (``counter % 10 == 3``) carries 2,000
         bytes; ``deadLetterTopic`` is a topic of the namespace with the broker's default limit."""
+        from connectors.conformance.poison import Poison  # needs pytest: not imported by the CLI's --help
+
         small, dead = f"{self.topic(namespace)}-small", f"{self.topic(namespace)}-dead"
         self._create(small, {"max.message.bytes": "1000"})
         self._create(dead)

@@ -187,7 +187,7 @@ KEYS: tuple[Key, ...] = (
         "stage) is not sustained", "step mode", "DURATION"),
     # -- thresholds
     Key("thresholds", "list", (), "a pass/fail check, repeatable: 'p50|p95|p99|p99.9|p99.99|max <|<= DURATION' "
-        "(end-to-end latency), 'rate >= PERCENT' (achieved / target), 'errors == N', 'lag < EVENTS'; any failure "
+        "(end-to-end latency), 'rate >= PERCENT' (achieved / target), 'errors == N', 'deadLettered == N', 'lag < EVENTS'; any failure "
         "exits 99 after the report", "thresholds (a CI gate)", "EXPR", flag="--threshold", example="'p99<1s'"),
     Key("abort-on-fail", "bool", _D.abort_on_fail, "stop the run as soon as a threshold has failed for good (e.g. "
         "more events above the p99 bound than 1%% of the run)", "thresholds (a CI gate)"),

@@ -311,7 +311,7 @@ def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
 
     blocks = [python_block("## Install and register"),
               section("## The impulse source").split("```python\n")[1].split("```", 1)[0],
-              python_block("## Redis sink")]
+              python_block("## Redis sink", 0)]
     namespace: dict = {}
     before = {q.id for q in spark.streams.active}
     for block in blocks:
@@ -325,6 +325,42 @@ def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
     rows = [json.loads(v) for v in client.lrange(key, 0, -1)]
     assert len({(r["subtask_index"], r["counter"]) for r in rows}) == len(rows)  # exactly once: no duplicate
     assert {r["subtask_index"] for r in rows} <= set(range(4))  # the block's numPartitions
+
+
+def test_the_readme_leaderboard_block_keeps_each_games_ten_best_scores(spark, redis_server, tmp_path):
+    """The README's leaderboard block as written (server, key prefix and checkpoint filled in) over a bounded
+    `scores` stream: each game's sorted set holds its ten highest scores, as the same rows read in batch say."""
+    from pyspark.sql import functions as F
+
+    from tests.readme import python_block
+
+    prefix = f"top-{uuid.uuid4().hex[:8]}:"
+    options = {"eventsPerSecond": "1000000", "numPartitions": "2", "startTime": "0", "limit": "400"}
+
+    def scores_of(reader):
+        return (reader.format("impulse").options(**options).load()
+                .select((F.col("counter") % 3).alias("game"), F.concat(F.lit("p"), F.col("subtask_index"), F.lit("-"),
+                                                                       F.col("counter")).alias("player"),
+                        ((F.col("counter") * 7919 + F.col("subtask_index")) % 1000).alias("points")))
+
+    block = (python_block("## Redis sink", 1).replace("redis://localhost:6379/0", redis_server.url)
+             .replace('"keyPrefix", "top:"', f'"keyPrefix", "{prefix}"')
+             .replace('"/tmp/ck-top"', f'"{tmp_path / "ck"}"'))
+    namespace = {"scores": scores_of(spark.readStream)}
+    before = {q.id for q in spark.streams.active}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    [query] = [q for q in spark.streams.active if q.id not in before]
+    client = redis_server.client()
+    try:
+        wait_until(lambda: query.lastProgress is not None and query.lastProgress["numInputRows"] == 0
+                   and sum(client.zcard(f"{prefix}{g}") for g in range(3)) == 30, 120, 0.2, "ten scores per game")
+    finally:
+        query.stop()
+    rows = scores_of(spark.read).collect()
+    for game in range(3):
+        best = sorted(((r["points"], r["player"]) for r in rows if r["game"] == game), reverse=True)[:10]
+        got = client.zrange(f"{prefix}{game}", 0, -1, withscores=True)
+        assert sorted((int(score), member.decode()) for member, score in got) == sorted(best)
 
 
 # -- deadLetterKey: the refused rows go to a stream in the partition's transaction
