@@ -211,6 +211,29 @@ class WebhookAdapter(SinkAdapter):
             events += [(row["subtask_index"], row["counter"]) for row in rows]
         return events
 
+    def poison(self, namespace: str) -> "Poison":
+        """The receiver answers 422 to a request under ``/<namespace>`` holding a row with ``counter % 10 == 3``
+        (as an API refuses a row it cannot accept); ``deadLetterUrl`` is ``/<namespace>-dead``. A webhook has no
+        transaction: the requests delivered before the refused one stay delivered (`Poison.partial`)."""
+        import json
+
+        from connectors.conformance.poison import Poison  # needs pytest: not imported by the CLI's --help
+
+        refused_lane = 3
+        self.receiver.refuse_rows(lambda row: isinstance(row, dict) and row.get("counter", -1) % 10 == refused_lane,
+                                  f"/{namespace}")
+        parts = urlsplit(self.receiver.url)
+        dead = f"/{namespace}-dead"
+
+        def dead_letters() -> list[tuple[int, int]]:
+            rows = [json.loads(r.body)["row"] for r in self.receiver.accepted_requests if r.path.split("?")[0] == dead]
+            return [(row["subtask_index"], row["counter"]) for row in rows]
+
+        return Poison(columns=["counter", "subtask_index", "timestamp"], options=self.options(namespace),
+                      dead_letter={"deadLetterUrl": f"{parts.scheme}://{parts.netloc}{dead}"},
+                      refused=lambda event: event[1] % 10 == refused_lane, read_back=lambda: self.read_back(namespace),
+                      read_dead_letters=dead_letters, words=("the request held row", "deadLetterUrl"), partial=True)
+
     def cleanup(self, namespace: str) -> None:
         self.receiver.reset()
 
