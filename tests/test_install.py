@@ -68,8 +68,11 @@ print(json.dumps({extra: sorted(m for m in modules if not providers.get(m, set()
 
 
 def _run(exe: Path, *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `exe` (the environment's python, or a script beside it) with that environment's python for Spark's
+    workers, and nothing of this checkout on the path."""
+    python = exe.parent / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    env.update(PYSPARK_PYTHON=str(exe), PYSPARK_DRIVER_PYTHON=str(exe))
+    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
     return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -40,14 +40,20 @@ def main(argv: list[str]) -> int:
 
 
 def kill_mid_batch(args: dict) -> None:
-    """Run this driver with `args` and SIGKILL it (with its Python workers) while a batch is planned but not
-    committed, after at least two committed ones; fails if it ended first or the kill came after the last batch."""
+    """Run this driver with `args` and SIGKILL it mid-batch (`kill_driver_mid_batch`)."""
+    kill_driver_mid_batch([sys.executable, "-m", "tests.sinks.poison_driver", json.dumps(args)],
+                          Path(args["checkpoint"]), -(-args["rows"] // args["perTrigger"]))
+
+
+def kill_driver_mid_batch(command: list[str], checkpoint: Path, batches: int, cwd: Path | None = None) -> None:
+    """Run a streaming driver (`command`, writing its checkpoint to `checkpoint`) and SIGKILL it, with its Python
+    workers, while a batch is planned but not committed, after at least two committed ones; fails if it ended
+    first or the kill came after the last of its `batches`."""
     from connectors.conformance.suite import kill_tree
     from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll
 
-    checkpoint = Path(args["checkpoint"])
-    process = subprocess.Popen([sys.executable, "-m", "tests.sinks.poison_driver", json.dumps(args)],
-                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
     try:
         poll(lambda: process.poll() is not None or (
             len(committed_batches(checkpoint)) >= 2
@@ -57,8 +63,7 @@ def kill_mid_batch(args: dict) -> None:
     finally:
         kill_tree(process.pid)
         process.wait(30)
-    assert len(committed_batches(checkpoint)) < -(-args["rows"] // args["perTrigger"]), \
-        "the kill came after the last batch"
+    assert len(committed_batches(checkpoint)) < batches, "the kill came after the last batch"
 
 
 if __name__ == "__main__":

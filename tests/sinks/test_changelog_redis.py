@@ -11,10 +11,9 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from connectors.conformance.suite import kill_tree
-from tests.impulse.helpers import committed_batches, checkpoint_offsets, poll
 from tests.impulse.test_changelog_stream import final_state
 from tests.readme import README
+from tests.sinks.poison_driver import kill_driver_mid_batch
 from tests.sinks.redis_changelog_driver import cookbook
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -42,18 +41,8 @@ def test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_sta
     redis_server.client().delete("accounts")
     checkpoint = tmp_path / "ck"
     args = json.dumps({"url": redis_server.url, "checkpoint": str(checkpoint)})
-    process = subprocess.Popen([sys.executable, "-m", "tests.sinks.redis_changelog_driver", args], cwd=README.parent,
-                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:  # kill it while a batch is planned but not committed, after at least two committed ones
-        poll(lambda: process.poll() is not None or (
-            len(committed_batches(checkpoint)) >= 2
-            and len(checkpoint_offsets(checkpoint)) > len(committed_batches(checkpoint))),
-             timeout=240, interval=0.01, what="a batch in flight after two committed")
-        assert process.poll() is None, f"the driver ended early: {process.stderr.read().decode()[-2000:]}"
-    finally:
-        kill_tree(process.pid)
-        process.wait(30)
-    assert len(committed_batches(checkpoint)) < 10, "the kill came after the last batch"
+    kill_driver_mid_batch([sys.executable, "-m", "tests.sinks.redis_changelog_driver", args], checkpoint, 10,
+                          cwd=README.parent)
     namespace = {"spark": spark}
     exec(compile(cookbook(redis_server.url, str(checkpoint)), "README.md", "exec"), namespace)  # noqa: S102
     assert namespace["query"].awaitTermination(240) and namespace["query"].exception() is None
