@@ -758,31 +758,21 @@ def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float =
     broker's default replication factor, and wait until every partition has a leader; False when it existed
     already (left as it is). For the load harness's opt-in ``create-topic``; the sink itself never creates one."""
     kafka = _import_kafka()
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+
+    from connectors import kafka_topics
 
     opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
     if opts.topic is None:
         raise OptionError("topic", None, "a topic to create")
     admin = AdminClient({**opts.common_config(), "logger": _quiet})
-    future = admin.create_topics([NewTopic(opts.topic, num_partitions=partitions, replication_factor=-1)],
-                                 request_timeout=timeout_s)[opts.topic]
     try:
-        future.result(timeout_s)
+        return kafka_topics.create_topic(admin, opts.topic, partitions, timeout_s=timeout_s, exist_ok=True)
     except kafka.KafkaException as exc:
-        if exc.args[0].code() == kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            return False
         raise SinkError(f"kafka-sink: cannot create topic '{opts.topic}' at {opts.bootstrap}: "
                         f"{exc.args[0].str()}") from exc
-    deadline = time.monotonic() + timeout_s
-    while True:  # created: its partitions get leaders a moment later
-        found = admin.list_topics(opts.topic, timeout=timeout_s).topics.get(opts.topic)
-        if found is not None and found.error is None and len(found.partitions) == partitions \
-                and all(p.leader >= 0 for p in found.partitions.values()):
-            return True
-        if time.monotonic() >= deadline:
-            raise SinkError(f"kafka-sink: topic '{opts.topic}' at {opts.bootstrap} was created but has no leader "
-                            f"for each of its {partitions} partitions after {timeout_s:g}s")
-        time.sleep(0.1)
+    except TimeoutError as exc:
+        raise SinkError(f"kafka-sink: {exc} (at {opts.bootstrap})") from exc
 
 
 def _quietly(call: Callable[[], Any]) -> None:

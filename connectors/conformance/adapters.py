@@ -310,22 +310,11 @@ class KafkaAdapter(SinkAdapter):
 
     def _create(self, topic: str, config: Mapping[str, str] | None = None) -> None:
         """Create `topic` (`partitions`, with `config`) and wait until every partition has a leader."""
-        import time
+        from confluent_kafka.admin import AdminClient
 
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from connectors.kafka_topics import create_topic
 
-        admin = AdminClient(self._client_config())
-        created = admin.create_topics([NewTopic(topic, self.partitions, 1, config=dict(config or {}))])
-        created[topic].result(self.timeout_s)
-        deadline = time.monotonic() + self.timeout_s
-        while True:  # until every partition has a leader
-            found = admin.list_topics(topic, timeout=10).topics.get(topic)
-            if found is not None and found.error is None and len(found.partitions) == self.partitions \
-                    and all(p.leader >= 0 for p in found.partitions.values()):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {topic} has no leaders after {self.timeout_s:g}s")
-            time.sleep(0.1)
+        create_topic(AdminClient(self._client_config()), topic, self.partitions, 1, config, self.timeout_s)
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))

@@ -319,23 +319,9 @@ class KafkaBroker(_ProcessServer):
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                      timeout: float = 30.0) -> str:
         """Create a topic and wait until every partition has a leader. Returns ``name``."""
-        from confluent_kafka.admin import NewTopic
+        from connectors.kafka_topics import create_topic
 
-        admin = self.admin()
-        futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
-            operation_timeout=timeout, request_timeout=timeout,
-        )
-        futures[name].result(timeout)
-
-        def ready() -> bool:
-            topic = admin.list_topics(name, timeout=5).topics.get(name)
-            return (
-                topic is not None and topic.error is None and len(topic.partitions) == partitions
-                and all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
-            )
-
-        wait_until(ready, timeout, 0.1, f"topic {name} to have {partitions} partitions with leaders")
+        create_topic(self.admin(), name, partitions, 1, config, timeout)
         return name
 
     def delete_topic(self, name: str, timeout: float = 30.0) -> None:
