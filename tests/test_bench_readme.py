@@ -1,11 +1,9 @@
-"""The benchmark commands the README's Performance table names run to their end at a small size, so that a benchmark
-cannot rot unseen (the full sizes are for a quiet machine, not CI). A command too slow for CI even at a tiny size is
-named in a ``<!-- not run in CI: reason -->`` comment of that section and runs here with ``BENCH_README_ALL=1``."""
+"""The benchmark commands the README's Performance table names run to their end at a small size in CI, so that a
+benchmark cannot rot unseen (the full sizes are for a quiet machine, not CI)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme import NOT_RUN, section
+from tests.readme import section
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,10 +31,6 @@ SMALL = {
 }
 #: the servers a script starts itself, as the test's markers (the webhook benches run their own receiver)
 NEEDS = {"bench/redis_sink.py": ["redis"], "bench/kafka_sink.py": ["kafka"], "bench/batch_write.py": ["kafka"]}
-#: scripts no CI test runs yet
-PENDING: set[str] = set()
-#: the README's Performance section, in its not-run-in-CI comments, names these: too slow for CI even tiny
-RUN_ALL = os.environ.get("BENCH_README_ALL") == "1"
 
 
 def readme_commands() -> dict[str, list[str]]:
@@ -60,20 +54,10 @@ def shrunk(argv: list[str], small: dict[str, str | None]) -> list[str]:
     return out
 
 
-def test_every_benchmark_the_readme_names_is_run_or_pending():
+def test_every_benchmark_the_readme_names_is_run_here():
     commands = readme_commands()
     assert len(commands) >= 5, "the Performance table's commands were not found: the test checks nothing"
-    assert set(commands) <= set(SMALL) | PENDING, f"run these at a small size here: {set(commands) - set(SMALL) - PENDING}"
-    assert not set(SMALL) & PENDING
-
-
-def not_run_in_ci() -> set[str]:
-    """The scripts the Performance section's ``<!-- not run in CI: … -->`` comments name."""
-    return {s for reason in NOT_RUN.findall(section("## Performance")) for s in re.findall(r"bench/\w+\.py", reason)}
-
-
-def test_the_scripts_said_not_to_run_in_ci_are_the_readmes():
-    assert not_run_in_ci() <= set(readme_commands()), "a not-run comment names a script the table does not have"
+    assert set(commands) <= set(SMALL), f"run these at a small size here: {set(commands) - set(SMALL)}"
 
 
 def result_of(stdout: str) -> dict:
@@ -96,8 +80,6 @@ def ratios_in(value, key: str = "") -> list:
 @pytest.mark.parametrize("script", [pytest.param(s, marks=[getattr(pytest.mark, m) for m in NEEDS.get(s, [])])
                                     for s in SMALL])
 def test_each_readme_benchmark_runs_to_its_end_at_a_small_size(script):
-    if script in not_run_in_ci() and not RUN_ALL:
-        pytest.skip(f"{script}: the README says why it is not run in CI; BENCH_README_ALL=1 runs it")
     small = SMALL[script]
     argv = shrunk(readme_commands()[script], small)
     done = subprocess.run([sys.executable, script, *argv, "--json"], cwd=ROOT, capture_output=True, text=True,
