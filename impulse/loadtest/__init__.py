@@ -29,10 +29,9 @@ from impulse.loadtest.ramp import RampResult, run_ramp
 from connectors.servers.receiver import Receiver
 from impulse.loadtest.report import ramp_text, summary_text, write_report
 from impulse.loadtest.run import LoadResult, StopRequest, run_load
-from impulse.loadtest.target import KNOWN_SINKS
+from impulse.loadtest.target import known_sinks
 
 __all__ = [
-    "KNOWN_SINKS",
     "Display",
     "LoadConfig",
     "LoadError",
@@ -46,6 +45,7 @@ __all__ = [
     "ramp_text",
     "run_load",
     "run_ramp",
+    "known_sinks",
     "summary_text",
     "write_report",
 ]

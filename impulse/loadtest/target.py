@@ -19,8 +19,8 @@ from connectors.errors import ConnectorError
 from connectors.redact import redact_options
 from impulse.loadtest.units import LoadError
 
-__all__ = ["PROJECT_SINKS", "SPARK_SINKS", "KNOWN_SINKS", "project_sinks", "known_sinks", "Target", "preflight",
-           "check_format", "impulse_schema", "redact_options"]
+__all__ = ["SPARK_SINKS", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
+           "redact_options"]
 
 SPARK_SINKS = ("noop",)
 
@@ -35,15 +35,6 @@ def project_sinks() -> tuple[str, ...]:
 def known_sinks() -> tuple[str, ...]:
     """``noop`` and the project's sinks."""
     return SPARK_SINKS + project_sinks()
-
-
-def __getattr__(name: str):
-    # PROJECT_SINKS / KNOWN_SINKS: what the registry lists when they are looked up.
-    if name == "PROJECT_SINKS":
-        return project_sinks()
-    if name == "KNOWN_SINKS":
-        return known_sinks()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
