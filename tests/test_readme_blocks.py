@@ -34,25 +34,21 @@ RUN = {
     ("## Webhook sink", 0): "tests/sinks/test_webhook_readme.py::test_the_readme_webhook_block_runs",
 }
 
-#: Blocks a test could run in CI and none does yet (issue 31's remaining work): listed so that they stay visible
-#: and so that a block added later is neither silently run nor silently skipped. Remove an entry with its runner.
-PENDING: set[tuple[str, int]] = set()
-
 
 def test_every_code_block_is_run_or_says_why_not():
     code = [(h, i, lang, line, reason) for h, i, lang, line, reason in blocks() if lang in CODE]
     assert len(code) > 20, "the README's blocks were not found: the test checks nothing"
     unaccounted = [f"README.md:{line} ({h!r}, block {i}, {lang})" for h, i, lang, line, reason in code
-                   if (h, i) not in RUN and (h, i) not in PENDING and reason is None]
+                   if (h, i) not in RUN and reason is None]
     assert not unaccounted, ("run these blocks in a test (and add them to RUN) or put <!-- not run in CI: reason --> "
                              f"just above them: {unaccounted}")
-    doubly = [(h, i) for h, i, _, _, reason in code if reason is not None and ((h, i) in RUN or (h, i) in PENDING)]
-    assert not doubly, f"marked as not run, yet listed as run or pending: {doubly}"
+    doubly = [(h, i) for h, i, _, _, reason in code if reason is not None and (h, i) in RUN]
+    assert not doubly, f"marked as not run, yet listed as run: {doubly}"
 
 
 def test_each_listed_block_exists_and_its_runner_reads_that_section():
     present = {(h, i) for h, i, lang, _, _ in blocks() if lang in CODE}
-    assert not (set(RUN) | PENDING) - present, f"listed blocks the README no longer has: {(set(RUN) | PENDING) - present}"
+    assert not set(RUN) - present, f"listed blocks the README no longer has: {set(RUN) - present}"
     for (heading, _), runner in RUN.items():
         path, name = runner.split("::")
         source = (ROOT / path).read_text(encoding="utf-8")
