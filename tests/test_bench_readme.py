@@ -77,6 +77,7 @@ def ratios_in(value, key: str = "") -> list:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize("script", [pytest.param(s, marks=[getattr(pytest.mark, m) for m in NEEDS.get(s, [])])
                                     for s in SMALL])
 def test_each_readme_benchmark_runs_to_its_end_at_a_small_size(script):
