@@ -342,7 +342,9 @@ class KafkaAdapter(SinkAdapter):
 
         consumer = Consumer(self._client_config(**{
             "group.id": f"conformance-read-{uuid.uuid4().hex}", "isolation.level": "read_committed",
-            "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
+            "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
+            # larger fetches than the defaults (1 MiB a partition): the 1M-record cases read back a quarter faster
+            "max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20}))
         values: list[bytes] = []
         try:
             # read_committed: the end is the last stable offset; aborted records below it are skipped.
@@ -354,17 +356,15 @@ class KafkaAdapter(SinkAdapter):
             while pending:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read up to {ends}")
-                message = consumer.poll(0.2)
-                if message is None:
-                    continue
-                if message.error() is not None:
-                    if message.error().code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
+                for message in consumer.consume(10_000, 0.2):  # a list per call: a million records in seconds
+                    if message.error() is not None:
+                        if message.error().code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
+                            pending.discard(message.partition())
+                        continue
+                    if message.offset() < ends[message.partition()]:
+                        values.append(message.value())
+                    if message.offset() + 1 >= ends[message.partition()]:
                         pending.discard(message.partition())
-                    continue
-                if message.offset() < ends[message.partition()]:
-                    values.append(message.value())
-                if message.offset() + 1 >= ends[message.partition()]:
-                    pending.discard(message.partition())
         finally:
             consumer.close()
         return events_from_json(values)

@@ -124,11 +124,11 @@ class BatchWriteConformance:
         faults = {"faultInjection": "point=mid_write,action=crash,batch=0,partition=1,attempt=0"} \
             if adapter.supports_fault_injection else {}
         write_batch(spark, adapter, namespace, self.large_batch, options={**options, **faults})
-        self.check_landed(adapter, namespace, self.large_batch)
-        landed = len(adapter.read_back(namespace))
+        landed = self.check_landed(adapter, namespace, self.large_batch)
         write_batch(spark, adapter, namespace, self.large_batch, options=options)
-        assert len(adapter.read_back(namespace)) == landed, "the re-run with the same commitId changed the target"
-        self.check_landed(adapter, namespace, self.large_batch)
+        again = adapter.read_back(namespace)
+        assert len(again) == len(landed), "the re-run with the same commitId changed the target"
+        self.check_landed(adapter, namespace, self.large_batch, landed=again)
 
     # 4 -------------------------------------------------------------------------------------------
     def test_batch_bad_options_fail(self, spark, adapter, namespace, tmp_path):

@@ -17,12 +17,13 @@ StreamTest):
 1. basic write over several micro-batches, with a partition left empty;
 2. micro-batches with no rows at all, one large micro-batch (1M rows), and unusual data (nulls, empty
    strings, non-ASCII text, a 1 MiB value, column names with spaces and dots);
-3. every fault-injection point (`connectors.faults`): an executor crash on the first attempt (Spark's
+3. the fault-injection points (`connectors.faults`): an executor crash on the first attempt (Spark's
    task retry recovers), a failure on every attempt and driver-side faults (the query fails and is
-   restarted from its checkpoint);
+   restarted from its checkpoint) — each kind of recovery once (`QUICK_FAULT_CASES`), every point with
+   every action with ``IMPULSE_FULL_SWEEP=1``;
 4. the driver process killed with SIGKILL mid-stream (with its Python workers), then restarted; a
    crash mid-write that leaves a batch partly committed, then a restart whose input has another
-   number of partitions (``repartition(2)`` → ``repartition(5)`` and 5 → 2): exactly-once, or the
+   number of partitions (``repartition(2)`` → ``repartition(5)``, and 5 → 2 with ``IMPULSE_FULL_SWEEP=1``): exactly-once, or the
    query fails naming the changed partitioning (silent loss or duplication fails); the target restarted
    (`SinkAdapter.restart_target`; skipped without it) while a partition is stalled half-written, then
    resumed; a slow target (every partition's write delayed): all lands once, or a clear timeout;
@@ -179,6 +180,20 @@ EXECUTOR_POINTS = ("before_write", "mid_write", "after_write")
 DRIVER_POINTS = ("before_commit", "after_commit")
 FAULT_CASES = ([(p, "crash", 0) for p in EXECUTOR_POINTS] + [(p, "fail", None) for p in EXECUTOR_POINTS]
                + [(p, a, None) for p in DRIVER_POINTS for a in ("fail", "crash")])
+#: the fault matrix without ``IMPULSE_FULL_SWEEP=1`` (CI time): every kind of recovery once — Spark's task retry
+#: over a partly and over a wholly written partition, a query restarted over a partly written partition, a
+#: whole batch replayed after the driver failed before and after the commit record. Left out: the faults before
+#: the write (nothing to recover) and the second action at a point whose recovery another case already takes.
+QUICK_FAULT_CASES = (("mid_write", "crash", 0), ("after_write", "crash", 0), ("mid_write", "fail", None),
+                     ("before_commit", "crash", None), ("after_commit", "fail", None))
+#: (partitions before the crash, after the restart) of `test_repartition_after_crash`; the first only without
+#: ``IMPULSE_FULL_SWEEP=1``
+REPARTITIONS = ((2, 5), (5, 2))
+
+
+def full_sweep() -> bool:
+    """Whether ``IMPULSE_FULL_SWEEP=1`` asks for the full matrices (faults, repartitions, cut kinds)."""
+    return os.environ.get(FULL_SWEEP_ENV) == "1"
 
 
 def _fault_id(case: tuple[str, str, int | None]) -> str:
@@ -189,15 +204,16 @@ def _fault_id(case: tuple[str, str, int | None]) -> str:
 class SinkConformance(PoisonRecordConformance):
     """The suite; subclass it and provide an ``adapter`` fixture (see the module docstring)."""
 
-    #: the fault matrix of `test_fault_injection`: (point, action, attempt or None for every attempt)
-    fault_cases: tuple[tuple[str, str, int | None], ...] = tuple(FAULT_CASES)
+    #: the fault matrix of `test_fault_injection`: (point, action, attempt or None for every attempt); None:
+    #: `QUICK_FAULT_CASES`, every case of `FAULT_CASES` with ``IMPULSE_FULL_SWEEP=1``
+    fault_cases: tuple[tuple[str, str, int | None], ...] | None = None
 
     def pytest_generate_tests(self, metafunc) -> None:
         if "fault_case" in metafunc.fixturenames:
-            cases = metafunc.cls.fault_cases
+            cases = metafunc.cls.fault_cases or (FAULT_CASES if full_sweep() else QUICK_FAULT_CASES)
             metafunc.parametrize("fault_case", cases, ids=[_fault_id(c) for c in cases])
         if "repartition" in metafunc.fixturenames:
-            cases = metafunc.cls.repartitions
+            cases = metafunc.cls.repartitions or (REPARTITIONS if full_sweep() else REPARTITIONS[:1])
             metafunc.parametrize("repartition", cases, ids=[f"{a}-to-{b}" for a, b in cases])
 
     #: events of the standard run, and events per micro-batch (so the run has several batches)
@@ -236,19 +252,22 @@ class SinkConformance(PoisonRecordConformance):
         return bool(verdict.lost or verdict.unexpected or (verdict.duplicated and not at_least_once))
 
     def check_landed(self, adapter: SinkAdapter, namespace: str, limit: int,
-                     expected: list[tuple[int, int]] | None = None) -> None:
-        """Fail unless exactly the `expected` events (default: impulse's first `limit`) landed, each once.
+                     expected: list[tuple[int, int]] | None = None,
+                     landed: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+        """Fail unless exactly the `expected` events (default: impulse's first `limit`) landed, each once;
+        return what landed, sorted (`landed`: what the caller already read back, default: read it now).
 
         The message names the case and counts the lost and the duplicated events. Under the
         adapter's ``at_least_once`` guarantee duplicates are allowed: counted (the test's
         ``duplicates`` property in the report), not failed.
         """
-        landed = sorted(adapter.read_back(namespace))
+        landed = sorted(adapter.read_back(namespace) if landed is None else landed)
         expected = expected_events(limit) if expected is None else sorted(expected)
         verdict = compare(landed, expected)
         self.node.user_properties.append(("duplicates", verdict.duplicated))
         if self.breaks_guarantee(adapter, verdict):
             pytest.fail(f"{self.case}: {verdict}", pytrace=False)
+        return landed
 
     # 1 -------------------------------------------------------------------------------------------
     def test_basic_write(self, spark, adapter, namespace, tmp_path):
@@ -308,8 +327,9 @@ class SinkConformance(PoisonRecordConformance):
         reported = sum(m["rows"] for m in _read_metrics(metrics))
         assert reported == self.limit, f"metrics report {reported} rows committed, {self.limit} landed"
 
-    #: (partitions before the crash, partitions after the restart) of `test_repartition_after_crash`
-    repartitions: tuple[tuple[int, int], ...] = ((2, 5), (5, 2))
+    #: (partitions before the crash, partitions after the restart) of `test_repartition_after_crash`; None:
+    #: 2 → 5, and 5 → 2 too with ``IMPULSE_FULL_SWEEP=1``
+    repartitions: tuple[tuple[int, int], ...] | None = None
     #: words of the error a sink must give when it refuses a replayed batch whose partitioning changed
     repartition_words = ("partitioning before the sink changed",)
 
@@ -530,7 +550,7 @@ class SinkConformance(PoisonRecordConformance):
             conversation = network.recorded()
         if os.environ.get("IMPULSE_CUT_TRACE"):
             print(f"recorded: {conversation.turns}", file=sys.stderr, flush=True)
-        full = os.environ.get(FULL_SWEEP_ENV) == "1"
+        full = full_sweep()
         cuts = cut_points(conversation, CUT_KINDS if full else self.cut_kinds or adapter.cut_kinds,
                           skip=0 if full else adapter.network_handshake)
         assert cuts, f"the recorded write has no round trip to cut: {conversation.turns}"
