@@ -334,40 +334,11 @@ class KafkaAdapter(SinkAdapter):
                       words=("refuses row", "max.message.bytes"))
 
     def _read(self, topic: str) -> list[tuple[int, int]]:
-        """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows)."""
-        import time
-        import uuid
+        """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows), once the transactions
+        just committed are visible (`connectors.kafka_topics.read_topic`)."""
+        from connectors.kafka_topics import read_topic
 
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-        consumer = Consumer(self._client_config(**{
-            "group.id": f"conformance-read-{uuid.uuid4().hex}", "isolation.level": "read_committed",
-            "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
-            # larger fetches than the defaults (1 MiB a partition): the 1M-record cases read back a quarter faster
-            "max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20}))
-        values: list[bytes] = []
-        try:
-            # read_committed: the end is the last stable offset; aborted records below it are skipped.
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout_s, cached=False)[1]
-                    for p in range(self.partitions)}
-            pending = {p for p, end in ends.items() if end > 0}
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-            deadline = time.monotonic() + self.timeout_s
-            while pending:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read up to {ends}")
-                for message in consumer.consume(10_000, 0.2):  # a list per call: a million records in seconds
-                    if message.error() is not None:
-                        if message.error().code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
-                            pending.discard(message.partition())
-                        continue
-                    if message.offset() < ends[message.partition()]:
-                        values.append(message.value())
-                    if message.offset() + 1 >= ends[message.partition()]:
-                        pending.discard(message.partition())
-        finally:
-            consumer.close()
-        return events_from_json(values)
+        return events_from_json([m.value() for m in read_topic(self._client_config(), topic, timeout_s=self.timeout_s)])
 
     def cleanup(self, namespace: str) -> None:
         from confluent_kafka.admin import AdminClient

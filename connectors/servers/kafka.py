@@ -331,68 +331,20 @@ class KafkaBroker(_ProcessServer):
 
     def end_offsets(self, topic: str, isolation: str = "read_committed", timeout: float = 30.0) -> dict[int, int]:
         """``{partition: end offset}``; for ``read_committed`` the end is the last stable offset."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import KafkaException
 
-        consumer = Consumer(self._client_config({
-            "group.id": f"impulse-offsets-{uuid.uuid4().hex}", "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }))
+        from connectors.kafka_topics import end_offsets
+
         try:
-            meta = consumer.list_topics(topic, timeout=timeout).topics[topic]
-            if meta.error is not None:
-                raise ServerError(f"kafka: topic {topic}: {meta.error}")
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1]
-                for p in sorted(meta.partitions)
-            }
-        finally:
-            consumer.close()
+            return end_offsets(self._client_config(), topic, isolation, timeout)
+        except KafkaException as exc:
+            raise ServerError(f"kafka: topic {topic}: {exc}") from exc
 
     def consume_all(self, topic: str, isolation: str = "read_committed", timeout: float = 60.0) -> list:
-        """Every message of ``topic`` from the beginning up to its current end offsets (read with
-        ``isolation``), in partition order then offset order. Returns ``confluent_kafka.Message`` objects.
+        """Every message of ``topic`` from the beginning up to its end offsets (read with ``isolation``; for
+        ``read_committed``, once no transaction is still open, waiting up to 5 s: `connectors.kafka_topics.read_topic`),
+        in partition order then offset order. Returns ``confluent_kafka.Message`` objects."""
+        from connectors.kafka_topics import read_topic
 
-        The end offsets are taken once at the start (watermarks, or the last stable offset for
-        ``read_committed``); a partition is finished when the consumer reports end-of-partition at or past it.
-        """
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-        ends = self.end_offsets(topic, isolation, timeout)
-        consumer = Consumer(self._client_config({
-            "group.id": f"impulse-consume-all-{uuid.uuid4().hex}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }))
-        by_partition: dict[int, list] = {p: [] for p in ends}
-        pending = {p for p, end in ends.items() if end > 0}
-        try:
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-            deadline = time.monotonic() + timeout
-            while pending:
-                if time.monotonic() >= deadline:
-                    got = {p: len(v) for p, v in by_partition.items()}
-                    raise TimeoutError(f"consume_all({topic!r}): partitions {sorted(pending)} not read up to "
-                                       f"{ends} within {timeout:g}s (messages so far: {got})")
-                msg = consumer.poll(0.2)
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= ends[msg.partition()]:
-                            pending.discard(msg.partition())
-                        continue
-                    if err.retriable() or err.code() == KafkaError._TRANSPORT:
-                        continue
-                    raise ServerError(f"consume_all({topic!r}): {err}")
-                partition = msg.partition()
-                if msg.offset() < ends[partition]:
-                    by_partition[partition].append(msg)
-                if msg.offset() + 1 >= ends[partition]:
-                    pending.discard(partition)
-        finally:
-            consumer.close()
-        return [m for p in sorted(by_partition) for m in by_partition[p]]
+        return read_topic(self._client_config(), topic, isolation, timeout)
 
