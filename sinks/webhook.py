@@ -425,6 +425,9 @@ def _read_by(response, deadline: float) -> bytes:
     except urllib3.exceptions.ReadTimeoutError as exc:
         response.close()
         raise requests.exceptions.ReadTimeout(str(exc)) from exc
+    except requests.exceptions.ReadTimeout:  # the deadline passed between two reads; an OSError too: keep it
+        response.close()
+        raise
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         response.close()
         raise requests.exceptions.ConnectionError(exc) from exc

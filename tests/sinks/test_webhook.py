@@ -27,7 +27,7 @@ from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, WriteIdentity
 from connectors.redact import redact_url
 from connectors.protocol import ProtocolOptions
-from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _Pacer, _retry_after
+from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _Pacer, _read_by, _retry_after, _translate
 from connectors.servers.receiver import Receiver
 from connectors.servers import free_port, wait_until
 
@@ -405,6 +405,17 @@ def test_timeout_bounds_a_response_whose_body_drips(http_receiver):
         write_directly(sink, WriteIdentity("q", 0, 0, 0), [rows(0, 1)])
     took = time.monotonic() - started
     assert 1.9 <= took < 3.5, took
+
+
+def test_a_deadline_passed_between_two_reads_is_the_timeout_naming_the_option(http_receiver):
+    """The drip above ends either in a socket read that times out or, when the time left runs out between two
+    reads, in `_read_by`'s own check: both are the timeout (this one was once reported as 'cannot connect')."""
+    import requests
+
+    response = requests.post(http_receiver.url + namespace("late"), data=b"[]", stream=True, timeout=10)
+    with pytest.raises(requests.exceptions.ReadTimeout) as late:
+        _read_by(response, time.monotonic() - 1)
+    assert "timed out after 2s (option 'timeout')" in str(_translate(late.value, "POST /late", 2.0))
 
 
 @pytest.mark.parametrize("rate, interval", [(4, 0.25), (2.5, 0.5), (0.5, 2.0)])
