@@ -52,18 +52,29 @@ def end_offsets(config: Mapping[str, Any], topic: str, isolation: str = "read_co
     """``{partition: end offset}`` of every partition of `topic`, for a consumer of `isolation`: the high watermark
     for ``read_uncommitted``, the last stable offset (below the first record of a transaction still open) for
     ``read_committed``. `config`: the client's settings (``bootstrap.servers`` …)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    consumer = Consumer({**config, "group.id": f"impulse-offsets-{uuid.uuid4().hex}", "isolation.level": isolation,
-                         "enable.auto.commit": False})
+    consumer = _consumer(config, "offsets", isolation)
     try:
-        found = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
-        if found.error is not None:
-            raise KafkaException(found.error)
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1]
-                for p in sorted(found.partitions)}
+        return _ends(consumer, topic, timeout_s)
     finally:
         consumer.close()
+
+
+def _consumer(config: Mapping[str, Any], purpose: str, isolation: str, **extra: Any) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({**config, "group.id": f"impulse-{purpose}-{uuid.uuid4().hex}", "isolation.level": isolation,
+                     "enable.auto.commit": False, **extra})
+
+
+def _ends(consumer: Any, topic: str, timeout_s: float) -> dict[int, int]:
+    """`end_offsets` as `consumer` (its isolation level) sees them."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    found = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+    if found.error is not None:
+        raise KafkaException(found.error)
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1]
+            for p in sorted(found.partitions)}
 
 
 def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_committed", timeout_s: float = 60.0,
@@ -78,21 +89,25 @@ def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_com
     up to `settle_s` seconds; past that (a transaction left open, by a producer that was killed and not
     replaced) the read ends at the last stable offset. Raises TimeoutError when the records up to the end cannot
     be read within `timeout_s` seconds, ``KafkaException`` on an error that is not retriable."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
-    ends = end_offsets(config, topic, isolation, timeout_s)
-    settled = time.monotonic() + settle_s
-    while isolation == "read_committed" and time.monotonic() < settled \
-            and ends != end_offsets(config, topic, "read_uncommitted", timeout_s):
-        time.sleep(0.05)
-        ends = end_offsets(config, topic, isolation, timeout_s)
-    consumer = Consumer({**config, "group.id": f"impulse-read-{uuid.uuid4().hex}", "isolation.level": isolation,
-                         "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                         # larger fetches than the defaults (1 MiB a partition): a million records read a quarter faster
-                         "max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20})
-    by_partition: dict[int, list] = {p: [] for p in ends}
-    pending = {p for p, end in ends.items() if end > 0}
+    consumer = _consumer(config, "read", isolation, **{
+        "enable.partition.eof": True, "auto.offset.reset": "earliest",
+        # larger fetches than the defaults (1 MiB a partition): a million records read a quarter faster
+        "max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20})
     try:
+        ends = _ends(consumer, topic, timeout_s)
+        if isolation == "read_committed":
+            latest = _consumer(config, "offsets", "read_uncommitted")
+            try:
+                settled = time.monotonic() + settle_s
+                while ends != _ends(latest, topic, timeout_s) and time.monotonic() < settled:
+                    time.sleep(0.05)
+                    ends = _ends(consumer, topic, timeout_s)
+            finally:
+                latest.close()
+        by_partition: dict[int, list] = {p: [] for p in ends}
+        pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         deadline = time.monotonic() + timeout_s
         while pending:
