@@ -4,12 +4,11 @@ JVMs start faster.
 ``python3 -m tests.jvm_archive`` prints the JVM options that use the archive (``-XX:SharedArchiveFile=<path>
 -Xlog:cds*=off``), making the archive first when it is missing (one small Spark job run with
 ``-XX:ArchiveClassesAtExit``: about 35 s), or prints nothing when it cannot be made; `tests/run` adds them to
-``JAVA_TOOL_OPTIONS``. The JDK maps the archived classes instead of
-parsing and verifying them from the jars: a local Spark session and its first query take about 9.5 s instead of
-14 (measured on this project's 2-core machine, idle). A JVM whose class path is not the
-archive's (the Kafka broker, Maven, Spark's launcher, another PySpark's jars) cannot use it: the JDK checks the
-class path and the jars' sizes and times against the archive and starts as before, and ``-Xlog:cds*=off`` keeps
-its warning out of that JVM's output. Nothing depends on the archive but speed.
+``JAVA_TOOL_OPTIONS``. The JDK maps the archived classes instead of parsing and verifying them from the jars: a
+local Spark session and its first query take about 9.5 s instead of 14 (measured on this project's 2-core machine,
+idle). A JVM whose class path is not the archive's (the Kafka broker, Maven, Spark's launcher, another PySpark's
+jars) cannot use it: the JDK checks the class path and the jars' sizes and times against the archive and starts
+as before, and ``-Xlog:cds*=off`` keeps its warning out of that JVM's output. Nothing depends on the archive but speed.
 
 The archive is cached under ``$IMPULSE_CACHE`` by a hash of the JDK's version and PySpark's jars (names, sizes,
 times): a new JDK or PySpark makes a new one.
@@ -18,13 +17,13 @@ times): a new JDK or PySpark makes a new one.
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-CACHE = Path(os.environ.get("IMPULSE_CACHE", Path.home() / ".cache" / "impulse"))
+from connectors.servers.base import cache_root
+
 #: beside ``-XX:SharedArchiveFile``: no warning (on standard output) from a JVM that cannot use the archive
 QUIET = "-Xlog:cds*=off"
 
@@ -37,7 +36,7 @@ from connectors.session import local_session
 
 spark = local_session("local[2,2]", "jvm-archive", **{"spark.sql.shuffle.partitions": 2,
                       "spark.driver.extraJavaOptions": "-XX:ArchiveClassesAtExit=" + sys.argv[1]})
-from pyspark.sql.functions import udf
+from pyspark.sql.functions import udf, window
 events = spark.read.format("impulse").option("eventsPerSecond", 1000).option("limit", 1000).load()
 events.groupBy("subtask_index").count().collect()
 events.select(udf(lambda c: c + 1, "long")("counter")).collect()
@@ -47,9 +46,8 @@ stream = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000
           .option("limit", 2000).option("maxEventsPerTrigger", 1000).load())
 for name, frame, mode in (
         ("plain", stream, "append"),
-        ("windows", stream.withWatermark("timestamp", "1 second").groupBy("subtask_index",
-                    __import__("pyspark.sql.functions", fromlist=["window"]).window("timestamp", "1 second")).count(),
-         "append")):
+        ("windows", stream.withWatermark("timestamp", "1 second")
+                           .groupBy("subtask_index", window("timestamp", "1 second")).count(), "append")):
     query = (frame.writeStream.format("noop").outputMode(mode).option("checkpointLocation", str(work / name))
              .trigger(availableNow=True).start())
     query.awaitTermination(300)
@@ -67,7 +65,7 @@ def archive_path() -> Path:
     for jar in sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")):
         stat = jar.stat()
         digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    return CACHE / f"spark-classes-{digest.hexdigest()[:16]}.jsa"
+    return cache_root() / f"spark-classes-{digest.hexdigest()[:16]}.jsa"
 
 
 def ensure() -> Path | None:

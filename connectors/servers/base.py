@@ -252,5 +252,6 @@ class _ProcessServer(_Server):
 
 
 def cache_root() -> Path:
-    """``$IMPULSE_CACHE`` or ``~/.cache/impulse``: downloaded Kafka jars, the built Toxiproxy, tests/run's stamp."""
+    """``$IMPULSE_CACHE`` or ``~/.cache/impulse``: downloaded Kafka jars, the built Toxiproxy, tests/run's stamp and
+    the tests' JVM class archive."""
     return Path(os.environ.get("IMPULSE_CACHE") or Path.home() / ".cache" / "impulse").expanduser()
