@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from connectors.latency import LatencyHistogram
 from impulse.loadtest.compare import rate_series
 from impulse.loadtest.metrics import PHASES
 from impulse.loadtest.sections import check_failure, run_sections, step_name
@@ -40,7 +41,8 @@ _SUMMARY_LABELS = {
     "latencyMeanMs": "latency mean (ms)", "receiverRows": "rows at the embedded receiver",
 }
 # keys of a run's object shown by a part of the page of their own (others: "more data", as JSON)
-_SHOWN = {"mode", "name", "summary", "config", "deployment", "verdict", "thresholds", "check", "latencyMs",
+_SHOWN = {"mode", "name", "summary", "config", "deployment", "verdict", "thresholds", "check", "checkDetail",
+          "latencyMs",
           "scheduleDelayMs", "deliveryMs", "latencyHistogram", "scheduleDelayHistogram", "deliveryHistogram",
           "phasesMs", "stages", "batches", "scheduleStartUs", "startedUs", "finishedUs", "queryId", "error",
           "receiver"}
@@ -153,18 +155,18 @@ def _target_trace(run: dict, offset: float = 0.0, show_legend: bool = True) -> d
             "line": {"dash": "dash", "color": "#6e7781"}, "showlegend": show_legend}
 
 
-def _percentile_curve(histogram: dict | None) -> tuple[list[float], list[float]]:
+def _percentile_curve(histogram: dict | None) -> tuple[list[float], list[float], list[str]]:
     """The HDR percentile curve of a histogram object of report.json: x = 1 / (1 − percentile) (1 = p0,
-    100 = p99, …), y in ms; up to the resolution the event count supports."""
-    from connectors.latency import LatencyHistogram
-
+    100 = p99, …), y in ms, and each point's name (``p99.9``, ``max``); up to the percentile the event count
+    resolves (10^n events: n nines, at most 6), then the maximum."""
     hist = LatencyHistogram.from_dict(histogram)
     if not hist.count:
-        return [], []
+        return [], [], []
     nines = max(1.0, min(6.0, math.log10(hist.count)))
     quantiles = [q / 100 for q in range(1, 90, 2)] + [1 - 10 ** -(k / 20) for k in range(20, int(nines * 20) + 1)]
     return ([1 / (1 - q) for q in quantiles] + [10 ** nines * 2],
-            [hist.percentile(100 * q) / 1e3 for q in quantiles] + [hist.max_us / 1e3])
+            [hist.percentile(100 * q) / 1e3 for q in quantiles] + [hist.max_us / 1e3],
+            [f"p{100 * q:.4g}" for q in quantiles] + ["max"])
 
 
 def _hdr_layout() -> dict:
@@ -213,9 +215,10 @@ def _run_charts(run: dict, figures: _Figures) -> str:
     for key, label, color in (("latencyHistogram", "end-to-end", _COLORS[1]),
                               ("scheduleDelayHistogram", "schedule delay", _COLORS[4]),
                               ("deliveryHistogram", "delivery", _COLORS[5])):
-        x, y = _percentile_curve(run.get(key))
+        x, y, names = _percentile_curve(run.get(key))
         if x:
-            curves.append({"type": "scatter", "mode": "lines", "x": x, "y": y, "name": label, "line": {"color": color}})
+            curves.append({"type": "scatter", "mode": "lines", "x": x, "y": y, "text": names, "name": label,
+                           "hovertemplate": "%{text}: %{y:,.1f} ms", "line": {"color": color}})
     if curves:
         divs.append(figures.add("Latency distribution (HDR percentile curve)", curves, _hdr_layout()))
     return '<div class="charts">' + "".join(divs) + "</div>" if divs else "<p>No micro-batch completed.</p>"
@@ -258,10 +261,14 @@ def _gates(run: dict) -> str:
         out.append(f"<h3>Check: {_mark(failure is None)}</h3>" + (f"<p>{_e(failure)}</p>" if failure else ""))
         counts = {k: v for k, v in check.items() if not isinstance(v, (list, dict))}
         out.append(_kv_table(counts))
-        for key, value in check.items():
-            if isinstance(value, (list, dict)):
-                out.append(f"<details><summary>{_e(key)}</summary><pre>{_e(json.dumps(value, indent=2))}</pre>"
-                           "</details>")
+        detail = run.get("checkDetail") if isinstance(run.get("checkDetail"), dict) else {}
+        if detail.get("basis"):
+            out.append(f"<p>compared: {_e(detail['basis'])}</p>")
+        nested = {**{k: v for k, v in check.items() if isinstance(v, (list, dict))},
+                  **{k: v for k, v in detail.items() if k != "basis"}}
+        for key, value in nested.items():
+            out.append(f"<details open><summary>{_e(key)}</summary><pre>{_e(json.dumps(value, indent=2))}</pre>"
+                       "</details>")
     return "".join(out)
 
 
