@@ -41,7 +41,7 @@ examples:
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
   impulse-load run examples/spike-redis.toml --set options.url=redis://localhost:6379   # a load test as a file
   impulse-load --sink noop --rate 10k --threshold 'p99<1s' --junit results.xml   # thresholds as JUnit XML for CI
-  impulse-load compare runs/redis runs/kafka                # one table, an overlay plot and an HTML page of earlier --output DIRs
+  impulse-load compare runs/redis runs/kafka     # earlier --output DIRs: one table, an overlay plot, one HTML page
 
 A step (and a run) is sustained when it completed, achieved >= 95% of its target rate in steady
 state (the lag did not grow faster than 5% of the rate) and its p99 latency <= --max-latency.

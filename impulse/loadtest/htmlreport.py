@@ -98,6 +98,13 @@ def _mark(passed: Any) -> str:
     return '<span class="pass">pass</span>' if passed else '<span class="FAIL">FAIL</span>'
 
 
+def _yes_no(value: Any) -> str:
+    """A verdict: yes (green), no (red), – (not judged: None)."""
+    if value is None:
+        return "–"
+    return '<span class="pass">yes</span>' if value else '<span class="FAIL">no</span>'
+
+
 def _kv_table(values: dict, labels: dict | None = None, css: str = "summary") -> str:
     """A two-column table of `values` (known keys first, in the order of `labels`; nested values as JSON)."""
     labels = labels or {}
@@ -119,7 +126,8 @@ class _Figures:
 
     def add(self, title: str, data: list[dict], layout: dict | None = None) -> str:
         ident = f"chart{len(self.specs) + 1}"
-        base = {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"}, "margin": {"l": 64, "r": 16, "t": 40, "b": 88},
+        base = {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
+                "margin": {"l": 64, "r": 16, "t": 40, "b": 88},
                 "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.3}, "autosize": True}
         base.update(layout or {})
         self.specs.append({"id": ident, "data": data, "layout": base})
@@ -138,21 +146,20 @@ def _axes(x: str, y: str, **y_extra: Any) -> dict:
     return {"xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}, "rangemode": "tozero", **y_extra}}
 
 
-def _target_trace(run: dict, offset: float = 0.0, show_legend: bool = True) -> dict:
+def _target_trace(run: dict) -> dict:
     """The target rate over time: the stages of ``rateStages`` (piecewise linear), else the run's constant rate."""
     stages = run.get("stages") or []
     if stages:
         x, y = [], []
         for stage in stages:
-            x += [offset + stage["startS"], offset + stage["startS"] + stage["durationS"]]
+            x += [stage["startS"], stage["startS"] + stage["durationS"]]
             y += [stage["fromRate"], stage["toRate"]]
     else:
         batches = run.get("batches") or []
         end = max([float(b["timeS"]) for b in batches] + [float((run.get("summary") or {}).get("durationS") or 0)])
-        rate = (run.get("summary") or {}).get("targetRate") or 0
-        x, y = [offset, offset + end], [rate, rate]
+        x, y = [0.0, end], [(run.get("summary") or {}).get("targetRate") or 0] * 2
     return {"type": "scatter", "mode": "lines", "x": x, "y": y, "name": "target",
-            "line": {"dash": "dash", "color": "#6e7781"}, "showlegend": show_legend}
+            "line": {"dash": "dash", "color": "#6e7781"}}
 
 
 def _percentile_curve(histogram: dict | None) -> tuple[list[float], list[float], list[str]]:
@@ -242,9 +249,7 @@ def _cards(run: dict) -> str:
 def _gates(run: dict) -> str:
     """The verdict, every threshold and the check, with what was measured."""
     verdict = run.get("verdict") or {}
-    sustained = verdict.get("sustained")
-    out = ["<h3>Verdict</h3>", f"<p>sustained: <span class=\"{'pass' if sustained else 'FAIL'}\">"
-           f"{'yes' if sustained else 'no'}</span>"
+    out = ["<h3>Verdict</h3>", f"<p>sustained: {_yes_no(verdict.get('sustained'))}"
            + (" — " + _e("; ".join(verdict.get("reasons") or [])) if verdict.get("reasons") else "") + "</p>"]
     if run.get("error"):
         out.append(f"<p>error: <code>{_e(run['error'])}</code></p>")
@@ -348,7 +353,7 @@ def _comparison(runs: Sequence[tuple[str, dict]], figures: _Figures, heading: st
         cells = [s.get("sink"), s.get("targetRate"), s.get("achievedRate"), s.get("events"),
                  *(latency.get(p) for p in _PERCENTILE_NAMES), s.get("errors")]
         rows.append(f'<tr><td class="l">{_e(name)}</td>' + "".join(f"<td>{_e(_number(v))}</td>" for v in cells)
-                    + f"<td>{_mark(s.get('sustained'))}</td><td>{_e(passed)}</td></tr>")
+                    + f"<td>{_yes_no(s.get('sustained'))}</td><td>{_e(passed)}</td></tr>")
     rate_traces, p99_traces = [], []
     for i, (name, run) in enumerate(runs):
         batches = run.get("batches") or []

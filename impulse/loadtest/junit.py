@@ -6,7 +6,8 @@ Built from the ``report.json`` document (`impulse.loadtest.sections`), so it say
   (named ``NAME``, ``NAME / step i: RATE events/s``, ``NAME / SCENARIO``);
 - in each suite, one ``<testcase>`` per threshold (named as written, e.g. ``p99<1s``) whose ``<failure>``
   message is what was measured against the bound (``measured 1,234.5 ms; bound p99<1s``), one for the
-  run's ``check`` when it has one, and ``run completed``, an ``<error>`` when the query failed, timed out or was interrupted;
+  run's ``check`` when it has one, and ``run completed``, an ``<error>`` when the query failed, timed out or
+  was interrupted;
 - the suite's ``<properties>``: the headline numbers of its ``summary`` (every key, as written);
 - times in seconds with at most 3 decimals, as the Surefire schema (junit-10.xsd) demands.
 

@@ -85,7 +85,8 @@ class Chromium:
                 "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider",
                 f"--window-size={width},{height}", "about:blank"]
         self.process = subprocess.Popen(
-            [shutil.which("bash") or "/bin/bash", "-c", f'exec "$@" 3<&{high_r} 4>&{high_w} {high_r}<&- {high_w}>&-', "bash", *args],
+            [shutil.which("bash") or "/bin/bash", "-c", f'exec "$@" 3<&{high_r} 4>&{high_w} {high_r}<&- {high_w}>&-',
+             "bash", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(high_r, high_w))
         os.close(high_r)
         os.close(high_w)

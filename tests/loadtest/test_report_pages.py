@@ -26,7 +26,7 @@ from connectors.latency import LatencyHistogram
 from impulse.loadtest.cli import main
 from impulse.loadtest.compare import write_compare_html
 from impulse.loadtest.htmlreport import render_html
-from impulse.loadtest.junit import junit_xml, write_junit
+from impulse.loadtest.junit import junit_xml
 from impulse.loadtest.scenario import plan_from_args
 from tests.loadtest.chromium import Chromium, RecordingProxy
 
