@@ -100,13 +100,18 @@ class Chromium:
         self._stderr = threading.Thread(target=lambda: setattr(self, "stderr", self.process.stderr.read()),
                                         daemon=True)
         self._stderr.start()
-        context = self._command("Target.createBrowserContext", {
-            "proxyServer": f"http://127.0.0.1:{page_proxy_port}", "proxyBypassList": "<-loopback>"}, None)
-        target = self._command("Target.createTarget", {"url": "about:blank", **context}, None)["targetId"]
-        self._session = self._command("Target.attachToTarget", {"targetId": target, "flatten": True},
-                                      None)["sessionId"]
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
-                                                         "deviceScaleFactor": 1, "mobile": False})
+        try:
+            context = self._command("Target.createBrowserContext", {
+                "proxyServer": f"http://127.0.0.1:{page_proxy_port}", "proxyBypassList": "<-loopback>"}, None)
+            target = self._command("Target.createTarget", {"url": "about:blank", **context}, None)["targetId"]
+            self._session = self._command("Target.attachToTarget", {"targetId": target, "flatten": True},
+                                          None)["sessionId"]
+            self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
+                                                             "deviceScaleFactor": 1, "mobile": False})
+        except BaseException as exc:
+            self.close()
+            raise RuntimeError(f"chromium did not start: {exc}; its stderr: "
+                               f"{self.stderr.decode(errors='replace')[-2000:]}") from exc
 
     def _read(self) -> None:
         buffer = b""
@@ -179,6 +184,7 @@ class Chromium:
             self.process.kill()
             self.process.wait()
         os.close(self._to_child)
+        self._stderr.join(timeout=5)
         shutil.rmtree(self._profile, ignore_errors=True)
 
     def __enter__(self) -> "Chromium":
