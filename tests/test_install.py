@@ -99,7 +99,8 @@ def test_each_extra_installs_what_its_feature_imports(built, tmp_path):
     ``load`` the harness's; then ``impulse-load`` runs a 2-second load into the noop sink."""
     exe = wheel_env(built, FEATURE_EXTRAS)
     wants = {row.extra: [*row.preload, "hdrh"] for row in connectors() if row.extra}
-    wants["load"] = ["requests", "matplotlib", "hdrh", "prometheus_client"]
+    wants["load"] = ["requests", "matplotlib", "hdrh", "prometheus_client", "plotly"]
+    wants["report"] = ["plotly", "hdrh"]
     wants["connect"] = ["grpc", "grpc_status", "zstandard"]  # what pyspark.sql.connect imports
     done = _run(exe, "-c", _CLOSURE, json.dumps(wants), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -109,3 +110,4 @@ def test_each_extra_installs_what_its_feature_imports(built, tmp_path):
     causes = [line for line in ran.stderr.splitlines() if "Error" in line or "Exception" in line][:8]
     assert ran.returncode == 0, (ran.stdout[-2000:], causes)
     assert "summary" in ran.stdout
+    assert (tmp_path / "out" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined

@@ -18,7 +18,8 @@ arithmetic and per-stage results), `target` (sink names, pre-flight check, optio
 measurements: delivered, lag, latency split into schedule delay and delivery, achieved rate),
 `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
 run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``), `report`
-(summary table, JSON, CSV), `plot` (PNG), `compare` (``impulse-load compare DIR…``), `cli`
+(summary table, JSON, CSV), `plot` (PNG), `sections` (the runs of a report.json document),
+`htmlreport` (report.html), `junit` (``--junit``), `compare` (``impulse-load compare DIR…``), `cli`
 (``impulse-load [run FILE]``, signals, exit codes).
 """
 

@@ -40,7 +40,8 @@ examples:
   impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \\
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
   impulse-load run examples/spike-redis.toml --set options.url=redis://localhost:6379   # a load test as a file
-  impulse-load compare runs/redis runs/kafka                # one table and one overlay plot of earlier --output DIRs
+  impulse-load --sink noop --rate 10k --threshold 'p99<1s' --junit results.xml   # thresholds as JUnit XML for CI
+  impulse-load compare runs/redis runs/kafka     # earlier --output DIRs: one table, an overlay plot, one HTML page
 
 A step (and a run) is sustained when it completed, achieved >= 95% of its target rate in steady
 state (the lag did not grow faster than 5% of the rate) and its p99 latency <= --max-latency.
@@ -202,6 +203,13 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
         paths = write_report(results if plan.file else results[0][1], plan.output, file=plan.file,
                              name=scenarios[0].name)
         display.line("report: " + ", ".join(str(p) for p in paths.values()))
+    if plan.junit:
+        from impulse.loadtest.junit import write_junit
+        from impulse.loadtest.report import report_document
+
+        document, _, _ = report_document(results if plan.file else results[0][1], file=plan.file,
+                                         name=scenarios[0].name)
+        display.line(f"JUnit XML: {write_junit(document, plan.junit)}")
     if interrupted:
         return EXIT_INTERRUPTED
     if thresholds_failed:

@@ -3,7 +3,8 @@
 Reads ``report.json`` from each directory (written by ``--output DIR``; a ramp contributes one row
 per step, a file's report one row per scenario, a run with ``rateStages`` one more row per stage), prints one table — target and achieved rate, end-to-end latency p50 … p99.99 and max,
 errors, sustained — and writes one PNG (``--output``, default ``compare.png``) overlaying every
-run's throughput and p99 latency per micro-batch over time (seconds since each run's start).
+run's throughput and p99 latency per micro-batch over time (seconds since each run's start), and one
+self-contained HTML page (``--html``, default the PNG's path with ``.html``) with every report side by side.
 Exit codes: 0 done, 2 a directory without a readable report.
 """
 
@@ -18,7 +19,7 @@ from typing import Sequence
 
 from impulse.loadtest.units import LoadError
 
-__all__ = ["Run", "load_runs", "compare_text", "plot_compare", "main"]
+__all__ = ["Run", "load_runs", "compare_text", "plot_compare", "rate_series", "write_compare_html", "main"]
 
 _PERCENTILES = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
 _SUSTAINED = {True: "yes", False: "no", None: "–"}   # None: a ramping stage, not judged
@@ -92,17 +93,24 @@ def compare_text(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
-def _series(run: Run, window_s: float = 1.0) -> tuple[list[float], list[float], list[float]]:
-    """Per batch: time (s since the run's start), events/s over the trailing `window_s` of acknowledgements (at
-    least one batch: back-to-back batches of a few events would make a jagged line), p99 (ms)."""
-    times = [float(row["timeS"]) for row in run.batches]
-    delivered = [int(row["delivered"]) for row in run.batches]
+def rate_series(batches: Sequence[dict], window_s: float = 1.0) -> tuple[list[float], list[float]]:
+    """Per batch row of a report (``timeS``, ``delivered``): its time (s since the run's start) and events/s over the
+    trailing `window_s` of acknowledgements (at least one batch: back-to-back batches of a few events would make a
+    jagged line)."""
+    times = [float(row["timeS"]) for row in batches]
+    delivered = [int(row["delivered"]) for row in batches]
     rates, ref = [], -1   # ref: the batch the window starts after (-1: the run's start, 0 events)
     for i, t in enumerate(times):
         while ref + 1 < i and times[ref + 1] <= t - window_s:
             ref += 1
         t0, n0 = (times[ref], delivered[ref]) if ref >= 0 else (0.0, 0)
         rates.append((delivered[i] - n0) / (t - t0) if t > t0 else 0.0)
+    return times, rates
+
+
+def _series(run: Run, window_s: float = 1.0) -> tuple[list[float], list[float], list[float]]:
+    """Per batch: time (s since the run's start), events/s (`rate_series`), p99 (ms)."""
+    times, rates = rate_series(run.batches, window_s)
     return times, rates, [float(row["latencyP99Ms"]) for row in run.batches]
 
 
@@ -140,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("directories", nargs="+", metavar="DIR", help="a directory holding a run's report.json")
     parser.add_argument("--output", default="compare.png", metavar="PNG",
                         help="where to write the overlay plot (default compare.png)")
+    parser.add_argument("--html", metavar="HTML",
+                        help="where to write the self-contained page of every report side by side (default: the "
+                             "plot's path with .html, e.g. compare.html)")
     args = parser.parse_args(argv)
     try:
         runs = load_runs(args.directories)
@@ -151,4 +162,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"plot: {plot_compare(runs, args.output)}")
     except ImportError:
         print("plot: skipped (needs matplotlib, the 'load' extra)")
+    try:
+        print(f"page: {write_compare_html(args.directories, args.html or Path(args.output).with_suffix('.html'))}")
+    except ImportError:
+        print("page: skipped (needs plotly, the 'report' extra)")
     return 0
+
+
+def write_compare_html(directories: Sequence[str | Path], path: str | Path) -> Path:
+    """The reports of `directories` side by side in one self-contained page (`impulse.loadtest.htmlreport`): a
+    comparison of every run (each step, scenario), then each report's sections. Needs plotly (ImportError)."""
+    from impulse.loadtest.htmlreport import write_html
+
+    documents = [(Path(d).resolve().name or str(d), json.loads((Path(d) / "report.json").read_text(encoding="utf-8")))
+                 for d in directories]
+    return write_html(documents, path, f"impulse-load compare: {', '.join(name for name, _ in documents)}")

@@ -10,7 +10,10 @@ Files (every one rewritten at each report):
 - ``summary.csv``: one row per run (per step for a ramp), redis-benchmark style;
 - ``batches.csv``: one row per micro-batch (with the step's target rate for a ramp);
 - ``report.png``: throughput and latency per batch over time (`impulse.loadtest.plot`; needs
-  matplotlib, the ``load`` extra: without it the PNG is skipped).
+  matplotlib, the ``load`` extra: without it the PNG is skipped);
+- ``report.html``: one self-contained page of all of the above with interactive charts, drawn from the
+  report.json object (`impulse.loadtest.htmlreport`; needs plotly, the ``report`` extra, part of ``load``:
+  without it the page is skipped).
 
 Latencies are in ms, rates in events/s, times in s since the start of the run.
 """
@@ -22,13 +25,14 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from impulse.loadtest.htmlreport import write_html
 from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_stats
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
 from impulse.loadtest.session import describe
 
-__all__ = ["summary_text", "ramp_text", "stages_lines", "write_report"]
+__all__ = ["summary_text", "ramp_text", "stages_lines", "report_document", "write_report"]
 
 
 def _ms(value: float) -> str:
@@ -157,30 +161,36 @@ def _document(result: LoadResult | RampResult) -> tuple[dict, list[LoadResult], 
     return {"mode": "run", **result.to_dict()}, [result], title
 
 
-def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]],
-                 directory: str | Path, *, file: str | None = None, name: str | None = None) -> dict[str, Path]:
-    """Write report.json, summary.csv, batches.csv and report.png into `directory`; returns their paths.
-
-    `result`: one run or ramp (named `name`, if given), or the named scenarios of a file (`file`): then report.json is
-    ``{"mode": "scenarios", "file", "scenarios": [{"name", "mode": "run"|"ramp", …}]}``, one section per
-    scenario (with its ``stages``), and the CSV rows carry a ``scenario`` column.
-    """
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {name: out / name for name in ("report.json", "summary.csv", "batches.csv", "report.png")}
+def report_document(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]], *,
+                    file: str | None = None, name: str | None = None) -> tuple[dict, list, str]:
+    """The report.json object of `result` (see `write_report`), its (scenario name, run) pairs and its title."""
     if isinstance(result, (LoadResult, RampResult)):
         document, runs, title = _document(result)
         document = {"name": name, **document} if name else document
-        named = [(None, run) for run in runs]
-    else:
-        sections, named = [], []
-        for name, one in result:
-            section, runs, _ = _document(one)
-            sections.append({"name": name, **section})
-            named += [(name, run) for run in runs]
-        document = {"mode": "scenarios", "file": file, "scenarios": sections}
-        title = f"impulse-load: {file}, {len(sections)} scenario{'s' if len(sections) != 1 else ''}"
-        runs = [run for _, run in named]
+        return document, [(None, run) for run in runs], title
+    sections, named = [], []
+    for name, one in result:
+        section, runs, _ = _document(one)
+        sections.append({"name": name, **section})
+        named += [(name, run) for run in runs]
+    title = f"impulse-load: {file}, {len(sections)} scenario{'s' if len(sections) != 1 else ''}"
+    return {"mode": "scenarios", "file": file, "scenarios": sections}, named, title
+
+
+def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]],
+                 directory: str | Path, *, file: str | None = None, name: str | None = None) -> dict[str, Path]:
+    """Write report.json, summary.csv, batches.csv, report.png and report.html into `directory`; returns their paths.
+
+    `result`: one run or ramp (named `name`, if given), or the named scenarios of a file (`file`): then report.json is
+    ``{"mode": "scenarios", "file", "scenarios": [{"name", "mode": "run"|"ramp", …}]}``, one section per
+    scenario (with its ``stages``), and the CSV rows carry a ``scenario`` column. report.html is drawn from the
+    report.json object (`impulse.loadtest.htmlreport`).
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("report.json", "summary.csv", "batches.csv", "report.png", "report.html")}
+    document, named, title = report_document(result, file=file, name=name)
+    runs = [run for _, run in named]
     paths["report.json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     _write_csv(paths["summary.csv"], [{**({"scenario": name} if name else {}), **_summary_row(r)} for name, r in named])
     batch_rows = []
@@ -193,4 +203,9 @@ def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResul
         plot_runs(runs, paths["report.png"], title)
     except ImportError:  # matplotlib is optional (the 'load' extra): the numbers are all in the other files
         del paths["report.png"]
+    try:
+        write_html([(document.get("name") or file or f"run: {runs[0].sink if runs else '?'}", document)],
+                   paths["report.html"], title)
+    except ImportError:  # plotly is optional (the 'report' extra, part of 'load')
+        del paths["report.html"]
     return paths

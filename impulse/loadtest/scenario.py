@@ -18,7 +18,7 @@ tables; without a ``[[scenario]]`` the top level is the one scenario. Precedence
 5. the flags, which apply to every scenario (``--option`` and ``--source-option`` override their key).
 
 Some keys belong to the whole run (scope ``file``: one Spark session, one metrics endpoint, one report
-directory): ``master``, ``remote``, ``warmup``, ``metrics-port``, ``metrics-host``, ``output``; a
+directory): ``master``, ``remote``, ``warmup``, ``metrics-port``, ``metrics-host``, ``output``, ``junit``; a
 scenario that sets one is refused.
 
 Secrets never sit in a file: a string may name an environment variable, ``"${ENV:NAME}"``, replaced by
@@ -191,6 +191,9 @@ KEYS: tuple[Key, ...] = (
         "exits 99 after the report", "thresholds (a CI gate)", "EXPR", flag="--threshold", example="'p99<1s'"),
     Key("abort-on-fail", "bool", _D.abort_on_fail, "stop the run as soon as a threshold has failed for good (e.g. "
         "more events above the p99 bound than 1%% of the run)", "thresholds (a CI gate)"),
+    Key("junit", "text", None, "write the thresholds (and --check) as JUnit XML to FILE, one test case each, one "
+        "suite per scenario or ramp step, for CI (Jenkins, GitLab, Azure DevOps)", "thresholds (a CI gate)", "FILE",
+        scope="file"),
     Key("metrics-port", "int", None, "serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while the run "
         "lasts (needs prometheus-client, the 'load' extra; 0 = a free port, printed)", "thresholds (a CI gate)",
         "PORT", scope="file", minimum=0),
@@ -203,7 +206,7 @@ KEYS: tuple[Key, ...] = (
     Key("remote", "text", _D.remote, "run through this Spark Connect server instead of a Spark of our own (master "
         "unused); the server needs this package where its Python workers run", "run", "sc://HOST:PORT",
         scope="file"),
-    Key("output", "text", None, "write report.json, summary.csv, batches.csv and report.png into DIR", "run", "DIR",
+    Key("output", "text", None, "write report.json, summary.csv, batches.csv, report.png and report.html into DIR", "run", "DIR",
         scope="file"),
     Key("warmup", "bool", _D.warmup, "the warm-up: a tiny query into a sink that writes nothing, run first so that "
         "Spark's Python workers are started and the sink's modules imported", "run", flag="--no-warmup",
@@ -231,6 +234,7 @@ class Plan:
     output: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    junit: str | None = None             # --junit FILE
 
 
 # ----------------------------------------------------------------------------------------------- flags
@@ -537,7 +541,8 @@ def _plan(layers: Sequence[tuple[str | None, Mapping[str, Any]]], source: str | 
     if port is not None and port > 65535:
         raise LoadError(f"{source + ': key metrics-port' if source else '--metrics-port'} must be a TCP port "
                         f"(0-65535), not {port}")
-    return Plan(tuple(scenarios), source, _value(first, "output"), port, _value(first, "metrics-host"))
+    return Plan(tuple(scenarios), source, _value(first, "output"), port, _value(first, "metrics-host"),
+                _value(first, "junit"))
 
 
 def keys_table() -> str:

@@ -29,8 +29,8 @@ def assert_result_plausible(result) -> None:
 
 
 def assert_report_files(directory: Path, events: int) -> dict:
-    """report.json, summary.csv, batches.csv and a PNG exist and agree on the event count."""
-    for name in ("report.json", "summary.csv", "batches.csv", "report.png"):
+    """report.json, summary.csv, batches.csv, a PNG and the HTML page exist and agree on the event count."""
+    for name in ("report.json", "summary.csv", "batches.csv", "report.png", "report.html"):
         assert (directory / name).is_file() and (directory / name).stat().st_size > 0, name
     assert (directory / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = json.loads((directory / "report.json").read_text())

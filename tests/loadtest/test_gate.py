@@ -86,6 +86,8 @@ def test_thresholds_pass_fail_and_compare_two_runs(spark, tmp_path, capsys):
         summary = json.loads((tmp_path / name / "report.json").read_text())
         assert f"{summary['latencyMs']['p99.99']:,.1f}" in row and f"{RATE:,}" in row
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    page = (tmp_path / "compare.html").read_text()  # beside the PNG: both runs on one page
+    assert page.index("<h2>a</h2>") < page.index("<h2>b</h2>") and "Comparison of 2 runs" in page
     assert compare_main([str(tmp_path / "missing")]) == 2
     assert "no report.json" in capsys.readouterr().err
 

@@ -1,0 +1,450 @@
+"""``report.html``: one self-contained page of a run, a ramp, a file's scenarios, or several runs compared.
+
+Built from ``report.json`` documents alone (one source of truth: a key added to a run's object or to its
+``summary`` shows up in the page without a change here). The page holds, per run: headline numbers, the
+summary table, the verdict, every threshold and the ``check`` (pass/FAIL with what was measured), charts
+over time (target vs achieved rate, lag, latency percentiles per batch, schedule delay vs delivery,
+Spark's phases), the latency distribution as an HDR percentile curve, the configuration and the
+deployment; with more than one run (a ramp's steps, a file's scenarios, ``compare``) a comparison table
+and overlay charts first.
+
+Charts are Plotly figures (plain JSON specs built here) drawn by plotly.js, which the ``plotly`` package
+(the ``report`` extra) ships and which is inlined into the page: the file needs no network to be viewed.
+Only `write_html` needs plotly; `render_html` takes the script as text. When every chart is drawn the page
+sets ``data-charts="rendered"`` on ``<body>``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from connectors.latency import LatencyHistogram
+from impulse.loadtest.compare import rate_series
+from impulse.loadtest.metrics import PHASES
+from impulse.loadtest.sections import check_failure, run_sections, step_name
+
+__all__ = ["render_html", "write_html", "plotly_js"]
+
+# summary keys in the order and words of the summary table; any other key follows with its own name
+_SUMMARY_LABELS = {
+    "sink": "sink", "partitions": "partitions", "payloadBytes": "payload (bytes)", "trigger": "trigger",
+    "durationS": "duration (s)", "targetRate": "target rate (events/s)", "achievedRate": "achieved rate (events/s)",
+    "targetEvents": "target events", "events": "events delivered", "errors": "errors",
+    "deadLettered": "dead-lettered", "batches": "micro-batches", "bytes": "bytes (Arrow)", "outcome": "outcome",
+    "sustained": "sustained", "latencyP50Ms": "latency p50 (ms)", "latencyP95Ms": "latency p95 (ms)",
+    "latencyP99Ms": "latency p99 (ms)", "latencyP999Ms": "latency p99.9 (ms)",
+    "latencyP9999Ms": "latency p99.99 (ms)", "latencyMaxMs": "latency max (ms)",
+    "latencyMeanMs": "latency mean (ms)", "receiverRows": "rows at the embedded receiver",
+}
+# keys of a run's object shown by a part of the page of their own (others: "more data", as JSON)
+_SHOWN = {"mode", "name", "summary", "config", "deployment", "verdict", "thresholds", "check", "checkDetail",
+          "latencyMs",
+          "scheduleDelayMs", "deliveryMs", "latencyHistogram", "scheduleDelayHistogram", "deliveryHistogram",
+          "phasesMs", "stages", "batches", "scheduleStartUs", "startedUs", "finishedUs", "queryId", "error",
+          "receiver"}
+_PERCENTILE_NAMES = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1f2328;
+background:#f6f8fa}
+main{max-width:1280px;margin:0 auto;padding:16px 24px 48px}
+h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;
+padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}
+section.run{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:8px 16px 16px;margin:16px 0}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.card{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:6px 12px;min-width:130px}
+.card b{display:block;font-size:20px}.card span{color:#59636e;font-size:12px}
+table{border-collapse:collapse;margin:6px 0;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#f0f3f6}td.l,th.l{text-align:left}
+.pass{color:#1a7f37;font-weight:600}.FAIL{color:#cf222e;font-weight:700}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:10px}
+.chart{height:340px;border:1px solid #eaeef2;border-radius:6px;background:#fff}
+pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow:auto;max-height:360px}
+details{margin:8px 0}summary{cursor:pointer;font-weight:600}
+.row{display:flex;flex-wrap:wrap;gap:0 24px;align-items:flex-start;margin-bottom:12px}.gates{max-width:440px}
+.summary td,.summary th{padding:1px 8px}
+"""
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+
+
+def plotly_js() -> str:
+    """plotly.js as shipped by the ``plotly`` package (the ``report`` extra): the script the page inlines."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _number(value: Any) -> str:
+    """Integers with thousands separators, floats with one decimal (three below 10), the rest as text."""
+    if isinstance(value, bool) or value is None:
+        return {True: "yes", False: "no", None: "–"}[value]
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def _mark(passed: Any) -> str:
+    return '<span class="pass">pass</span>' if passed else '<span class="FAIL">FAIL</span>'
+
+
+def _yes_no(value: Any) -> str:
+    """A verdict: yes (green), no (red), – (not judged: None)."""
+    if value is None:
+        return "–"
+    return '<span class="pass">yes</span>' if value else '<span class="FAIL">no</span>'
+
+
+def _kv_table(values: dict, labels: dict | None = None, css: str = "summary") -> str:
+    """A two-column table of `values` (known keys first, in the order of `labels`; nested values as JSON)."""
+    labels = labels or {}
+    keys = [k for k in labels if k in values] + [k for k in values if k not in labels]
+    rows = []
+    for key in keys:
+        value = values[key]
+        shown = (f"<code>{_e(json.dumps(value, sort_keys=True))}</code>" if isinstance(value, (dict, list))
+                 else _e(_number(value)))
+        rows.append(f'<tr><th class="l">{_e(labels.get(key, key))}</th><td>{shown}</td></tr>')
+    return f'<table class="{css}">' + "".join(rows) + "</table>"
+
+
+class _Figures:
+    """The page's Plotly figures: each `add` returns the ``<div>`` that will hold it."""
+
+    def __init__(self) -> None:
+        self.specs: list[dict] = []
+
+    def add(self, title: str, data: list[dict], layout: dict | None = None) -> str:
+        ident = f"chart{len(self.specs) + 1}"
+        base = {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
+                "margin": {"l": 64, "r": 16, "t": 40, "b": 88},
+                "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.3}, "autosize": True}
+        base.update(layout or {})
+        self.specs.append({"id": ident, "data": data, "layout": base})
+        return f'<div class="chart" id="{ident}"></div>'
+
+    def json(self) -> str:
+        return json.dumps(self.specs, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _line(x: Sequence, y: Sequence, name: str, **extra: Any) -> dict:
+    return {"type": "scatter", "mode": "lines+markers", "x": list(x), "y": list(y), "name": name,
+            "marker": {"size": 4}, **extra}
+
+
+def _axes(x: str, y: str, **y_extra: Any) -> dict:
+    return {"xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}, "rangemode": "tozero", **y_extra}}
+
+
+def _target_trace(run: dict) -> dict:
+    """The target rate over time: the stages of ``rateStages`` (piecewise linear), else the run's constant rate."""
+    stages = run.get("stages") or []
+    if stages:
+        x, y = [], []
+        for stage in stages:
+            x += [stage["startS"], stage["startS"] + stage["durationS"]]
+            y += [stage["fromRate"], stage["toRate"]]
+    else:
+        batches = run.get("batches") or []
+        end = max([float(b["timeS"]) for b in batches] + [float((run.get("summary") or {}).get("durationS") or 0)])
+        x, y = [0.0, end], [(run.get("summary") or {}).get("targetRate") or 0] * 2
+    return {"type": "scatter", "mode": "lines", "x": x, "y": y, "name": "target",
+            "line": {"dash": "dash", "color": "#6e7781"}}
+
+
+def _percentile_curve(histogram: dict | None) -> tuple[list[float], list[float], list[str]]:
+    """The HDR percentile curve of a histogram object of report.json: x = 1 / (1 − percentile) (1 = p0,
+    100 = p99, …), y in ms, and each point's name (``p99.9``, ``max``); up to the percentile the event count
+    resolves (10^n events: n nines, at most 6), then the maximum."""
+    hist = LatencyHistogram.from_dict(histogram)
+    if not hist.count:
+        return [], [], []
+    nines = max(1.0, min(6.0, math.log10(hist.count)))
+    quantiles = [q / 100 for q in range(1, 90, 2)] + [1 - 10 ** -(k / 20) for k in range(20, int(nines * 20) + 1)]
+    return ([1 / (1 - q) for q in quantiles] + [10 ** nines * 2],
+            [hist.percentile(100 * q) / 1e3 for q in quantiles] + [hist.max_us / 1e3],
+            [f"p{100 * q:.4g}" for q in quantiles] + ["max"])
+
+
+def _hdr_layout() -> dict:
+    ticks = [1, 2, 10, 100, 1_000, 10_000, 100_000, 1_000_000]
+    labels = ["0%", "50%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%"]
+    return {"xaxis": {"type": "log", "tickvals": ticks, "ticktext": labels, "title": {"text": "percentile"}},
+            "yaxis": {"title": {"text": "latency (ms)"}, "rangemode": "tozero"}, "hovermode": "closest"}
+
+
+def _run_charts(run: dict, figures: _Figures) -> str:
+    """The charts of one run: over time (per micro-batch) and the latency distribution."""
+    batches = run.get("batches") or []
+    times = [b["timeS"] for b in batches]
+    x_title = "seconds since the start of the run"
+    divs = []
+    if batches:
+        _, rates = rate_series(batches)
+        divs.append(figures.add("Rate: target vs achieved (events/s, trailing 1 s)",
+                                [_target_trace(run), _line(times, rates, "achieved", line={"color": _COLORS[0]})],
+                                _axes(x_title, "events/s")))
+        divs.append(figures.add("Lag: events due − delivered (at each acknowledgement)",
+                                [_line(times, [b.get("lag") for b in batches], "lag", line={"color": _COLORS[3]})],
+                                _axes(x_title, "events")))
+        divs.append(figures.add("End-to-end latency per micro-batch (ms)", [
+            _line(times, [b.get("latencyP50Ms") for b in batches], "p50", line={"color": _COLORS[2]}),
+            _line(times, [b.get("latencyP99Ms") for b in batches], "p99", line={"color": _COLORS[1]}),
+            _line(times, [b.get("latencyMaxMs") for b in batches], "max", line={"color": _COLORS[3], "width": 1}),
+        ], _axes(x_title, "ms")))
+        divs.append(figures.add("Schedule delay vs delivery per micro-batch (ms)", [
+            _line(times, [b.get("scheduleDelayP99Ms") for b in batches], "schedule delay p99",
+                  line={"color": _COLORS[4]}),
+            _line(times, [b.get("deliveryP99Ms") for b in batches], "delivery p99", line={"color": _COLORS[5]}),
+            _line(times, [b.get("scheduleDelayP50Ms") for b in batches], "schedule delay p50",
+                  line={"color": _COLORS[4], "dash": "dot"}),
+            _line(times, [b.get("deliveryP50Ms") for b in batches], "delivery p50",
+                  line={"color": _COLORS[5], "dash": "dot"}),
+        ], _axes(x_title, "ms")))
+        phases = [p for p in PHASES if p != "triggerExecution" and any(b.get(f"{p}Ms") for b in batches)]
+        divs.append(figures.add("Spark's phases per micro-batch (ms)", [
+            *({"type": "bar", "x": times, "y": [b.get(f"{p}Ms", 0) for b in batches], "name": p,
+               "marker": {"color": _COLORS[i % len(_COLORS)]}} for i, p in enumerate(phases)),
+            _line(times, [b.get("triggerExecutionMs", 0) for b in batches], "triggerExecution (total)",
+                  line={"color": "#24292f", "width": 1}),
+        ], {**_axes(x_title, "ms"), "barmode": "stack"}))
+    curves = []
+    for key, label, color in (("latencyHistogram", "end-to-end", _COLORS[1]),
+                              ("scheduleDelayHistogram", "schedule delay", _COLORS[4]),
+                              ("deliveryHistogram", "delivery", _COLORS[5])):
+        x, y, names = _percentile_curve(run.get(key))
+        if x:
+            curves.append({"type": "scatter", "mode": "lines", "x": x, "y": y, "text": names, "name": label,
+                           "hovertemplate": "%{text}: %{y:,.1f} ms", "line": {"color": color}})
+    if curves:
+        divs.append(figures.add("Latency distribution (HDR percentile curve)", curves, _hdr_layout()))
+    return '<div class="charts">' + "".join(divs) + "</div>" if divs else "<p>No micro-batch completed.</p>"
+
+
+def _cards(run: dict) -> str:
+    s = run.get("summary") or {}
+    checks = run.get("thresholds") or []
+    rates = [s.get(k) for k in ("achievedRate", "targetRate")]
+    cards = [("events delivered / target", f"{_number(s.get('events'))} / {_number(s.get('targetEvents'))}"),
+             ("achieved / target events/s", " / ".join(f"{r:,.0f}" if isinstance(r, (int, float)) else "–"
+                                                       for r in rates)),
+             ("p99 latency (ms)", _number(s.get("latencyP99Ms"))),
+             ("sustained", _number(s.get("sustained"))), ("outcome", _number(s.get("outcome")))]
+    if checks:
+        cards.append(("thresholds passed", f"{sum(bool(c.get('passed')) for c in checks)} of {len(checks)}"))
+    return '<div class="cards">' + "".join(f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>'
+                                           for k, v in cards) + "</div>"
+
+
+def _gates(run: dict) -> str:
+    """The verdict, every threshold and the check, with what was measured."""
+    verdict = run.get("verdict") or {}
+    out = ["<h3>Verdict</h3>", f"<p>sustained: {_yes_no(verdict.get('sustained'))}"
+           + (" — " + _e("; ".join(verdict.get("reasons") or [])) if verdict.get("reasons") else "") + "</p>"]
+    if run.get("error"):
+        out.append(f"<p>error: <code>{_e(run['error'])}</code></p>")
+    checks = run.get("thresholds") or []
+    if checks:
+        out.append(f"<h3>Thresholds: {sum(bool(c.get('passed')) for c in checks)} of {len(checks)} passed</h3>")
+        out.append('<table class="thresholds"><tr><th class="l">result</th><th class="l">threshold</th>'
+                   '<th>measured</th></tr>' + "".join(
+                       f'<tr><td class="l">{_mark(c.get("passed"))}</td><td class="l"><code>{_e(c.get("threshold"))}'
+                       f'</code></td><td>{_e(c.get("measured"))}</td></tr>' for c in checks) + "</table>")
+    check = run.get("check")
+    if isinstance(check, dict):
+        failure = check_failure(check)
+        out.append(f"<h3>Check: {_mark(failure is None)}</h3>" + (f"<p>{_e(failure)}</p>" if failure else ""))
+        counts = {k: v for k, v in check.items() if not isinstance(v, (list, dict))}
+        out.append(_kv_table(counts))
+        detail = run.get("checkDetail") if isinstance(run.get("checkDetail"), dict) else {}
+        if detail.get("basis"):
+            out.append(f"<p>compared: {_e(detail['basis'])}</p>")
+        nested = {**{k: v for k, v in check.items() if isinstance(v, (list, dict))},
+                  **{k: v for k, v in detail.items() if k != "basis"}}
+        for key, value in nested.items():
+            out.append(f"<details open><summary>{_e(key)}</summary><pre>{_e(json.dumps(value, indent=2))}</pre>"
+                       "</details>")
+    return "".join(out)
+
+
+def _latency_table(run: dict) -> str:
+    rows = [(label, run.get(key) or {}) for key, label in (("latencyMs", "end-to-end"),
+                                                          ("scheduleDelayMs", "schedule delay"),
+                                                          ("deliveryMs", "delivery"))]
+    if not any(values for _, values in rows):
+        return ""
+    return ("<h3>Latency (ms)</h3><table><tr><th class='l'></th>" + "".join(f"<th>{p}</th>" for p in
+                                                                          _PERCENTILE_NAMES) + "</tr>"
+            + "".join(f'<tr><th class="l">{_e(label)}</th>'
+                      + "".join(f"<td>{_e(_number(values.get(p)))}</td>" for p in _PERCENTILE_NAMES) + "</tr>"
+                      for label, values in rows) + "</table>")
+
+
+def _phases_table(run: dict) -> str:
+    phases = run.get("phasesMs") or {}
+    if not phases:
+        return ""
+    return ("<h3>Spark's phases (ms per micro-batch)</h3><table><tr><th class='l'>phase</th><th>mean</th>"
+            "<th>max</th></tr>" + "".join(f'<tr><th class="l">{_e(p)}</th><td>{_e(_number(v.get("mean")))}</td>'
+                                          f'<td>{_e(_number(v.get("max")))}</td></tr>' for p, v in phases.items())
+            + "</table>")
+
+
+def _stages_table(run: dict) -> str:
+    stages = run.get("stages") or []
+    if not stages:
+        return ""
+    head = ["stage", "label", "targetRate", "achievedRate", "events", "p50", "p99", "max", "sustained"]
+    rows = "".join("<tr>" + "".join(f"<td>{_e(_number(v))}</td>" for v in (
+        s.get("stage"), s.get("label"), s.get("targetRate"), s.get("achievedRate"), s.get("events"),
+        *((s.get("latencyMs") or {}).get(p) for p in ("p50", "p99", "max")), s.get("sustained"))) + "</tr>"
+        for s in stages)
+    return ("<h3>Stages of rateStages</h3><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + rows
+            + "</table>")
+
+
+def _setup(run: dict) -> str:
+    """The run's configuration and deployment, and any key of its object no part of the page shows."""
+    out = []
+    if run.get("deployment"):
+        out.append("<h3>Deployment</h3>" + _kv_table(run["deployment"]))
+    if run.get("config"):
+        out.append("<details><summary>Configuration</summary>" + _kv_table(run["config"]) + "</details>")
+    ids = {k: run[k] for k in ("queryId", "scheduleStartUs", "startedUs", "finishedUs") if run.get(k) is not None}
+    if run.get("receiver"):
+        ids["receiver"] = run["receiver"]
+    if ids:
+        out.append("<details><summary>Query</summary>" + _kv_table(ids) + "</details>")
+    more = {k: v for k, v in run.items() if k not in _SHOWN}
+    if more:
+        out.append("<details open><summary>More data</summary>" + _kv_table(more) + "</details>")
+    return "".join(out)
+
+
+def _run_section(name: str, run: dict, figures: _Figures) -> str:
+    """Headline cards; the verdict, thresholds and check beside the summary and latency tables; the charts; the
+    stages, configuration and deployment."""
+    return (f'<section class="run"><h2>{_e(name)}</h2>' + _cards(run) + '<div class="row">'
+            + f'<div class="gates">{_gates(run)}{_latency_table(run)}</div>'
+            + "<div><h3>Summary</h3>" + _kv_table(run.get("summary") or {}, _SUMMARY_LABELS) + "</div>"
+            + f"<div>{_phases_table(run)}</div></div>"
+            + _run_charts(run, figures) + _stages_table(run) + _setup(run) + "</section>")
+
+
+def _comparison(runs: Sequence[tuple[str, dict]], figures: _Figures, heading: str) -> str:
+    """One row per run and overlay charts: rate and p99 per batch over time, latency percentiles side by side."""
+    head = ["run", "sink", "target/s", "achieved/s", "events", *(f"{p} ms" for p in _PERCENTILE_NAMES), "errors",
+            "sustained", "thresholds"]
+    rows = []
+    for name, run in runs:
+        s, checks = run.get("summary") or {}, run.get("thresholds") or []
+        latency = run.get("latencyMs") or {}
+        passed = f"{sum(bool(c.get('passed')) for c in checks)} of {len(checks)}" if checks else "–"
+        cells = [s.get("sink"), s.get("targetRate"), s.get("achievedRate"), s.get("events"),
+                 *(latency.get(p) for p in _PERCENTILE_NAMES), s.get("errors")]
+        rows.append(f'<tr><td class="l">{_e(name)}</td>' + "".join(f"<td>{_e(_number(v))}</td>" for v in cells)
+                    + f"<td>{_yes_no(s.get('sustained'))}</td><td>{_e(passed)}</td></tr>")
+    rate_traces, p99_traces = [], []
+    for i, (name, run) in enumerate(runs):
+        batches = run.get("batches") or []
+        if not batches:
+            continue
+        color = _COLORS[i % len(_COLORS)]
+        times, rates = rate_series(batches)
+        rate_traces.append(_line(times, rates, name, line={"color": color}))
+        p99_traces.append(_line(times, [b.get("latencyP99Ms") for b in batches], name, line={"color": color}))
+    names = [name for name, _ in runs]
+    bars = [{"type": "bar", "x": names, "y": [(run.get("latencyMs") or {}).get(p) for _, run in runs], "name": p,
+             "marker": {"color": _COLORS[i]}} for i, p in enumerate(("p50", "p99", "p99.9", "max"))]
+    rate_bars = [{"type": "bar", "x": names, "y": [(run.get("summary") or {}).get(key) for _, run in runs],
+                  "name": label, "marker": {"color": color}}
+                 for key, label, color in (("targetRate", "target", "#8c959f"), ("achievedRate", "achieved",
+                                                                                     _COLORS[0]))]
+    x_title = "seconds since the start of each run"
+    charts = [figures.add("Target vs achieved rate (events/s)", rate_bars,
+                          {**_axes("run", "events/s"), "barmode": "group", "hovermode": "closest"}),
+              figures.add("End-to-end latency percentiles (ms)", bars,
+                          {**_axes("run", "ms"), "barmode": "group", "hovermode": "closest"})]
+    if rate_traces:
+        charts += [figures.add("Achieved rate per micro-batch (events/s, trailing 1 s)", rate_traces,
+                               {**_axes(x_title, "events/s"), "hovermode": "closest"}),
+                   figures.add("p99 latency per micro-batch (ms)", p99_traces,
+                               {**_axes(x_title, "ms"), "hovermode": "closest"})]
+    return (f'<section class="run comparison"><h2>{_e(heading)}</h2><table><tr>'
+            + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
+            + '<div class="charts">' + "".join(charts) + "</div></section>")
+
+
+def _ramp_header(name: str, ramp: dict) -> str:
+    best = ramp.get("highestSustainedRate")
+    settings = ramp.get("ramp") or {}
+    return (f'<section class="run"><h2>{_e(name)}: ramp</h2><div class="cards">'
+            f'<div class="card"><b>{_e(_number(best) if best is not None else "none")}</b>'
+            f"<span>highest sustained rate (events/s)</span></div>"
+            f'<div class="card"><b>{len(ramp.get("steps") or [])}</b><span>steps run</span></div></div>'
+            f"<p>sustained = {_e(ramp.get('bound', ''))}"
+            + ("; <b>interrupted</b>: the ramp did not reach its end" if ramp.get("interrupted") else "")
+            + "</p>" + _kv_table(settings) + "</section>")
+
+
+def _document_sections(name: str, document: dict, figures: _Figures) -> list[str]:
+    """A document's parts: a ramp's header, then one section per run (step, scenario)."""
+    mode = document.get("mode")
+    if mode == "scenarios":
+        out = []
+        for index, section in enumerate(document.get("scenarios") or [], 1):
+            out += _document_sections(f"{name} / {section.get('name') or f'scenario {index}'}", section, figures)
+        return out
+    if mode == "ramp":
+        out = [_ramp_header(name, document)]
+        for index, step in enumerate(document.get("steps") or [], 1):
+            out.append(_run_section(f"{name} / {step_name(index, step)}", step, figures))
+        return out
+    return [_run_section(name, document, figures)]
+
+
+def render_html(documents: Sequence[tuple[str, dict]], title: str, script: str) -> str:
+    """The page of `documents` (each a ``report.json`` document with its name) with `script` (plotly.js) inlined.
+
+    One document of one run: that run's section. More runs (a ramp's steps, a file's scenarios, several
+    documents): a comparison of them all first, then each one's section. Deterministic for the same input."""
+    figures = _Figures()
+    runs = [pair for name, document in documents for pair in run_sections(document, name)]
+    parts = []
+    if len(runs) > 1:
+        parts.append(_comparison(runs, figures, f"Comparison of {len(runs)} runs"))
+    for name, document in documents:
+        parts += _document_sections(name, document, figures)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body><main>"
+            f"<h1>{_e(title)}</h1>" + "".join(parts) + "</main>\n"
+            f"<script>{script}</script>\n"
+            f'<script type="application/json" id="figures">{figures.json()}</script>\n'
+            "<script>\n(function () {\n"
+            "  var specs = JSON.parse(document.getElementById('figures').textContent);\n"
+            "  var config = {responsive: true, displaylogo: false};\n"
+            "  Promise.all(specs.map(function (s) { return Plotly.newPlot(s.id, s.data, s.layout, config); }))\n"
+            "    .then(function () { document.body.setAttribute('data-charts', 'rendered'); },\n"
+            "          function (e) { document.body.setAttribute('data-charts', 'failed: ' + e); });\n"
+            "})();\n</script>\n</body></html>\n")
+
+
+def write_html(documents: Sequence[tuple[str, dict]], path: str | Path, title: str) -> Path:
+    """`render_html` with plotly.js from the ``plotly`` package into `path` (its folder created); returns the path.
+    Raises ImportError without plotly (the ``report`` extra)."""
+    script = plotly_js()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(documents, title, script), encoding="utf-8")
+    return path

@@ -1,0 +1,47 @@
+"""The runs of a ``report.json`` document, each with its name: what the HTML report and the JUnit file walk.
+
+A document is one of the three shapes `impulse.loadtest.report.write_report` writes: a run (``mode: run``:
+``summary``, ``thresholds``, ``batches``, …), a ramp (``mode: ramp``: ``steps``, each a run) or a file's
+scenarios (``mode: scenarios``: ``scenarios``, each a run or a ramp with its ``name``). Only these keys
+are read; every other key passes through untouched, so keys added to a run's object reach the readers.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+__all__ = ["run_sections", "step_name", "check_failure"]
+
+
+def step_name(index: int, step: dict) -> str:
+    """``step 2: 20,000 events/s`` for the `index`-th (from 1) step of a ramp."""
+    rate = (step.get("summary") or {}).get("targetRate")
+    return f"step {index}" + (f": {rate:,.0f} events/s" if isinstance(rate, (int, float)) else "")
+
+
+def run_sections(document: dict, name: str) -> Iterator[tuple[str, dict]]:
+    """Every run of `document` in order, as (name, the run's object): `name` for a run; ``name / step i: RATE`` per
+    step of a ramp; ``name / SCENARIO`` (and its steps) per scenario of a file."""
+    mode = document.get("mode")
+    if mode == "scenarios":
+        for index, section in enumerate(document.get("scenarios") or [], 1):
+            yield from run_sections(section, f"{name} / {section.get('name') or f'scenario {index}'}")
+    elif mode == "ramp":
+        for index, step in enumerate(document.get("steps") or [], 1):
+            yield f"{name} / {step_name(index, step)}", step
+    else:
+        yield name, document
+
+
+def check_failure(check: dict) -> str | None:
+    """Why a run's ``check`` object (expected, delivered, lost, duplicated, unexpected, passed) failed, in one line;
+    None when it passed."""
+    if check.get("passed"):
+        return None
+    counts = ", ".join(f"{key} {check[key]:,}" if isinstance(check.get(key), int) else f"{key} {check.get(key)}"
+                       for key in ("lost", "duplicated", "unexpected") if key in check)
+    of = check.get("expected")
+    delivered = check.get("delivered")
+    return (f"{counts or 'failed'}" + (f" of {of:,} expected" if isinstance(of, int) else "")
+            + (f" ({delivered:,} delivered)" if isinstance(delivered, int) else "") + "; bound: every expected row "
+            "delivered exactly once, nothing else")
