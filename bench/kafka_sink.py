@@ -11,7 +11,7 @@ idempotence, ``linger.ms``, ``batch.size``, compression…), five ways:
   values is not timed) — what a user writes by hand with confluent-kafka;
 - ``sink_write``: the same records as Arrow record batches (impulse's, 131072 rows each) through the
   sink's own write path in this process, at_least_once — ``KafkaSink.open`` → ``write`` → ``close``,
-  no Spark: Arrow batches handed to librdkafka whole (``sinks.librdkafka``), back-pressure, failure checks;
+  no Spark: Arrow batches handed to librdkafka whole (``sinks.kafka.librdkafka``), back-pressure, failure checks;
 - ``sink_at_least_once`` / ``sink_exactly_once``: impulse → ``kafka-sink`` through Spark
   (``local[2]``, 2 partitions, micro-batches of ``--rows`` records, ``Trigger.AvailableNow``);
 - ``spark_kafka``: impulse → Spark's own ``format("kafka")`` (Java producer, at-least-once), from
@@ -46,7 +46,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
-from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
+from sinks.kafka.options import PRODUCER_DEFAULTS  # noqa: E402
 from connectors.servers import KafkaBroker  # noqa: E402
 from rounds import rounds  # noqa: E402  (a sibling script: its folder is on sys.path)
 
@@ -138,7 +138,7 @@ def run_sink_write(broker, topic: str, batches: list) -> float:
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     from connectors.protocol import WriteIdentity
-    from sinks.kafka import KafkaSinkDataSource
+    from sinks.kafka.sink import KafkaSinkDataSource
 
     options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "deliveryGuarantee": "at_least_once",
                **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}

@@ -31,7 +31,8 @@ from connectors.protocol import WriteIdentity  # noqa: E402
 from connectors.rows import json_objects  # noqa: E402
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
-from sinks.redis import RedisOptions, RedisSink  # noqa: E402
+from sinks.redis.options import RedisOptions
+from sinks.redis.sink import RedisSink  # noqa: E402
 from connectors.servers import RedisServer  # noqa: E402
 
 

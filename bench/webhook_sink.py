@@ -135,14 +135,15 @@ def bodies(rows: int, partitions: int, batch_size: int) -> list[tuple[str, bytes
     from connectors.options import OptionReader
     from impulse.options import ImpulseOptions
     from impulse.source import ImpulseBatchReader
-    from sinks.webhook import WebhookOptions, _Bodies
+    from sinks.webhook.bodies import Bodies
+    from sinks.webhook.options import WebhookOptions
 
     opts = WebhookOptions.read(OptionReader({"url": "http://127.0.0.1/", "batchSize": str(batch_size)}, name="bench"))
     reader = ImpulseBatchReader(ImpulseOptions.from_options({
         "eventsPerSecond": "1000000000", "numPartitions": str(partitions), "limit": str(rows), "startTime": "0"}))
     out = []
     for partition in reader.partitions():
-        cut = _Bodies(opts)
+        cut = Bodies(opts)
         made = [r.body() for batch in reader.read(partition) for r in cut.add(batch)] + [r.body() for r in cut.rest()]
         out += [(f"bench:0:{partition.subtask_index}:{k}", body) for k, body in enumerate(made)]
     return out

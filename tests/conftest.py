@@ -118,7 +118,9 @@ def connect_session(spark_connect):
 def sink_adapters(redis_server, kafka_broker, http_receiver):
     """The conformance adapters of the three sinks on the test servers, by short name: each has
     ``options(namespace)``, ``prepare``, ``read_back`` (every landed event, duplicates kept) and ``cleanup``."""
-    from connectors.conformance.adapters import KafkaAdapter, RedisAdapter, WebhookAdapter
+    from sinks.kafka.adapter import KafkaAdapter
+    from sinks.redis.adapter import RedisAdapter
+    from sinks.webhook.adapter import WebhookAdapter
 
     return {"redis": RedisAdapter(redis_server.url, target="list"), "kafka": KafkaAdapter(kafka_broker.bootstrap),
             "webhook": WebhookAdapter(http_receiver)}

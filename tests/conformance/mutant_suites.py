@@ -27,7 +27,7 @@ import os
 import pytest
 
 from connectors.conformance import SinkConformance
-from connectors.conformance.adapters import WebhookAdapter
+from sinks.webhook.adapter import WebhookAdapter
 from tests.conformance.mutants import MUTANTS, SparkKafkaAdapter, mutant_adapter
 
 pytestmark = [pytest.mark.integration]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.conformance.adapters import WebhookAdapter
+from sinks.webhook.adapter import WebhookAdapter
 from connectors.conformance.suite import PARTITIONS, SinkConformance
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.kafka, pytest.mark.slow]

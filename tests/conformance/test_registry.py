@@ -1,11 +1,14 @@
 """The one table of connectors: everything that lists them reads it, and a fourth sink needs one row.
 
-The fourth sink (`tests.conformance.file_sink`) is added to the table for the duration of a test only;
+The fourth sink is its module (`tests.conformance.file_sink`: the sink and its adapter), its entry point
+(`tests.conformance.pyspark_file_sink`) and one row, added to the table for the duration of a test only;
 nothing else in the project is edited for it, yet it is registered, warmed up, pre-flighted by the
 load harness, offered by the conformance CLI and passes the conformance suite.
 """
 
 from __future__ import annotations
+
+from importlib import import_module
 
 import pytest
 
@@ -17,7 +20,7 @@ from connectors.registry import Connector
 
 pytestmark = [pytest.mark.integration]
 
-FILE_SINK = Connector("file-sink", "tests.conformance.file_sink:FileSinkDataSource",
+FILE_SINK = Connector("file-sink", "sink", "tests.conformance.file_sink:FileSinkDataSource",
                       adapter="tests.conformance.file_sink:FileAdapter", preload=("json",))
 
 
@@ -42,6 +45,9 @@ def test_everything_lists_the_table():
         modules = preload_modules(name).split(",")
         assert modules[0] == registry.connector(name).module and len(modules) > 1
     assert preload_modules("noop") == ""
+    assert {row.kind for row in registry.connectors()} == set(registry.KINDS)
+    with pytest.raises(ValueError, match="kind 'thing' is not one of source, sink"):
+        Connector("x", "thing", "m:C")
 
 
 def _required_arguments(name: str) -> list[str]:
@@ -58,6 +64,8 @@ def test_a_fourth_sink_is_its_module_and_one_row(with_file_sink, spark, tmp_path
     from impulse.loadtest.session import preload_modules
     from impulse.loadtest.target import known_sinks, preflight
 
+    entry_point = import_module("tests.conformance.pyspark_file_sink").DefaultSource
+    assert entry_point is FILE_SINK.data_source_class() and entry_point.name() == "file-sink"
     assert "file-sink" in register_all(spark)
     assert "file-sink" in known_sinks()
     assert preload_modules("file-sink") == "tests.conformance.file_sink,json"

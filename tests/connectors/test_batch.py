@@ -69,8 +69,8 @@ def test_create_table_options_are_refused_with_the_working_path():
         reader.finish()
 
 
-@pytest.mark.parametrize("module, cls", [("sinks.redis", "RedisSinkDataSource"), ("sinks.kafka", "KafkaSinkDataSource"),
-                                         ("sinks.webhook", "WebhookSinkDataSource")])
+@pytest.mark.parametrize("module, cls", [("sinks.redis.sink", "RedisSinkDataSource"), ("sinks.kafka.sink", "KafkaSinkDataSource"),
+                                         ("sinks.webhook.sink", "WebhookSinkDataSource")])
 def test_a_sink_has_no_schema_and_says_how_to_declare_a_view(module, cls):
     from importlib import import_module
 

@@ -64,7 +64,8 @@ def test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_sta
 
 def redis_sink(url: str, **options):
     from connectors.options import OptionReader
-    from sinks.redis import RedisOptions, RedisSink
+    from sinks.redis.options import RedisOptions
+    from sinks.redis.sink import RedisSink
 
     return RedisSink(RedisOptions.read(OptionReader({"url": url, **options}, name="redis sink")))
 

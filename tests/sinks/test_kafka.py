@@ -20,9 +20,10 @@ from connectors.conformance.suite import expected_events
 from connectors.errors import DeliveryError, FencedError, OptionError
 from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity
-from sinks.kafka import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, KafkaSink, KafkaSinkDataSource, _Columns, \
-    _IdleClients, _idle_checkers, transactional_id
 from connectors.servers import wait_until
+from sinks.kafka.client import IdleClients, idle_checkers
+from sinks.kafka.options import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, transactional_id
+from sinks.kafka.sink import Columns, KafkaSink, KafkaSinkDataSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -103,7 +104,7 @@ def sink_for(broker, topic: str, **options) -> KafkaSink:
 
     reader = OptionReader({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, **options}, name="kafka sink")
     schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
-    return KafkaSink(KafkaOptions.read(reader), _Columns.of(schema))
+    return KafkaSink(KafkaOptions.read(reader), Columns.of(schema))
 
 
 def rows(subtask: int, first: int, end: int) -> pa.RecordBatch:
@@ -458,7 +459,7 @@ def test_delivery_error_is_not_retried(kafka_broker):
     sink = sink_for(kafka_broker, topic, **{"kafka.compression.type": "none"})
     identity = WriteIdentity(_name("q"), 0, 0, 0)
     big = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 2_000], pa.binary())})
-    sink.columns = _Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
+    sink.columns = Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
     conn = sink.open(identity)
     try:
         with pytest.raises(DeliveryError, match="refuses row 10 of .*MSG_SIZE_TOO_LARGE"):
@@ -518,7 +519,7 @@ def test_a_compacted_topic_refuses_records_without_a_key(kafka_broker):
     topic = kafka_broker.create_topic(_name("compacted"), partitions=1, config={"cleanup.policy": "compact"})
     dead = kafka_broker.create_topic(_name("dlq"), partitions=1)
     sink = sink_for(kafka_broker, topic, deadLetterTopic=dead)
-    sink.columns = _Columns(value=True, key=True, topic=False, partition=False, headers=False, timestamp=False)
+    sink.columns = Columns(value=True, key=True, topic=False, partition=False, headers=False, timestamp=False)
     identity = WriteIdentity(_name("q"), 0, 0, 0)
     conn = sink.open(identity)
     try:
@@ -567,7 +568,7 @@ def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):
 
 def test_idle_clients_are_taken_once_and_expire():
     now = [0.0]
-    idle = _IdleClients(max_idle_s=10.0, clock=lambda: now[0])
+    idle = IdleClients(max_idle_s=10.0, clock=lambda: now[0])
     idle.keep(("a",), "client-a")
     assert idle.take(("b",)) is None
     assert idle.take(("a",)) == "client-a" and idle.take(("a",)) is None  # one user at a time
@@ -587,9 +588,9 @@ def test_check_keeps_the_client_that_answered_and_drops_one_that_failed(kafka_br
     assert missing._idle_key == sink._idle_key  # the topic is not a client setting: they share a client
 
     def kept():
-        client = _idle_checkers.take(sink._idle_key)
+        client = idle_checkers.take(sink._idle_key)
         if client is not None:
-            _idle_checkers.keep(sink._idle_key, client)
+            idle_checkers.keep(sink._idle_key, client)
         return client
 
     sink.check()

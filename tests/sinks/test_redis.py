@@ -8,9 +8,11 @@ import uuid
 import pytest
 
 from connectors.conformance import expected_events, run_query
-from connectors.conformance.adapters import RedisAdapter
 from connectors.protocol import Fingerprint
 from connectors.servers import RedisServer, wait_until
+from sinks.redis.adapter import RedisAdapter
+from sinks.redis.options import RedisOptions
+from sinks.redis.sink import RedisSink, RedisSinkDataSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -87,7 +89,6 @@ def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_pat
 
 
 def test_the_driver_finds_records_of_partitions_beyond_a_replays_count(redis_server, prefix):
-    from sinks.redis import RedisOptions, RedisSink
     from connectors.options import OptionReader
 
     sink = RedisSink(RedisOptions.read(OptionReader({"url": redis_server.url, "commitKeyPrefix": f"commit:{prefix}:"},
@@ -145,7 +146,6 @@ def test_connections_do_not_scan_package_metadata(redis_server, monkeypatch):
 
     from connectors.options import OptionReader
     from connectors.protocol import WriteIdentity
-    from sinks.redis import RedisOptions, RedisSink
 
     lookups = []
     real = importlib.metadata.version
@@ -167,7 +167,6 @@ LANES = 10
 
 def _lane_sink(url: str, prefix: str, target: str, **options):
     from connectors.options import OptionReader
-    from sinks.redis import RedisOptions, RedisSink
 
     return RedisSink(RedisOptions.read(OptionReader(
         {"url": url, "target": target, "keyPrefix": f"{prefix}:", "keyColumn": "lane",
@@ -240,7 +239,6 @@ def test_a_key_whose_type_changes_while_writing_marks_the_partition_refused(redi
     again (duplicates)."""
     from connectors.errors import DeliveryError
     from connectors.protocol import WriteIdentity
-    from sinks.redis import RedisSink
 
     client = redis_server.client()
     check = RedisSink._refusals
@@ -424,7 +422,6 @@ def test_a_dead_letter_key_of_another_type_refuses_the_partition(redis_server, p
 def test_a_dead_letter_key_rows_could_be_written_to_fails_at_start(options, allowed):
     from connectors.errors import OptionError
     from connectors.options import OptionReader
-    from sinks.redis import RedisOptions
 
     with pytest.raises(OptionError, match=f"events:dead.*deadLetterKey.*{allowed}"):
         RedisOptions.read(OptionReader({"url": "redis://localhost", "deadLetterKey": "events:dead", **options},
@@ -503,7 +500,6 @@ def test_zset_replay_and_refused_scores(redis_server, prefix):
 def test_set_and_zset_options_fail_at_start(options, message):
     from connectors.errors import OptionError
     from connectors.options import OptionReader
-    from sinks.redis import RedisOptions
 
     with pytest.raises(OptionError, match=message):
         RedisOptions.read(OptionReader({"url": "redis://localhost", "keyPrefix": "k", **options}, name="redis-sink"))
@@ -514,7 +510,6 @@ def test_a_score_column_that_is_not_numeric_fails_at_start():
 
     from connectors.errors import OptionError
     from connectors.options import OptionReader
-    from sinks.redis import RedisSinkDataSource
 
     schema = StructType([StructField("score", StringType())])
     reader = OptionReader({"url": "redis://localhost", "keyPrefix": "k", "target": "zset", "scoreColumn": "score"},

@@ -10,7 +10,7 @@ import pytest
 
 from connectors.conformance import SinkConformance, run_query
 from connectors.conformance.batch_suite import BatchWriteConformance
-from connectors.conformance.adapters import WebhookAdapter
+from sinks.webhook.adapter import WebhookAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
