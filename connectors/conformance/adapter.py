@@ -7,16 +7,40 @@ import io
 import socket
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.json as pajson
 
-if TYPE_CHECKING:
-    from connectors.conformance.poison import Poison
+__all__ = ["SinkAdapter", "Poison", "events_from_json", "unused_port", "host_port", "with_address"]
 
-__all__ = ["SinkAdapter", "events_from_json", "unused_port", "host_port", "with_address"]
+
+Event = tuple[int, int]  # (subtask_index, counter)
+
+
+@dataclass(frozen=True)
+class Poison:
+    """Rows a target refuses for good, for one namespace (made ready by `SinkAdapter.poison`).
+
+    `columns` (SQL expressions over the impulse columns ``counter``, ``subtask_index``, ``timestamp``) is the
+    frame given to the sink; with `options` the rows where `refused` holds are refused by the target;
+    `dead_letter` adds the sink's dead-letter target. `read_back` and `read_dead_letters` give the
+    ``(subtask_index, counter)`` of every row that landed and every dead letter, duplicates included.
+    `words`: words the failure without a dead-letter target must contain (it names the row).
+    """
+
+    columns: list[str]
+    options: Mapping[str, str]
+    dead_letter: Mapping[str, str]
+    refused: Callable[[Event], bool]
+    read_back: Callable[[], list[Event]]
+    read_dead_letters: Callable[[], list[Event]]
+    words: tuple[str, ...] = field(default=("row",))
+    #: a target without transactions (a webhook): without a dead-letter target, what the sink delivered before the
+    #: refused request stays delivered, so only "no dead letter, and the query failed naming the row" is checked
+    partial: bool = False
 
 
 class SinkAdapter(ABC):

@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
 
-from connectors.servers.base import (LOOPBACK, ROOT, ServerError, _ProcessServer, _quiet_logger, cache_root,
+from connectors.servers.base import (LOOPBACK, ROOT, ServerError, ProcessServer, quiet_logger, cache_root,
                                      free_port, wait_until)
 
 __all__ = ["KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir"]
@@ -109,7 +109,7 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-class KafkaBroker(_ProcessServer):
+class KafkaBroker(ProcessServer):
     """A single-node Apache Kafka (KRaft, broker and controller in one JVM) on free loopback ports.
 
     With `proxy_listener`, a second listener (``PROXIED``, on `proxied_port`) advertises another free port,
@@ -301,7 +301,7 @@ class KafkaBroker(_ProcessServer):
     # --- client helpers
 
     def _client_config(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": _quiet_logger("kafka")}
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": quiet_logger("kafka")}
         conf.update(extra or {})
         return conf
 

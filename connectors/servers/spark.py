@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connectors.servers.base import LOOPBACK, ROOT, ServerError, _ProcessServer, _tail, free_port, wait_until
+from connectors.servers.base import LOOPBACK, ProcessServer, ROOT, ServerError, free_port, tail, wait_until
 
 __all__ = ["SparkConnectServer", "SparkStandaloneCluster", "processes_under", "spark_home"]
 
@@ -52,7 +52,7 @@ def spark_home() -> Path:
     return Path(spec.origin).parent
 
 
-class _SparkServer(_ProcessServer):
+class _SparkServer(ProcessServer):
     """JVMs launched with the installed PySpark's ``bin/spark-class`` on loopback; Python workers run this
     interpreter with this checkout first on ``PYTHONPATH``. Stopping also waits until no process is left
     in the server's dir (executors, Python daemons and workers) and fails naming any that had to be killed.
@@ -153,7 +153,7 @@ class SparkStandaloneCluster(_SparkServer):
                 return
             except ServerError as exc:
                 self._stop(10)
-                if attempt == 2 or "Address already in use" not in str(exc) + _tail(self.out_path, 80):
+                if attempt == 2 or "Address already in use" not in str(exc) + tail(self.out_path, 80):
                     raise
 
     def _stop(self, timeout: float) -> None:

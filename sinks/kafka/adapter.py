@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping
 
-from connectors.conformance.adapter import SinkAdapter, events_from_json, unused_port
-
-if TYPE_CHECKING:
-    from connectors.conformance.poison import Poison
+from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, unused_port
 
 __all__ = ["KafkaAdapter"]
 
@@ -86,11 +83,9 @@ class KafkaAdapter(SinkAdapter):
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))
 
-    def poison(self, namespace: str) -> "Poison":
+    def poison(self, namespace: str) -> Poison:
         """Rows over a topic's ``max.message.bytes`` (1,000): every tenth (``counter % 10 == 3``) carries 2,000
         bytes; ``deadLetterTopic`` is a topic of the namespace with the broker's default limit."""
-        from connectors.conformance.poison import Poison  # needs pytest: not imported by the CLI's --help
-
         small, dead = f"{self.topic(namespace)}-small", f"{self.topic(namespace)}-dead"
         self._create(small, {"max.message.bytes": "1000"})
         self._create(dead)

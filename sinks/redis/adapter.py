@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import functools
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping
 
-from connectors.conformance.adapter import SinkAdapter, events_from_json, host_port, unused_port, with_address
-
-if TYPE_CHECKING:
-    from connectors.conformance.poison import Poison
+from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, host_port, unused_port, with_address
 
 __all__ = ["RedisAdapter"]
 
@@ -81,11 +78,9 @@ class RedisAdapter(SinkAdapter):
             values = [v for i in range(0, len(keys), 10_000) for v in self.client.mget(keys[i:i + 10_000])]
         return events_from_json(values)
 
-    def poison(self, namespace: str) -> "Poison":
+    def poison(self, namespace: str) -> Poison:
         """Lists per lane (``counter % 10``) whose lane 3 key holds a string: Redis refuses those rows (WRONGTYPE);
         ``deadLetterKey`` is the namespace's stream ``<namespace>:dead``."""
-        from connectors.conformance.poison import Poison  # needs pytest: not imported by the CLI's --help
-
         lanes, refused_lane = f"{namespace}:lane:", 3
         self.client.set(f"{lanes}{refused_lane}", "a plain string")
         dead = f"{namespace}:dead"

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping
 from urllib.parse import urlsplit
 
-from connectors.conformance.adapter import SinkAdapter, host_port, unused_port, with_address
-
-if TYPE_CHECKING:
-    from connectors.conformance.poison import Poison
+from connectors.conformance.adapter import Poison, SinkAdapter, host_port, unused_port, with_address
 
 __all__ = ["WebhookAdapter"]
 
@@ -74,13 +71,11 @@ class WebhookAdapter(SinkAdapter):
             events += [(row["subtask_index"], row["counter"]) for row in rows]
         return events
 
-    def poison(self, namespace: str) -> "Poison":
+    def poison(self, namespace: str) -> Poison:
         """The receiver answers 422 to a request under ``/<namespace>`` holding a row with ``counter % 10 == 3``
         (as an API refuses a row it cannot accept); ``deadLetterUrl`` is ``/<namespace>-dead``. A webhook has no
         transaction: the requests delivered before the refused one stay delivered (`Poison.partial`)."""
         import json
-
-        from connectors.conformance.poison import Poison  # needs pytest: not imported by the CLI's --help
 
         refused_lane = 3
         self.receiver.refuse_rows(lambda row: isinstance(row, dict) and row.get("counter", -1) % 10 == refused_lane,

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from sinks.webhook.adapter import WebhookAdapter
-from connectors.conformance.suite import PARTITIONS, SinkConformance
+from connectors.conformance.harness import PARTITIONS
+from connectors.conformance.suite import SinkConformance
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.kafka, pytest.mark.slow]
 

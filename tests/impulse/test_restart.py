@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from connectors.conformance.suite import kill_tree
+from connectors.conformance.harness import kill_tree
 from impulse.schedule import Schedule
 from tests.impulse.helpers import (BatchRecorder, checkpoint_offsets, committed_batches, impulse, poll, poll_query,
                                    uncommit_last_batch)

@@ -49,7 +49,7 @@ def kill_driver_mid_batch(command: list[str], checkpoint: Path, batches: int, cw
     """Run a streaming driver (`command`, writing its checkpoint to `checkpoint`) and SIGKILL it, with its Python
     workers, while a batch is planned but not committed, after at least two committed ones; fails if it ended
     first or the kill came after the last of its `batches`."""
-    from connectors.conformance.suite import kill_tree
+    from connectors.conformance.harness import kill_tree
     from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll
 
     process = subprocess.Popen(command, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL,

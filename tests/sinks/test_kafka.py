@@ -16,7 +16,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from connectors.conformance.suite import expected_events
+from connectors.conformance.harness import expected_events
 from connectors.errors import DeliveryError, FencedError, OptionError
 from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity

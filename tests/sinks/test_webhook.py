@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from connectors.conformance.suite import expected_events
+from connectors.conformance.harness import expected_events
 from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
                                TransientError)
 from connectors.options import OptionReader
