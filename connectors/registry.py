@@ -1,28 +1,32 @@
 """The one table of this project's connectors; everything that lists them reads it.
 
-Each row names a data source: its format name, what it is (`kind`: ``"source"`` or ``"sink"``), the class (``"module:Class"``, imported lazily so that
-reading the table never needs a sink's client library), the pip extra that installs its client
-library, the client modules a writer imports on the executors, and, for a sink, the conformance
-adapter (``"module:Class"``, a `connectors.conformance.adapter.SinkAdapter`, kept beside the sink) that
-binds the suite to a target named on the command line. Derived from it:
+Each row names a data source: its format name, what it is (`kind`: ``"source"`` or ``"sink"``), the class
+(``"module:Class"``, imported lazily so that reading the table never needs a sink's client library), the pip
+extra that installs its client library, the client modules a writer imports on the executors, and, for a sink,
+the conformance adapter (``"module:Class"``, a `connectors.conformance.adapter.SinkAdapter`, kept beside the
+sink) that binds the suite to a target named on the command line. Derived from it:
 
 - `connectors.data_sources` / `connectors.register_all` (every row);
 - the load harness's project sinks, their pre-flight and their warm-up imports
   (`impulse.loadtest.target`, `impulse.loadtest.session`);
 - the conformance CLI's sink names and arguments (``python -m connectors.conformance``).
 
-Adding a sink is its module(s) (a package under ``sinks/`` with its adapter), its top-level ``pyspark_<name>`` entry point (for PySpark's
-auto-registration) and one `Connector` row in `CONNECTORS`.
+Adding a sink is its module(s) (a package under ``sinks/`` with its adapter), its top-level ``pyspark_<name>``
+entry point (for PySpark's auto-registration) and one `Connector` row in `CONNECTORS`. `import_extra` is the
+one gate in front of an optional extra's package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 from importlib import import_module
-from typing import Any
+from importlib.util import find_spec
+from types import ModuleType
+from typing import Any, Literal
 
-__all__ = ["Kind", "KINDS", "Connector", "CONNECTORS", "connectors", "connector", "sinks", "load"]
+from connectors.errors import SinkError
+
+__all__ = ["Kind", "KINDS", "Connector", "CONNECTORS", "connectors", "connector", "sinks", "load", "import_extra"]
 
 
 Kind = Literal["source", "sink"]
@@ -64,10 +68,6 @@ class Connector:
     def require_clients(self) -> None:
         """Raise `SinkError` naming the extra to install when a client module of this connector is missing
         here (the driver checks before a write starts; the executors need the same installation)."""
-        from importlib.util import find_spec
-
-        from connectors.errors import SinkError
-
         missing = [module for module in self.preload if find_spec(module) is None]
         if missing:
             raise SinkError(f"{self.name} needs the Python package{'s' * (len(missing) > 1)} "
@@ -107,6 +107,18 @@ def connector(name: str) -> Connector:
 def sinks() -> tuple[Connector, ...]:
     """The rows of kind ``"sink"``, in table order."""
     return tuple(row for row in connectors() if row.kind == "sink")
+
+
+def import_extra(module: str, extra: str, needed_by: str, package: str) -> ModuleType:
+    """`module`, from the package of an optional extra, imported: the one gate in front of an extra's package.
+
+    Raises `SinkError` ``"<needed_by> needs <package>: pip install 'impulse-connectors[<extra>]'"`` when it is not
+    installed (`package` is the name pip knows it by).
+    """
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise SinkError(f"{needed_by} needs {package}: pip install 'impulse-connectors[{extra}]'") from exc
 
 
 def load(target: str) -> Any:

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pyspark
+
 from connectors.servers.base import cache_root
 
 #: beside ``-XX:SharedArchiveFile``: no warning (on standard output) from a JVM that cannot use the archive
@@ -57,8 +59,6 @@ spark.stop()
 
 def archive_path() -> Path:
     """Where the archive for this JDK and PySpark is (or would be) kept."""
-    import pyspark
-
     version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     # without the "Picked up JAVA_TOOL_OPTIONS" line: the archive does not depend on those options
     digest = hashlib.sha256("\n".join(l for l in version if not l.startswith("Picked up")).encode())

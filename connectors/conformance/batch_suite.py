@@ -29,7 +29,7 @@ from typing import Mapping
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.harness import PARTITIONS, attempt, expected_events, read_metrics
+from connectors.conformance.harness import PARTITIONS, expected_events, failure_of, read_metrics
 
 __all__ = ["BatchWriteConformance", "batch_frame", "write_batch"]
 
@@ -108,7 +108,7 @@ class BatchWriteConformance:
         if not adapter.supports_fault_injection:
             pytest.skip(f"{adapter.format} has no faultInjection option")
         options = {"commitId": f"{namespace}-job"}
-        failure = attempt(lambda: write_batch(spark, adapter, namespace, self.batch_rows, options={
+        failure = failure_of(lambda: write_batch(spark, adapter, namespace, self.batch_rows, options={
             **options, "faultInjection": "point=after_write,action=fail,batch=0,partition=0"}))
         assert failure is not None, "the write survived a fault on every attempt"
         assert "injected fault" in str(failure), str(failure)[-2000:]
@@ -148,7 +148,7 @@ class BatchWriteConformance:
             assert "UNSUPPORTED_DATA_SOURCE_SAVE_MODE" in message, message[-2000:]
 
     def _expect_failure(self, adapter: SinkAdapter, namespace: str, fn, word: str) -> str:
-        failure = attempt(fn)
+        failure = failure_of(fn)
         assert failure is not None, f"{self.case}: the write succeeded, expected an error naming {word!r}"
         message = str(failure)
         assert word.lower() in message.lower(), f"the error does not name {word!r}: {message[-2000:]}"

@@ -21,7 +21,7 @@ from connectors.partitions import split_limit
 from connectors.registry import connector
 
 __all__ = ["PARTITIONS", "Verdict", "compare", "expected_events", "impulse_stream", "start_query", "await_query",
-           "run_query", "attempt", "read_metrics", "fresh_namespace", "Override", "data_source_class",
+           "run_query", "failure_of", "read_metrics", "fresh_namespace", "Override", "data_source_class",
            "descendants", "wait_for_stall", "kill_tree"]
 
 #: the impulse partitions every case writes from
@@ -112,7 +112,8 @@ def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, 
     return await_query(query, timeout)
 
 
-def attempt(fn) -> BaseException | None:
+def failure_of(fn) -> BaseException | None:
+    """What calling `fn` raised (a query's failure, as Spark reports it), None when it returned."""
     try:
         fn()
     except Exception as exc:  # the query's failure, as Spark reports it

@@ -22,7 +22,7 @@ from typing import Mapping
 import pytest
 
 from connectors.conformance.adapter import Poison, SinkAdapter
-from connectors.conformance.harness import Override, attempt, expected_events, run_query
+from connectors.conformance.harness import Override, expected_events, failure_of, run_query
 
 __all__ = ["PoisonRecordConformance"]
 
@@ -47,7 +47,7 @@ class PoisonRecordConformance:
 
         crash = "point=mid_write,action=crash,batch=1,partition=0"
         if adapter.supports_fault_injection:
-            failure = attempt(lambda: run({"faultInjection": crash}))
+            failure = failure_of(lambda: run({"faultInjection": crash}))
             assert failure is not None, "the crash on every attempt never fired"
         run({})
         events = expected_events(self.limit)
@@ -60,8 +60,8 @@ class PoisonRecordConformance:
 
     def test_poison_rows_fail_the_query_without_a_dead_letter_target(self, spark, adapter, namespace, tmp_path):
         poison = self._poison(adapter, namespace)
-        failure = attempt(lambda: run_query(spark, Override(adapter, poison.options), namespace, tmp_path / "ck",
-                                             limit=self.limit, per_trigger=self.per_trigger, columns=poison.columns))
+        failure = failure_of(lambda: run_query(spark, Override(adapter, poison.options), namespace, tmp_path / "ck",
+                                               limit=self.limit, per_trigger=self.per_trigger, columns=poison.columns))
         assert failure is not None, "a refused row without a dead-letter target must fail the query"
         for word in poison.words:
             assert word in str(failure), f"the failure does not say {word!r}: {str(failure)[-2000:]}"

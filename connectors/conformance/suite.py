@@ -61,9 +61,9 @@ import time
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.harness import (PARTITIONS, Override, Verdict, attempt, await_query, compare,
-                                            data_source_class, expected_events, fresh_namespace, impulse_stream,
-                                            kill_tree, read_metrics, run_query, start_query, wait_for_stall)
+from connectors.conformance.harness import (PARTITIONS, Override, Verdict, await_query, compare, data_source_class,
+                                            expected_events, failure_of, fresh_namespace, impulse_stream, kill_tree,
+                                            read_metrics, run_query, start_query, wait_for_stall)
 from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
 from connectors.conformance.poison import PoisonRecordConformance
 from connectors.partitions import split_limit
@@ -212,9 +212,9 @@ class SinkConformance(PoisonRecordConformance):
         point, action, attempt = fault_case
         checkpoint, metrics = tmp_path / "ck", tmp_path / "metrics.jsonl"
         fault = f"point={point},action={action},batch=1,partition=0" + ("" if attempt is None else f",attempt={attempt}")
-        failure = attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
-                                             per_trigger=self.per_trigger,
-                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                               per_trigger=self.per_trigger,
+                                               options={"faultInjection": fault, "metricsPath": str(metrics)}))
         if attempt is None:
             assert failure is not None, f"the query survived a fault on every attempt at {point}"
         else:
@@ -244,12 +244,12 @@ class SinkConformance(PoisonRecordConformance):
         before, after = repartition
         checkpoint = tmp_path / "ck"
         fault = "point=mid_write,action=crash,batch=1,partition=0"
-        failure = attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
-                                             per_trigger=self.per_trigger, repartition=before,
-                                             options={"faultInjection": fault}))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                               per_trigger=self.per_trigger, repartition=before,
+                                               options={"faultInjection": fault}))
         assert failure is not None, "the query survived a crash on every attempt of batch 1 partition 0"
-        failure = attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
-                                             per_trigger=self.per_trigger, repartition=after))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                               per_trigger=self.per_trigger, repartition=after))
         self.node.user_properties.append(("refused", failure is not None))
         if failure is None:
             self.check_landed(adapter, namespace, self.limit)
@@ -293,9 +293,9 @@ class SinkConformance(PoisonRecordConformance):
             pytest.skip(f"{adapter.format} has no faultInjection option")
         metrics = tmp_path / "metrics.jsonl"
         fault = f"point=mid_write,action=delay,ms={self.slow_write_ms}"
-        failure = attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
-                                             per_trigger=self.per_trigger,
-                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                               per_trigger=self.per_trigger,
+                                               options={"faultInjection": fault, "metricsPath": str(metrics)}))
         self.node.user_properties.append(("failed", failure is not None))
         if failure is not None:
             assert any(word in str(failure).lower() for word in ("timeout", "timed out")), \
@@ -383,15 +383,15 @@ class SinkConformance(PoisonRecordConformance):
 
     def test_unreachable_target_fails_at_start(self, spark, adapter, namespace, tmp_path):
         options = dict(adapter.unreachable_options(namespace))
-        failure = attempt(lambda: run_query(spark, Override(adapter, options), namespace, tmp_path / "ck",
-                                             limit=self.limit, timeout=120))
+        failure = failure_of(lambda: run_query(spark, Override(adapter, options), namespace, tmp_path / "ck",
+                                               limit=self.limit, timeout=120))
         assert failure is not None, "writing to an unreachable target succeeded"
         assert adapter.unreachable_message.lower() in str(failure).lower(), str(failure)[-2000:]
         assert adapter.read_back(namespace) == []
 
     def _expect_start_failure(self, spark, adapter, namespace, tmp_path, overrides, word) -> None:
-        failure = attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
-                                             options=overrides))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                               options=overrides))
         assert failure is not None, f"options {overrides} were accepted"
         assert word.lower() in str(failure).lower(), f"the error does not name {word!r}: {str(failure)[-2000:]}"
         assert adapter.read_back(namespace) == [], "rows were written despite bad options"
@@ -465,9 +465,9 @@ class SinkConformance(PoisonRecordConformance):
                     fired = network.await_cut(cut, lambda: query.isActive, timeout=120)
                 finally:
                     network.proxy.clear()
-                failure = attempt(lambda: await_query(query))
+                failure = failure_of(lambda: await_query(query))
                 if failure is not None:  # restarted from its checkpoint, as Spark's users do
-                    failure = attempt(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
+                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
                 verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
             if os.environ.get("IMPULSE_CUT_TRACE"):
                 print(f"{cut}: fired={fired is not None} failed={failure is not None} {time.monotonic() - started:.1f}s",
@@ -494,8 +494,8 @@ class SinkConformance(PoisonRecordConformance):
         for kind, stream, attributes in self.bad_network:
             network.proxy.add_toxic(kind, stream, **attributes)
         try:
-            failure = attempt(lambda: run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit,
-                                                 per_trigger=self.per_trigger, timeout=300))
+            failure = failure_of(lambda: run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit,
+                                                   per_trigger=self.per_trigger, timeout=300))
         finally:
             network.proxy.clear()
         self.node.user_properties.append(("kept_up", failure is None))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from contextlib import contextmanager
 from typing import Iterator, Mapping
 
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, unused_port
+from connectors.kafka_topics import create_topic, read_topic
+from sinks.kafka.client import import_kafka_admin
 
 __all__ = ["KafkaAdapter"]
 
@@ -59,8 +62,6 @@ class KafkaAdapter(SinkAdapter):
         return f"conformance-{namespace}"
 
     def _client_config(self, **extra) -> dict:
-        import logging
-
         quiet = logging.getLogger("impulse.conformance.kafka")
         quiet.propagate = False
         return {"bootstrap.servers": self.bootstrap, "logger": quiet, **extra}
@@ -74,11 +75,8 @@ class KafkaAdapter(SinkAdapter):
 
     def _create(self, topic: str, config: Mapping[str, str] | None = None) -> None:
         """Create `topic` (`partitions`, with `config`) and wait until every partition has a leader."""
-        from confluent_kafka.admin import AdminClient
-
-        from connectors.kafka_topics import create_topic
-
-        create_topic(AdminClient(self._client_config()), topic, self.partitions, 1, config, self.timeout_s)
+        admin = import_kafka_admin().AdminClient(self._client_config())
+        create_topic(admin, topic, self.partitions, 1, config, self.timeout_s)
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))
@@ -98,14 +96,11 @@ class KafkaAdapter(SinkAdapter):
     def _read(self, topic: str) -> list[tuple[int, int]]:
         """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows), once the transactions
         just committed are visible (`connectors.kafka_topics.read_topic`)."""
-        from connectors.kafka_topics import read_topic
-
         return events_from_json([m.value() for m in read_topic(self._client_config(), topic, timeout_s=self.timeout_s)])
 
     def cleanup(self, namespace: str) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        admin, topic = AdminClient(self._client_config()), self.topic(namespace)  # keep admin alive until done
+        admin = import_kafka_admin().AdminClient(self._client_config())  # kept alive until the deletions are done
+        topic = self.topic(namespace)
         topics = [topic, f"{topic}-small", f"{topic}-dead"]  # the last two: the poison-record case's
         existing = set(admin.list_topics(timeout=self.timeout_s).topics)
         for done in admin.delete_topics([t for t in topics if t in existing], operation_timeout=30).values():

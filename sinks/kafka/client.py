@@ -4,20 +4,25 @@ between tasks, and the translation of librdkafka's errors into the project's."""
 from __future__ import annotations
 
 import time
+from types import ModuleType
 from typing import Any, Callable
 
 from connectors.errors import DeliveryError, FencedError, SinkError, TransientError, map_errors
+from connectors.registry import import_extra
 from sinks.kafka.options import KafkaOptions, log
 
-__all__ = ["import_kafka", "IdleClients", "idle_producers", "idle_checkers", "idle_admins", "quietly",
-           "REFUSED_AT_ONCE", "COORDINATOR_MOVING", "kafka_error_name", "translate", "mapped", "handshake_errors", "note_handshake_error"]
+__all__ = ["import_kafka", "import_kafka_admin", "IdleClients", "idle_producers", "idle_checkers", "idle_admins",
+           "quietly", "REFUSED_AT_ONCE", "COORDINATOR_MOVING", "kafka_error_name", "translate", "mapped",
+           "handshake_errors", "note_handshake_error"]
 
-def import_kafka():
-    try:
-        import confluent_kafka
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise SinkError("the kafka sink needs confluent-kafka: pip install 'impulse-connectors[kafka]'") from exc
-    return confluent_kafka
+def import_kafka() -> ModuleType:
+    """``confluent_kafka``, through the gate that names the ``kafka`` extra."""
+    return import_extra("confluent_kafka", "kafka", "the kafka sink", "confluent-kafka")
+
+
+def import_kafka_admin() -> ModuleType:
+    """``confluent_kafka.admin``, through the same gate."""
+    return import_extra("confluent_kafka.admin", "kafka", "the kafka sink", "confluent-kafka")
 
 
 

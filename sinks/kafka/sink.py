@@ -12,7 +12,9 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import types as T
 
+from connectors import kafka_topics
 from connectors.datasource import SinkDataSource
 from connectors.errors import DeliveryError, OptionError, SinkError, TransientError
 from connectors.options import OptionReader
@@ -20,8 +22,8 @@ from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity,
 from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
 from sinks.kafka.client import (COORDINATOR_MOVING, REFUSED_AT_ONCE, handshake_errors, idle_admins, idle_checkers,
-                                idle_producers, import_kafka, kafka_error_name, mapped, note_handshake_error, quietly,
-                                translate)
+                                idle_producers, import_kafka, import_kafka_admin, kafka_error_name, mapped,
+                                note_handshake_error, quietly, translate)
 from sinks.kafka.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 from sinks.kafka.options import (CHECK_TIMEOUT_S, DEFAULT_TRANSACTIONAL_ID_PREFIX, GUARANTEES, KafkaOptions, check_log,
                                  log, transactional_id)
@@ -51,8 +53,6 @@ class Columns:
 
     @classmethod
     def of(cls, schema) -> "Columns":
-        from pyspark.sql import types as T
-
         fields = {f.name: f.dataType for f in schema.fields}
 
         def expect(name: str, ok: bool, expected: str) -> bool:
@@ -255,16 +255,15 @@ class KafkaSink(Sink):
         if not self.options.exactly_once:
             return []
         kafka = import_kafka()
-        from confluent_kafka import ConsumerGroupTopicPartitions
-        from confluent_kafka.admin import AdminClient
+        admin_api = import_kafka_admin()
 
         opts = self.options
-        admin = idle_admins.take(self._idle_key) or AdminClient({**opts.common_config(), "logger": check_log})
+        admin = idle_admins.take(self._idle_key) or admin_api.AdminClient({**opts.common_config(), "logger": check_log})
         beyond, partition = [], partitions
         with mapped(opts, f"reading the progress records of batch {batch_id}"):
             while True:
                 group = transactional_id(opts.transactional_id_prefix, commit_id, partition)
-                request = ConsumerGroupTopicPartitions(group, [kafka.TopicPartition(opts.progress_topic, 0)])
+                request = kafka.ConsumerGroupTopicPartitions(group, [kafka.TopicPartition(opts.progress_topic, 0)])
                 result = admin.list_consumer_group_offsets([request], request_timeout=CHECK_TIMEOUT_S)
                 try:
                     [position] = result[group].result(CHECK_TIMEOUT_S).topic_partitions
@@ -336,12 +335,12 @@ class KafkaSink(Sink):
         known = _topic_limits.get(key)
         if known is not None and time.monotonic() - known[1] < _LIMITS_MAX_AGE_S:
             return known[0]
-        from confluent_kafka.admin import AdminClient, ConfigResource
+        admin_api = import_kafka_admin()
 
         opts = self.options
-        admin = idle_admins.take(self._idle_key) or AdminClient({**opts.common_config(), "logger": check_log})
+        admin = idle_admins.take(self._idle_key) or admin_api.AdminClient({**opts.common_config(), "logger": check_log})
         try:
-            [future] = admin.describe_configs([ConfigResource("topic", topic)],
+            [future] = admin.describe_configs([admin_api.ConfigResource("topic", topic)],
                                               request_timeout=CHECK_TIMEOUT_S).values()
             config = future.result(CHECK_TIMEOUT_S)
             limits = TopicLimits(int(config["max.message.bytes"].value),
@@ -582,14 +581,12 @@ def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float =
     broker's default replication factor, and wait until every partition has a leader; False when it existed
     already (left as it is). For the load harness's opt-in ``create-topic``; the sink itself never creates one."""
     kafka = import_kafka()
-    from confluent_kafka.admin import AdminClient
-
-    from connectors import kafka_topics
+    admin_api = import_kafka_admin()
 
     opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
     if opts.topic is None:
         raise OptionError("topic", None, "a topic to create")
-    admin = AdminClient({**opts.common_config(), "logger": check_log})
+    admin = admin_api.AdminClient({**opts.common_config(), "logger": check_log})
     try:
         return kafka_topics.create_topic(admin, opts.topic, partitions, timeout_s=timeout_s, exist_ok=True)
     except kafka.KafkaException as exc:

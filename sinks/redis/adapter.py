@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping
 
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, host_port, unused_port, with_address
+from connectors.servers.tap import UP, Tap
+from sinks.redis.sink import import_redis
 
 __all__ = ["RedisAdapter"]
 
@@ -22,10 +24,8 @@ class RedisAdapter(SinkAdapter):
     format = "redis-sink"
 
     def __init__(self, url: str, target: str = "list", server=None) -> None:
-        import redis
-
         self.url, self.target, self.target_server = url, target, server
-        self.client = redis.Redis.from_url(url)
+        self.client = import_redis().Redis.from_url(url)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -52,12 +52,8 @@ class RedisAdapter(SinkAdapter):
     def network_handshake(self) -> int:
         """redis-py's round trips when it connects, before the sink's first command (``HELLO``, ``CLIENT …``, as
         this redis-py and server have it): counted once, on a connection of its own through a tap, around a PING."""
-        import redis
-
-        from connectors.servers.tap import UP, Tap
-
         with Tap(host_port(self.url)) as tap:
-            client = redis.Redis.from_url(with_address(self.url, tap.address))
+            client = import_redis().Redis.from_url(with_address(self.url, tap.address))
             try:
                 client.ping()
             finally:

@@ -3,22 +3,25 @@ sorted sets."""
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.types import NumericType
 
 from connectors.datasource import SinkDataSource
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
-from connectors.redact import redact_url
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
+from connectors.redact import redact_url
+from connectors.registry import import_extra
 from connectors.rows import as_binary, json_objects
 from sinks.redis.options import DELETES, RedisOptions
 from sinks.redis.resp import command, command_over, commands, packed
 
-__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions"]
+__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "import_redis"]
 
 
 #: The Redis type a target's commands need their keys to hold (or the key to be absent). Redis refuses a
@@ -50,12 +53,9 @@ _RAISE_TO = "local v = tonumber(redis.call('GET', KEYS[1]) or '-1') " \
             "if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return v"
 
 
-def _import_redis():
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise SinkError("the redis sink needs redis-py: pip install 'impulse-connectors[redis]'") from exc
-    return redis
+def import_redis() -> ModuleType:
+    """``redis`` (redis-py), through the gate that names the ``redis`` extra."""
+    return import_extra("redis", "redis", "the redis sink", "redis-py")
 
 
 
@@ -76,7 +76,7 @@ class RedisSink(Sink):
 
     # -- driver ---------------------------------------------------------------------------------
     def _client(self):
-        redis = _import_redis()
+        redis = import_redis()
         # lib_version given: redis-py otherwise asks importlib.metadata for its own version on every new
         # connection, a scan of sys.path that took 180-330 ms per partition in a Spark Python worker
         # (its sys.path is long) — most of a 10,000 events/s micro-batch's write.
@@ -89,7 +89,7 @@ class RedisSink(Sink):
                                     socket_connect_timeout=min(self.options.timeout_s, 5.0), **version)
 
     def check(self) -> None:
-        redis = _import_redis()
+        redis = import_redis()
         client = self._client()
         try:
             client.ping()
@@ -461,8 +461,6 @@ class RedisSinkDataSource(SinkDataSource):
             if column is not None and column not in schema.fieldNames():
                 raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
         if opts.score_column is not None:
-            from pyspark.sql.types import NumericType
-
             kind = schema[opts.score_column].dataType
             if not isinstance(kind, NumericType):
                 raise OptionError("scoreColumn", opts.score_column, f"a numeric column (this one is {kind.simpleString()}"
@@ -527,7 +525,7 @@ def mapped(url: str):
 
 
 def _translate(exc: Exception, where: str) -> SinkError | None:
-    redis = _import_redis()
+    redis = import_redis()
     if isinstance(exc, redis.AuthenticationError):
         return SinkError(f"redis-sink: authentication failed at {where}: {exc}")
     loading = isinstance(exc, redis.BusyLoadingError) or "LOADING" in str(exc)

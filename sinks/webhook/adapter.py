@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 from contextlib import contextmanager
 from typing import Iterator, Mapping
 from urllib.parse import urlsplit
 
 from connectors.conformance.adapter import Poison, SinkAdapter, host_port, unused_port, with_address
+from connectors.servers.receiver import Receiver
 
 __all__ = ["WebhookAdapter"]
 
@@ -37,8 +39,6 @@ class WebhookAdapter(SinkAdapter):
     @contextmanager
     def from_arguments(cls, args: argparse.Namespace) -> Iterator["WebhookAdapter"]:
         """The command line's webhook target: the reference receiver, started on a free loopback port."""
-        from connectors.servers.receiver import Receiver
-
         with Receiver(record=True) as receiver:
             yield cls(receiver)
 
@@ -56,8 +56,6 @@ class WebhookAdapter(SinkAdapter):
                 for key, value in self.options(namespace).items()}
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
-        import json
-
         events = []
         for request in self.receiver.accepted_requests:
             if request.path.split("?")[0] != f"/{namespace}":
@@ -75,8 +73,6 @@ class WebhookAdapter(SinkAdapter):
         """The receiver answers 422 to a request under ``/<namespace>`` holding a row with ``counter % 10 == 3``
         (as an API refuses a row it cannot accept); ``deadLetterUrl`` is ``/<namespace>-dead``. A webhook has no
         transaction: the requests delivered before the refused one stay delivered (`Poison.partial`)."""
-        import json
-
         refused_lane = 3
         self.receiver.refuse_rows(lambda row: isinstance(row, dict) and row.get("counter", -1) % 10 == refused_lane,
                                   f"/{namespace}")

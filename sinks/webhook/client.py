@@ -12,11 +12,13 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Callable, Mapping
 
 from connectors.errors import DeliveryError, PartitioningChangedError, SinkError, TransientError, map_errors
 from connectors.protocol import CHANGED_INPUT_CAUSE, CHANGED_INPUT_REMEDY, WriteIdentity
 from connectors.redact import redact_url
+from connectors.registry import import_extra
 from sinks.webhook.options import WebhookOptions, resolve_env
 from sinks.webhook.signing import SECRETS_EXPECTED, signature_headers, signing_keys
 
@@ -24,12 +26,9 @@ __all__ = ["Client", "TaskState", "Pacer", "Cancelled", "read_by", "retry_after"
 
 _BODY_START = 200  # characters of a refused response's body quoted in the error
 
-def import_requests():
-    try:
-        import requests
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise SinkError("the webhook sink needs requests: pip install 'impulse-connectors[webhook]'") from exc
-    return requests
+def import_requests() -> ModuleType:
+    """``requests``, through the gate that names the ``webhook`` extra."""
+    return import_extra("requests", "webhook", "the webhook sink", "requests")
 
 
 class Cancelled(SinkError):
@@ -204,8 +203,7 @@ def read_by(response, deadline: float) -> bytes:
     closes it.
     """
     requests = import_requests()
-    import urllib3
-
+    urllib3 = import_extra("urllib3", "webhook", "the webhook sink", "requests")
     raw = response.raw
     sock = getattr(getattr(raw, "connection", None), "sock", None)
     read = getattr(raw, "read1", None) or raw.read  # urllib3 < 2.3: read() waits for a full chunk

@@ -17,6 +17,10 @@ from connectors import data_sources, register_all
 from connectors.conformance import SinkConformance
 from connectors.conformance.__main__ import parse_args
 from connectors.registry import Connector
+from impulse.loadtest import target
+from impulse.loadtest.config import LoadError
+from impulse.loadtest.session import preload_modules
+from impulse.loadtest.target import known_sinks, preflight
 
 pytestmark = [pytest.mark.integration]
 
@@ -31,9 +35,6 @@ def with_file_sink(monkeypatch):
 
 
 def test_everything_lists_the_table():
-    from impulse.loadtest import target
-    from impulse.loadtest.session import preload_modules
-
     names = [row.name for row in registry.connectors()]
     sinks = [row.name for row in registry.sinks()]
     assert sorted(data_sources()) == sorted(names)
@@ -60,10 +61,6 @@ def test_unknown_connector_names_the_known_ones():
 
 
 def test_a_fourth_sink_is_its_module_and_one_row(with_file_sink, spark, tmp_path, capsys):
-    from impulse.loadtest.config import LoadError
-    from impulse.loadtest.session import preload_modules
-    from impulse.loadtest.target import known_sinks, preflight
-
     entry_point = import_module("tests.conformance.pyspark_file_sink").DefaultSource
     assert entry_point is FILE_SINK.data_source_class() and entry_point.name() == "file-sink"
     assert "file-sink" in register_all(spark)

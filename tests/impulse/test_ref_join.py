@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from pyspark.sql import functions as F
 
 from tests.readme import python_block
 
@@ -23,8 +24,6 @@ def readme_block() -> str:
 
 
 def test_every_order_joins_its_customer_exactly_once_in_the_stream_and_the_batch_read(spark, tmp_path):
-    from pyspark.sql import functions as F
-
     streaming = {"spark": spark, "F": F}
     exec(compile(readme_block(), "README.md", "exec"), streaming)  # noqa: S102 - the README's own example
     query = (streaming["joined"].select("o.order_id", "c.id").writeStream.format("memory").queryName("joined_refs")

@@ -7,10 +7,15 @@ duplicate both fail. The first tests call the sink's hooks directly, without Spa
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
 import os
 import pickle
 import re
+import ssl
+import subprocess
+import threading
 import time
 import uuid
 from collections import Counter
@@ -24,15 +29,14 @@ from connectors.conformance.harness import expected_events
 from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
                                TransientError)
 from connectors.options import OptionReader
-from connectors.protocol import CommitMessage, WriteIdentity
+from connectors.protocol import CommitMessage, ProtocolOptions, WriteIdentity
 from connectors.redact import redact_url
-from connectors.protocol import ProtocolOptions
+from connectors.servers import free_port, wait_until
+from connectors.servers.receiver import Receiver
 from sinks.webhook.bodies import Bodies
 from sinks.webhook.client import Pacer, read_by, retry_after, translate
 from sinks.webhook.options import WebhookOptions
 from sinks.webhook.sink import WebhookSink
-from connectors.servers.receiver import Receiver
-from connectors.servers import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
@@ -275,8 +279,6 @@ def test_statuses_about_the_endpoint_are_never_dead_lettered(http_receiver):
 
 
 def _whsec() -> str:
-    import base64
-
     return "whsec_" + base64.b64encode(os.urandom(24)).decode()
 
 
@@ -425,8 +427,6 @@ def test_a_deadline_passed_between_two_reads_is_the_timeout_naming_the_option(ht
 def test_the_pacer_spaces_starts_by_one_over_the_rate(rate, interval):
     """Starts taken by 4 threads at once are 1/rate apart (a fractional rate above 1 is rounded down): k + 1
     starts span k/rate seconds, so no one-second window holds more than the rate."""
-    import threading
-
     pacer, stopped, starts, lock = Pacer(rate), threading.Event(), [], threading.Lock()
     assert pacer.interval_s == interval
 
@@ -449,11 +449,6 @@ def test_the_pacer_spaces_starts_by_one_over_the_rate(rate, interval):
 @pytest.fixture
 def https_server(tmp_path):
     """A one-thread HTTPS server on 127.0.0.1 with a fresh self-signed certificate; yields (url, cert path)."""
-    import http.server
-    import ssl
-    import subprocess
-    import threading
-
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
