@@ -294,7 +294,7 @@ class _Feed:
         self.rows = 0
         self.bytes = 0
         self._timestamps: list[np.ndarray] = []
-        self._digest = hashlib.sha256()  # with SHA-NI ~1.5 GB/s here, twice BLAKE2b
+        self._digest = hashlib.sha256()  # faster than BLAKE2b where the CPU has SHA extensions (bench/README.md)
 
     def __call__(self) -> PartitionInput:
         return PartitionInput(self)

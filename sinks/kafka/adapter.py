@@ -107,7 +107,7 @@ class KafkaAdapter(SinkAdapter):
             done.result(self.timeout_s)
 
     def unreachable_options(self, namespace: str) -> Mapping[str, str]:
-        # One retry is enough to show the error; the default five take ~35 s of 5 s metadata timeouts.
+        # One retry is enough to show the error; the default five each wait out a metadata timeout.
         return {**self.options(namespace), "kafka.bootstrap.servers": f"127.0.0.1:{unused_port()}",
                 "writeRetries": "1", "retryBackoff": "10ms"}
 

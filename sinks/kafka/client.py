@@ -55,11 +55,11 @@ class IdleClients:
             del self._clients[key]
 
 
-# at_least_once producers between tasks: a new client, its connections and producer id cost 20-50 ms
-# a task. exactly_once makes a fresh producer per task attempt: its init_transactions is the fence.
+# at_least_once producers between tasks: a task reuses the client, its connections and producer id (figures:
+# bench/README.md). exactly_once makes a fresh producer per task attempt: its init_transactions is the fence.
 idle_producers = IdleClients(max_idle_s=600.0)  # Spark's producer cache: 10 min
-# The driver's metadata client between checks (every micro-batch, twice: planner and committer): a
-# connected client answers in ~2-3 ms, a new one takes ~10 ms (threads, connections, teardown).
+# The driver's metadata client between checks (every micro-batch, twice: planner and committer): a connected
+# client answers without a new client's threads, connections and teardown.
 idle_checkers = IdleClients(max_idle_s=60.0)
 # The driver's admin client between partition checks (`KafkaSink.committed_beyond`, every micro-batch), and
 # executors' between reads of topic limits (`KafkaSink.topic_limits`).

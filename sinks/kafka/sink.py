@@ -713,7 +713,7 @@ class KafkaSinkDataSource(SinkDataSource):
     failure may duplicate, never lose, records. Cheaper: no transaction, no progress lookup, and,
     as in Spark's Kafka sink, producers are reused: a task keeps the producer the previous task of
     its Python worker left after a successful write (same settings, idle < 10 min), which saves
-    20–50 ms a task; a producer that saw any failure is closed instead.
+    each task a new client's connections and producer id; a producer that saw any failure is closed instead.
 
     Each record batch goes to librdkafka whole, per topic: `sinks.kafka.librdkafka.ArrowProducer` hands
     it the addresses of the values and keys in the Arrow buffers (``rd_kafka_produce_batch``, one

@@ -78,8 +78,7 @@ class RedisSink(Sink):
     def _client(self):
         redis = import_redis()
         # lib_version given: redis-py otherwise asks importlib.metadata for its own version on every new
-        # connection, a scan of sys.path that took 180-330 ms per partition in a Spark Python worker
-        # (its sys.path is long) — most of a 10,000 events/s micro-batch's write.
+        # connection, a scan of sys.path, which is long in a Spark Python worker (figures: bench/README.md).
         try:
             from redis.driver_info import DriverInfo  # redis-py ≥ 7: lib_version alone is deprecated
             version = {"driver_info": DriverInfo(lib_version=redis.__version__)}

@@ -12,7 +12,7 @@ from tests.readme import python_block
 pytestmark = pytest.mark.integration
 
 
-# IMPULSE_FULL=1: the size, 1M orders (and the 20,000 customers 200 s of them refer to); CI runs the
+# IMPULSE_FULL=1: the full size, 1M orders (and the 20,000 customers 200 s of them refer to); CI runs the
 # README's 10,000 as written
 ORDERS, CUSTOMERS = (1_000_000, 20_000) if os.environ.get("IMPULSE_FULL") == "1" else (10_000, 1_000)
 
