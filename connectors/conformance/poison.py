@@ -26,6 +26,7 @@ from connectors.conformance.harness import Override, expected_events, failure_of
 
 __all__ = ["PoisonRecordConformance"]
 
+
 class PoisonRecordConformance:
     """The poison-record tests; a base of `connectors.conformance.SinkConformance`, whose fixtures (``spark``,
     ``adapter``, ``namespace``) and sizes (``limit``, ``per_trigger``) they use."""
@@ -68,4 +69,3 @@ class PoisonRecordConformance:
         assert poison.read_dead_letters() == [], "rows were dead-lettered without a dead-letter target"
         if adapter.guarantee == "exactly_once" and not poison.partial:  # else rows sent before the refusal may land
             assert poison.read_back() == [], "rows of a batch with a refused row were committed"
-

@@ -421,7 +421,6 @@ class SinkConformance(PoisonRecordConformance):
             await_query(query)
         self.check_landed(adapter, namespace, self.limit, expected=expected_events(self.limit) * 2)
 
-
     # 9 -------------------------------------------------------------------------------------------
     #: events of each run of the network cases (one micro-batch over `PARTITIONS` partitions)
     network_limit = 200

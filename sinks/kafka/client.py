@@ -15,6 +15,7 @@ __all__ = ["import_kafka", "import_kafka_admin", "IdleClients", "idle_producers"
            "quietly", "REFUSED_AT_ONCE", "COORDINATOR_MOVING", "kafka_error_name", "translate", "mapped",
            "handshake_errors", "note_handshake_error"]
 
+
 def import_kafka() -> ModuleType:
     """``confluent_kafka``, through the gate that names the ``kafka`` extra."""
     return import_extra("confluent_kafka", "kafka", "the kafka sink", "confluent-kafka")
@@ -23,7 +24,6 @@ def import_kafka() -> ModuleType:
 def import_kafka_admin() -> ModuleType:
     """``confluent_kafka.admin``, through the same gate."""
     return import_extra("confluent_kafka.admin", "kafka", "the kafka sink", "confluent-kafka")
-
 
 
 class IdleClients:
@@ -91,7 +91,7 @@ def kafka_error_name(code: int) -> str:
 
 
 COORDINATOR_MOVING = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
-                       "UNSTABLE_OFFSET_COMMIT"}
+                      "UNSTABLE_OFFSET_COMMIT"}
 _NOT_ALLOWED = {"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
                 "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
 _BROKEN = {"_STATE", "_NOT_CONFIGURED", "_CONFLICT", "INVALID_TXN_STATE", "_INVALID_TYPE", "INVALID_TRANSACTION_TIMEOUT",

@@ -150,7 +150,6 @@ class KafkaOptions:
         return {k: v for k, v in self.client.items() if not k.lower().startswith(_PRODUCER_ONLY)}
 
 
-
 #: The check clients' logger: librdkafka's complaints about an unreachable cluster are the check's to report.
 check_log = logging.getLogger("impulse.connectors.kafka.check")
 check_log.propagate = False

@@ -39,7 +39,6 @@ _RECORD_OVERHEAD = 86
 _LIMITS_MAX_AGE_S = 60.0  # how long an executor process keeps a topic's limits before asking again
 
 
-
 @dataclass(frozen=True)
 class Columns:
     """Which of the Kafka columns the input has (checked on the driver from Spark's schema)."""
@@ -594,8 +593,6 @@ def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float =
                         f"{exc.args[0].str()}") from exc
     except TimeoutError as exc:
         raise SinkError(f"kafka-sink: {exc} (at {opts.bootstrap})") from exc
-
-
 
 
 class KafkaSinkDataSource(SinkDataSource):

@@ -58,8 +58,6 @@ def import_redis() -> ModuleType:
     return import_extra("redis", "redis", "the redis sink", "redis-py")
 
 
-
-
 class RedisSink(Sink):
     """Writes a partition and its commit record in one MULTI/EXEC, guarded by WATCH on the record.
 

@@ -14,6 +14,7 @@ from sinks.webhook.options import WebhookOptions
 
 __all__ = ["Rows", "Bodies"]
 
+
 @dataclass(frozen=True)
 class Rows:
     """Consecutive rows of a partition as one request sends them: each row's JSON followed by a one-byte separator."""
@@ -80,5 +81,5 @@ class Bodies:
         for start in range(0, rows, self.size):
             stop = min(start + self.size, rows)
             yield Rows(self._row, data[offsets[start]:offsets[stop]], offsets[start + 1:stop + 1] - offsets[start],
-                        self.shape)
+                       self.shape)
             self._row += stop - start

@@ -26,6 +26,7 @@ __all__ = ["Client", "TaskState", "Pacer", "Cancelled", "read_by", "retry_after"
 
 _BODY_START = 200  # characters of a refused response's body quoted in the error
 
+
 def import_requests() -> ModuleType:
     """``requests``, through the gate that names the ``webhook`` extra."""
     return import_extra("requests", "webhook", "the webhook sink", "requests")

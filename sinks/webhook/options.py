@@ -51,8 +51,6 @@ def _parse_retry_on(text: str) -> tuple[str, ...]:
     return masks
 
 
-
-
 def _signing_secret(reader: OptionReader) -> str | None:
     """The ``signingSecret`` option, checked now unless it names environment variables (read where requests start)."""
     secret = reader.string("signingSecret")

@@ -106,4 +106,3 @@ class TestSparkKafkaSink(SinkConformance):
     @classmethod
     def adapter(cls, kafka_broker):
         return SparkKafkaAdapter(kafka_broker.bootstrap)
-
