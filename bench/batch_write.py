@@ -35,10 +35,13 @@ import uuid
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from connectors.servers import KafkaBroker, RedisServer  # noqa: E402
+import pyspark
 from kafka_sink import java_settings, landed  # noqa: E402  (sibling scripts: their folder is on sys.path)
 from rounds import rounds  # noqa: E402
 from webhook_sink import Receiver  # noqa: E402
+
+from connectors.servers import KafkaBroker, RedisServer  # noqa: E402
+from connectors.session import local_session, spark_kafka_session
 
 SINKS = ("redis", "kafka", "kafka_eo", "webhook")
 PARTITIONS = 2
@@ -148,9 +151,6 @@ def contenders(args) -> list[str]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     names = contenders(args)
-    import pyspark
-
-    from connectors.session import local_session, spark_kafka_session
 
     package = None
     if "spark_kafka_batch" in names:

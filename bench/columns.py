@@ -44,6 +44,9 @@ import statistics
 import sys
 
 import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
+from pyspark import cloudpickle
+
+import profile_impulse
 
 SCHEMA = ("event_id BIGINT NOT NULL, user_id BIGINT NOT NULL, amount DOUBLE NOT NULL, country STRING NOT NULL, "
           "device STRING NOT NULL, session STRING NOT NULL, is_promo BOOLEAN NOT NULL, coupon STRING, "
@@ -110,9 +113,6 @@ def frames(spark, args) -> dict:
                 .option("numPartitions", parts).load())
 
     def prebuilt(columns: bool = False):
-        import profile_impulse
-        from pyspark import cloudpickle
-
         cloudpickle.register_pickle_by_value(profile_impulse)  # executors import bench/ modules by value
         spark.dataSource.register(profile_impulse.variant_class("prebuilt", prebuilt=True))
         reader = spark.readStream.format("prebuilt").options(**impulse)

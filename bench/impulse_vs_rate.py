@@ -25,7 +25,10 @@ import os
 import statistics
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+
+from connectors.session import local_session
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -51,8 +54,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def make_session(args):
-    from connectors.session import local_session
-
     return local_session(args.master, "impulse-vs-rate", **{
         "spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": args.partitions,
         "spark.executorEnv.PYTHONPATH": ROOT})
@@ -179,8 +180,6 @@ def alternating_rounds(spark, args, frames: dict, names: list[str], unit: str = 
     return results, errors
 
 def _epoch_s(timestamp: str) -> float:
-    from datetime import datetime
-
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 

@@ -11,7 +11,7 @@ idempotence, ``linger.ms``, ``batch.size``, compression…), five ways:
   values is not timed) — what a user writes by hand with confluent-kafka;
 - ``sink_write``: the same records as Arrow record batches (impulse's, 131072 rows each) through the
   sink's own write path in this process, at_least_once — ``KafkaSink.open`` → ``write`` → ``close``,
-  no Spark: Arrow batches handed to librdkafka whole (``sinks.librdkafka``), back-pressure, failure checks;
+  no Spark: Arrow batches handed to librdkafka whole (``sinks.kafka.librdkafka``), back-pressure, failure checks;
 - ``sink_at_least_once`` / ``sink_exactly_once``: impulse → ``kafka-sink`` through Spark
   (``local[2]``, 2 partitions, micro-batches of ``--rows`` records, ``Trigger.AvailableNow``);
 - ``spark_kafka``: impulse → Spark's own ``format("kafka")`` (Java producer, at-least-once), from
@@ -44,11 +44,18 @@ import pyarrow as pa
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+import pyspark
+from pyspark.sql.types import BinaryType, StructField, StructType
+from rounds import rounds  # noqa: E402  (a sibling script: its folder is on sys.path)
+
+from connectors.protocol import WriteIdentity
+from connectors.servers import KafkaBroker  # noqa: E402
+from connectors.servers import KAFKA_VERSION
+from connectors.session import local_session, spark_kafka_session
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
-from sinks.kafka import PRODUCER_DEFAULTS  # noqa: E402
-from connectors.servers import KafkaBroker  # noqa: E402
-from rounds import rounds  # noqa: E402  (a sibling script: its folder is on sys.path)
+from sinks.kafka.options import PRODUCER_DEFAULTS  # noqa: E402
+from sinks.kafka.sink import KafkaSinkDataSource
 
 CONTENDERS = ("plain", "sink_write", "sink_at_least_once", "sink_exactly_once", "spark_kafka")
 
@@ -135,11 +142,6 @@ def run_plain(broker, topic: str, values: list, progress: bool) -> float:
 
 def run_sink_write(broker, topic: str, batches: list) -> float:
     """Seconds the sink's write path (at_least_once, no Spark) takes for `batches`, from open to close."""
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
-    from connectors.protocol import WriteIdentity
-    from sinks.kafka import KafkaSinkDataSource
-
     options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "deliveryGuarantee": "at_least_once",
                **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}
     sink = KafkaSinkDataSource(options).streamWriter(StructType([StructField("value", BinaryType())]), False).sink
@@ -215,10 +217,6 @@ def main(argv=None) -> int:
     plain_rows = args.rows * args.batches
     batches = [pa.record_batch([b.column("payload")], names=["value"]) for b in event_batches(0, 0, plain_rows, layout)]
     values = [v for b in batches for v in b.column(0).to_pylist()]
-
-    import pyspark
-
-    from connectors.session import local_session, spark_kafka_session
 
     conf = {k: v for k, v in {"spark.sql.execution.arrow.maxRecordsPerBatch": args.arrow_max_records}.items() if v}
     note = package = None
@@ -296,8 +294,6 @@ def main(argv=None) -> int:
 
 
 def _kafka_version() -> str:
-    from connectors.servers import KAFKA_VERSION
-
     return KAFKA_VERSION
 
 

@@ -22,9 +22,11 @@ import json
 import statistics
 import sys
 
-from impulse.nexmark.cli import parse_count
-
 import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
+
+from impulse.nexmark.cli import parse_count, run_query, source_options
+from impulse.nexmark.queries import query
+from impulse.nexmark.source import NexmarkDataSource, NexmarkStreamReader, event_batches
 
 # events/s per core that the nexmark project's README reports for Flink (not measured on this machine)
 FLINK_PER_CORE = {"q0": 155_000, "q5": 22_000, "q7": 12_000}
@@ -56,8 +58,6 @@ def per_trigger(events: int) -> int:
 
 def prebuilt_class():
     """The ``prebuilt`` source: the nexmark source's offsets and schema, one record batch re-sent."""
-    from impulse.nexmark.source import NexmarkDataSource, NexmarkStreamReader, event_batches
-
     cache = {}
 
     class Reader(NexmarkStreamReader):
@@ -98,9 +98,6 @@ def main(argv=None) -> int:
     try:
         results, errors = bench.alternating_rounds(spark, args, build, list(build), unit="events")
         if args.queries:
-            from impulse.nexmark.cli import run_query, source_options
-            from impulse.nexmark.queries import query
-
             options = source_options(args.events, args.partitions, 10_000, per_trigger(args.events), 0)
             cores = spark.sparkContext.defaultParallelism
             for name in args.queries:

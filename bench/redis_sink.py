@@ -29,10 +29,12 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from connectors.options import OptionReader  # noqa: E402
 from connectors.protocol import WriteIdentity  # noqa: E402
 from connectors.rows import json_objects  # noqa: E402
+from connectors.servers import RedisServer  # noqa: E402
+from connectors.session import local_session
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
-from sinks.redis import RedisOptions, RedisSink  # noqa: E402
-from connectors.servers import RedisServer  # noqa: E402
+from sinks.redis.options import RedisOptions
+from sinks.redis.sink import RedisSink  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -90,8 +92,6 @@ def check_sink_keys(client, sink: RedisSink, identity: WriteIdentity, rows: int)
 
 
 def run_spark(url: str, rows: int, payload_bytes: int, batches: int) -> tuple[float, dict]:
-    from connectors.session import local_session
-
     spark = local_session("local[2]", "bench-redis-sink")
     warmup = 2
     with tempfile.TemporaryDirectory() as checkpoint:

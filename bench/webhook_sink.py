@@ -27,6 +27,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from connectors.options import OptionReader
+from connectors.session import local_session
+from impulse.options import ImpulseOptions
+from impulse.source import ImpulseBatchReader
+from sinks.webhook.bodies import Bodies
+from sinks.webhook.options import WebhookOptions
 
 # ------------------------------------------------------------------------------------------- receiver
 
@@ -132,17 +138,12 @@ class Progress:
 
 def bodies(rows: int, partitions: int, batch_size: int) -> list[tuple[str, bytes]]:
     """The sink's request bodies (and idempotency keys) for impulse's rows, cut the sink's way."""
-    from connectors.options import OptionReader
-    from impulse.options import ImpulseOptions
-    from impulse.source import ImpulseBatchReader
-    from sinks.webhook import WebhookOptions, _Bodies
-
     opts = WebhookOptions.read(OptionReader({"url": "http://127.0.0.1/", "batchSize": str(batch_size)}, name="bench"))
     reader = ImpulseBatchReader(ImpulseOptions.from_options({
         "eventsPerSecond": "1000000000", "numPartitions": str(partitions), "limit": str(rows), "startTime": "0"}))
     out = []
     for partition in reader.partitions():
-        cut = _Bodies(opts)
+        cut = Bodies(opts)
         made = [r.body() for batch in reader.read(partition) for r in cut.add(batch)] + [r.body() for r in cut.rest()]
         out += [(f"bench:0:{partition.subtask_index}:{k}", body) for k, body in enumerate(made)]
     return out
@@ -186,8 +187,6 @@ def _delta(before: dict, after: dict) -> dict:
 
 
 def spark_session(partitions: int):
-    from connectors.session import local_session
-
     return local_session(f"local[{partitions}]", "bench-webhook-sink", **{"spark.driver.memory": "2g"})
 
 

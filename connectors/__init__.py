@@ -10,13 +10,13 @@ After ``pip install`` this is not needed: PySpark finds the top-level ``pyspark_
 
 from __future__ import annotations
 
+from connectors.registry import connectors
+
 __all__ = ["data_sources", "register_all"]
 
 
 def data_sources() -> dict[str, type]:
     """Every data source class of the project, keyed by its format name (`connectors.registry.CONNECTORS`)."""
-    from connectors.registry import connectors
-
     return {row.name: row.data_source_class() for row in connectors()}
 
 

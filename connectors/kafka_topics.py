@@ -84,7 +84,7 @@ def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_com
 
     A producer's ``commit_transaction`` returns before the transaction's commit markers are written to the topic's
     partitions (the coordinator writes them afterwards), so right after a transactional write the last stable
-    offset can still stand before it: measured, 3 of 20 reads of a 2-partition topic just after the commit. For
+    offset can still stand before it (seen in tests reading a 2-partition topic right after the commit). For
     ``read_committed`` the end is therefore taken once it equals the high watermark (no transaction open), waiting
     up to `settle_s` seconds; past that (a transaction left open, by a producer that was killed and not
     replaced) the read ends at the last stable offset. Raises TimeoutError when the records up to the end cannot

@@ -8,7 +8,7 @@ count, sum and maximum) and are merged on the driver — percentiles are never a
 HdrHistogram implementation (Java's HistogramLogAnalyzer, Go's hdrhistogram).
 
 Recording is vectorised: HdrHistogram's slot of every value is computed with numpy and the counts
-added at once (a partition of 5 000 events: < 1 ms; `HdrHistogram.record_value` per value: ~10 ms).
+added at once, with no Python work per value (figures against ``HdrHistogram.record_value``: bench/README.md).
 """
 
 from __future__ import annotations

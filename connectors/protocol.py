@@ -76,6 +76,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from connectors.errors import CommitError, ConnectorError, PartitioningChangedError, SinkError, map_errors
@@ -115,8 +116,6 @@ class WriteIdentity:
         A streaming write reads the query id and batch id from the task's local properties; a batch
         write (`connectors.batch`) passes both, fixed on the driver.
         """
-        from pyspark import TaskContext
-
         ctx = TaskContext.get()
         if ctx is None:
             raise SinkError("the commit protocol's write() must run inside a Spark task")
@@ -295,7 +294,7 @@ class _Feed:
         self.rows = 0
         self.bytes = 0
         self._timestamps: list[np.ndarray] = []
-        self._digest = hashlib.sha256()  # with SHA-NI ~1.5 GB/s here, twice BLAKE2b
+        self._digest = hashlib.sha256()  # faster than BLAKE2b where the CPU has SHA extensions (bench/README.md)
 
     def __call__(self) -> PartitionInput:
         return PartitionInput(self)

@@ -1,27 +1,36 @@
 """The one table of this project's connectors; everything that lists them reads it.
 
-Each row names a data source: its format name, the class (``"module:Class"``, imported lazily so that
-reading the table never needs a sink's client library), the pip extra that installs its client
-library, the client modules a writer imports on the executors, and, for a sink, the conformance
-adapter (``"module:Class"``, a `connectors.conformance.adapter.SinkAdapter`) that binds the suite to
-a target named on the command line. Derived from it:
+Each row names a data source: its format name, what it is (`kind`: ``"source"`` or ``"sink"``), the class
+(``"module:Class"``, imported lazily so that reading the table never needs a sink's client library), the pip
+extra that installs its client library, the client modules a writer imports on the executors, and, for a sink,
+the conformance adapter (``"module:Class"``, a `connectors.conformance.adapter.SinkAdapter`, kept beside the
+sink) that binds the suite to a target named on the command line. Derived from it:
 
 - `connectors.data_sources` / `connectors.register_all` (every row);
 - the load harness's project sinks, their pre-flight and their warm-up imports
   (`impulse.loadtest.target`, `impulse.loadtest.session`);
 - the conformance CLI's sink names and arguments (``python -m connectors.conformance``).
 
-Adding a sink is its module, its top-level ``pyspark_<name>`` entry point (for PySpark's
-auto-registration) and one `Connector` row in `CONNECTORS`.
+Adding a sink is its module(s) (a package under ``sinks/`` with its adapter), its top-level ``pyspark_<name>``
+entry point (for PySpark's auto-registration) and one `Connector` row in `CONNECTORS`. `import_extra` is the
+one gate in front of an optional extra's package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any
+from importlib.util import find_spec
+from types import ModuleType
+from typing import Any, Literal
 
-__all__ = ["Connector", "CONNECTORS", "connectors", "connector", "sinks", "load"]
+from connectors.errors import SinkError
+
+__all__ = ["Kind", "KINDS", "Connector", "CONNECTORS", "connectors", "connector", "sinks", "load", "import_extra"]
+
+
+Kind = Literal["source", "sink"]
+KINDS: tuple[Kind, ...] = ("source", "sink")
 
 
 @dataclass(frozen=True)
@@ -29,26 +38,27 @@ class Connector:
     """One data source of the project (see the module docstring)."""
 
     name: str
+    kind: Kind
     data_source: str
     extra: str | None = None
     preload: tuple[str, ...] = ()
     adapter: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"connector {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
 
     @property
     def module(self) -> str:
         """The module that defines the data source class."""
         return self.data_source.split(":")[0]
 
-    @property
-    def is_sink(self) -> bool:
-        return self.adapter is not None
-
     def data_source_class(self) -> type:
         return load(self.data_source)
 
     def adapter_class(self) -> type:
         if self.adapter is None:
-            raise LookupError(f"{self.name} has no conformance adapter (it is not a sink)")
+            raise LookupError(f"{self.name} has no conformance adapter (it is a {self.kind})")
         return load(self.adapter)
 
     def executor_modules(self) -> tuple[str, ...]:
@@ -58,10 +68,6 @@ class Connector:
     def require_clients(self) -> None:
         """Raise `SinkError` naming the extra to install when a client module of this connector is missing
         here (the driver checks before a write starts; the executors need the same installation)."""
-        from importlib.util import find_spec
-
-        from connectors.errors import SinkError
-
         missing = [module for module in self.preload if find_spec(module) is None]
         if missing:
             raise SinkError(f"{self.name} needs the Python package{'s' * (len(missing) > 1)} "
@@ -74,14 +80,14 @@ class Connector:
 
 
 CONNECTORS: tuple[Connector, ...] = (
-    Connector("impulse", "impulse.source:ImpulseDataSource"),
-    Connector("nexmark", "impulse.nexmark.source:NexmarkDataSource"),
-    Connector("redis-sink", "sinks.redis:RedisSinkDataSource", extra="redis", preload=("redis", "hiredis"),
-              adapter="connectors.conformance.adapters:RedisAdapter"),
-    Connector("kafka-sink", "sinks.kafka:KafkaSinkDataSource", extra="kafka", preload=("confluent_kafka",),
-              adapter="connectors.conformance.adapters:KafkaAdapter"),
-    Connector("webhook-sink", "sinks.webhook:WebhookSinkDataSource", extra="webhook", preload=("requests",),
-              adapter="connectors.conformance.adapters:WebhookAdapter"),
+    Connector("impulse", "source", "impulse.source:ImpulseDataSource"),
+    Connector("nexmark", "source", "impulse.nexmark.source:NexmarkDataSource"),
+    Connector("redis-sink", "sink", "sinks.redis.sink:RedisSinkDataSource", extra="redis", preload=("redis", "hiredis"),
+              adapter="sinks.redis.adapter:RedisAdapter"),
+    Connector("kafka-sink", "sink", "sinks.kafka.sink:KafkaSinkDataSource", extra="kafka", preload=("confluent_kafka",),
+              adapter="sinks.kafka.adapter:KafkaAdapter"),
+    Connector("webhook-sink", "sink", "sinks.webhook.sink:WebhookSinkDataSource", extra="webhook",
+              preload=("requests",), adapter="sinks.webhook.adapter:WebhookAdapter"),
 )
 
 
@@ -99,8 +105,20 @@ def connector(name: str) -> Connector:
 
 
 def sinks() -> tuple[Connector, ...]:
-    """The rows that are sinks (those with a conformance adapter), in table order."""
-    return tuple(row for row in connectors() if row.is_sink)
+    """The rows of kind ``"sink"``, in table order."""
+    return tuple(row for row in connectors() if row.kind == "sink")
+
+
+def import_extra(module: str, extra: str, needed_by: str, package: str) -> ModuleType:
+    """`module`, from the package of an optional extra, imported: the one gate in front of an extra's package.
+
+    Raises `SinkError` ``"<needed_by> needs <package>: pip install 'impulse-connectors[<extra>]'"`` when it is not
+    installed (`package` is the name pip knows it by).
+    """
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise SinkError(f"{needed_by} needs {package}: pip install 'impulse-connectors[{extra}]'") from exc
 
 
 def load(target: str) -> Any:

@@ -16,6 +16,12 @@ import os
 import sys
 from typing import Any
 
+import pyspark
+from pyspark.errors import PySparkRuntimeError
+from pyspark.sql import SparkSession
+
+from connectors import register_all
+
 __all__ = ["local_session", "spark_kafka_session", "SPARK_KAFKA_ARTIFACT"]
 
 SPARK_KAFKA_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -25,9 +31,6 @@ def local_session(master: str = "local[*]", app_name: str = "impulse", **conf: A
     """A ``SparkSession`` on `master` with `conf` (Spark property name → value) and our sources registered."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from connectors import register_all
 
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false")
@@ -49,9 +52,6 @@ def spark_kafka_session(master: str = "local[*]", app_name: str = "impulse", fal
     whose connector is not published yet) the session starts with the `fallback` version instead. A
     session that is already running is returned as it is (its packages cannot change).
     """
-    import pyspark
-    from pyspark.errors import PySparkRuntimeError
-
     versions = [pyspark.__version__] + ([fallback] if fallback and fallback != pyspark.__version__ else [])
     for i, version in enumerate(versions):
         package = f"{SPARK_KAFKA_ARTIFACT}:{version}"

@@ -15,8 +15,8 @@ def freeze_gc_once() -> None:
     """In a Spark Python worker, move the objects alive now out of the cyclic GC's reach, once.
 
     A reused worker runs ``gc.collect()`` after every task. With pyarrow, numpy and pyspark (which
-    imports pandas) loaded it walks ~77K objects: ~35 ms of CPU per task, more than generating and
-    sending 1M impulse rows. ``gc.freeze()`` moves those long-lived objects (modules, classes,
+    imports pandas) loaded it walks every object those modules hold, each task (figures: bench/README.md,
+    ``bench/figures.py``). ``gc.freeze()`` moves those long-lived objects (modules, classes,
     functions) to the permanent generation, so the collection only scans what later tasks create.
     Nothing is kept alive by it: reference counting still frees every object; only a reference
     cycle among objects frozen here would stay in memory. Not done outside a Spark task (no

@@ -7,6 +7,14 @@ import sys
 
 import pytest
 
+from connectors.servers import KafkaBroker, RedisServer, SparkConnectServer, SparkStandaloneCluster
+from connectors.servers.receiver import Receiver
+from connectors.servers.toxiproxy import Toxiproxy
+from connectors.session import local_session
+from sinks.kafka.adapter import KafkaAdapter
+from sinks.redis.adapter import RedisAdapter
+from sinks.webhook.adapter import WebhookAdapter
+
 
 def pytest_collection_modifyitems(config, items):
     """Files holding a test marked ``slow`` run first. pytest-xdist hands out whole files (``--dist loadfile``) to
@@ -23,8 +31,6 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 @pytest.fixture(scope="session")
 def spark():
     """A ``local[2,2]`` session (2 cores; a failed task is retried once), shared by every test."""
-    from connectors.session import local_session
-
     session = local_session("local[2,2]", "impulse-tests", **{
         "spark.sql.shuffle.partitions": 2, "spark.sql.streaming.stopTimeout": "30s", "spark.driver.memory": "2g"})
     yield session
@@ -49,16 +55,12 @@ def _serving(server):
 @pytest.fixture(scope="session")
 def redis_server():
     """A ``connectors.servers.RedisServer`` (``.url``, ``.client()``, ``.restart()``), without persistence."""
-    from connectors.servers import RedisServer
-
     yield from _serving(RedisServer.from_env())
 
 
 @pytest.fixture(scope="session")
 def kafka_broker():
     """A ``connectors.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
-    from connectors.servers import KafkaBroker
-
     # a second listener advertised at a proxy's port: the conformance suite's network cases put Toxiproxy there
     yield from _serving(KafkaBroker.external(os.environ["KAFKA_BROKERS"]) if os.environ.get("KAFKA_BROKERS")
                         else KafkaBroker(proxy_listener=True))
@@ -69,16 +71,12 @@ def http_receiver():
     """The project's receiver, `connectors.servers.receiver.Receiver`, recording (``.url``, ``.accepted``,
     ``.fail_next()``...). Shared by the session: call ``http_receiver.reset()`` at the start of a test that
     counts requests."""
-    from connectors.servers.receiver import Receiver
-
     yield from _serving(Receiver(record=True))
 
 
 @pytest.fixture(scope="session")
 def toxiproxy():
     """A ``connectors.servers.toxiproxy.Toxiproxy`` (``.proxy(upstream)`` → a proxy to add toxics to)."""
-    from connectors.servers.toxiproxy import Toxiproxy
-
     yield from _serving(Toxiproxy.from_env())
 
 
@@ -91,16 +89,12 @@ def toxiproxy():
 @pytest.fixture(scope="session")
 def spark_cluster():
     """A ``connectors.servers.SparkStandaloneCluster``: a master and two one-core workers (``.master_url``)."""
-    from connectors.servers import SparkStandaloneCluster
-
     yield from _serving(SparkStandaloneCluster.from_env())
 
 
 @pytest.fixture(scope="session")
 def spark_connect():
     """A ``connectors.servers.SparkConnectServer`` on ``local[2,2]`` (``.url``, ``.session()``)."""
-    from connectors.servers import SparkConnectServer
-
     yield from _serving(SparkConnectServer.from_env())
 
 
@@ -118,7 +112,5 @@ def connect_session(spark_connect):
 def sink_adapters(redis_server, kafka_broker, http_receiver):
     """The conformance adapters of the three sinks on the test servers, by short name: each has
     ``options(namespace)``, ``prepare``, ``read_back`` (every landed event, duplicates kept) and ``cleanup``."""
-    from connectors.conformance.adapters import KafkaAdapter, RedisAdapter, WebhookAdapter
-
     return {"redis": RedisAdapter(redis_server.url, target="list"), "kafka": KafkaAdapter(kafka_broker.bootstrap),
             "webhook": WebhookAdapter(http_receiver)}

@@ -3,10 +3,9 @@ JVMs start faster.
 
 ``python3 -m tests.jvm_archive`` prints the JVM options that use the archive (``-XX:SharedArchiveFile=<path>
 -Xlog:cds*=off``), making the archive first when it is missing (one small Spark job run with
-``-XX:ArchiveClassesAtExit``: about 35 s), or prints nothing when it cannot be made; `tests/run` adds them to
-``JAVA_TOOL_OPTIONS``. The JDK maps the archived classes instead of parsing and verifying them from the jars: a
-local Spark session and its first query take about 9.5 s instead of 14 (measured on this project's 2-core machine,
-idle). A JVM whose class path is not the archive's (the Kafka broker, Maven, Spark's launcher, another PySpark's
+``-XX:ArchiveClassesAtExit``), or prints nothing when it cannot be made; `tests/run` adds them to
+``JAVA_TOOL_OPTIONS``. The JDK maps the archived classes instead of parsing and verifying them from the jars, so a
+local Spark session and its first query start sooner (figures: bench/README.md). A JVM whose class path is not the archive's (the Kafka broker, Maven, Spark's launcher, another PySpark's
 jars) cannot use it: the JDK checks the class path and the jars' sizes and times against the archive and starts
 as before, and ``-Xlog:cds*=off`` keeps its warning out of that JVM's output. Nothing depends on the archive but speed.
 
@@ -21,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pyspark
 
 from connectors.servers.base import cache_root
 
@@ -57,8 +58,6 @@ spark.stop()
 
 def archive_path() -> Path:
     """Where the archive for this JDK and PySpark is (or would be) kept."""
-    import pyspark
-
     version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     # without the "Picked up JAVA_TOOL_OPTIONS" line: the archive does not depend on those options
     digest = hashlib.sha256("\n".join(l for l in version if not l.startswith("Picked up")).encode())

@@ -92,3 +92,15 @@ def test_each_readme_benchmark_runs_to_its_end_at_a_small_size(script):
     assert result.get("errors", 0) == 0
     ratios = ratios_in(result)
     assert ratios and all(r is not None and r > 0 for r in ratios), ratios
+
+
+def test_the_figures_script_runs_to_its_end():
+    """`bench/figures.py`, whose figures bench/README.md's "Figures behind the code" quotes, at a tiny size."""
+    done = subprocess.run([sys.executable, "bench/figures.py", "--json", "--hash-mib", "1", "--latencies", "100",
+                           "--repeat", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert set(figures) == {"hash_sha256_gb_per_s", "hash_blake2b_gb_per_s", "gc_objects", "gc_collect_cpu_ms",
+                            "histogram_vectorised_ms", "histogram_record_value_ms", "metadata_version_ms"}
+    assert figures["gc_objects"] > 1000 and all(value >= 0 for value in figures.values())
+    assert "python bench/figures.py" in (ROOT / "bench" / "README.md").read_text()

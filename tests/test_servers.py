@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from connectors.servers import (
-    KAFKA_VERSION,
-    RedisServer,
-    fetch_kafka,
-    free_port,
-    kafka_jars_dir,
-    wait_until,
-)
+from connectors.conformance.network import cut_points
+from connectors.servers import KAFKA_VERSION, RedisServer, fetch_kafka, free_port, kafka_jars_dir, wait_until
+from connectors.servers.tap import DOWN, UP, Tap
 
 # ------------------------------------------------------------------------------------------- helpers
 
 
 def test_free_port_is_bindable():
-    import socket
-
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
@@ -184,9 +183,6 @@ def test_kafka_restart_keeps_committed_data(kafka_broker):
 
 def _echo_server():
     """A loopback server answering each chunk with the same bytes: one reply per request."""
-    import socket
-    import threading
-
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve(conn):
@@ -208,8 +204,6 @@ def _echo_server():
 
 def _exchange(address: str, requests: list[bytes]) -> list[bytes]:
     """Send each request and read its whole echo; stop at the first broken one (what came back so far)."""
-    import socket
-
     host, port = address.rsplit(":", 1)
     replies = []
     with socket.create_connection((host, int(port)), timeout=5) as sock:
@@ -230,9 +224,6 @@ def _exchange(address: str, requests: list[bytes]) -> list[bytes]:
 
 @pytest.mark.integration
 def test_toxiproxy_limit_data_cuts_at_the_byte_and_the_tap_records_turns(toxiproxy):
-    from connectors.conformance.network import cut_points
-    from connectors.servers.tap import DOWN, UP, Tap
-
     listener = _echo_server()
     requests = [b"a" * 10, b"b" * 20, b"c" * 30]
     with Tap(f"127.0.0.1:{listener.getsockname()[1]}") as tap:
@@ -291,11 +282,6 @@ def _alive(pid: int) -> bool:
 def test_serve_kafka_creates_topics_and_sigterm_stops_its_jvm():
     """`python -m connectors.servers serve kafka --topic NAME:PARTITIONS`: the topic exists once it says ready,
     and SIGTERM (a plain `kill`) stops the broker's JVM as Ctrl-C does, instead of leaving it running."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     from confluent_kafka.admin import AdminClient
 
     root = Path(__file__).resolve().parents[1]

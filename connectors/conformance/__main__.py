@@ -20,14 +20,14 @@ import os
 import sys
 from pathlib import Path
 
+from connectors.registry import sinks
+
 ENVIRONMENT = "IMPULSE_CONFORMANCE_TARGET"
 #: What installs the suite's own dependency (pytest), with the sink extras a run needs.
 INSTALL = "python3 -m pip install \"impulse-connectors[conformance]\" (add the sink's extra: kafka, redis or webhook)"
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    from connectors.registry import sinks
-
     split = argv.index("--") if "--" in argv else len(argv)
     own, pytest_args = argv[:split], argv[split + 1:]
     parser = argparse.ArgumentParser(prog="python -m connectors.conformance", description=__doc__.split("\n\n")[0],

@@ -3,14 +3,44 @@
 from __future__ import annotations
 
 import argparse
+import io
+import socket
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping
+from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    from connectors.conformance.poison import Poison
+import pyarrow as pa
+import pyarrow.json as pajson
 
-__all__ = ["SinkAdapter"]
+__all__ = ["SinkAdapter", "Poison", "events_from_json", "unused_port", "host_port", "with_address"]
+
+
+Event = tuple[int, int]  # (subtask_index, counter)
+
+
+@dataclass(frozen=True)
+class Poison:
+    """Rows a target refuses for good, for one namespace (made ready by `SinkAdapter.poison`).
+
+    `columns` (SQL expressions over the impulse columns ``counter``, ``subtask_index``, ``timestamp``) is the
+    frame given to the sink; with `options` the rows where `refused` holds are refused by the target;
+    `dead_letter` adds the sink's dead-letter target. `read_back` and `read_dead_letters` give the
+    ``(subtask_index, counter)`` of every row that landed and every dead letter, duplicates included.
+    `words`: words the failure without a dead-letter target must contain (it names the row).
+    """
+
+    columns: list[str]
+    options: Mapping[str, str]
+    dead_letter: Mapping[str, str]
+    refused: Callable[[Event], bool]
+    read_back: Callable[[], list[Event]]
+    read_dead_letters: Callable[[], list[Event]]
+    words: tuple[str, ...] = field(default=("row",))
+    #: a target without transactions (a webhook): without a dead-letter target, what the sink delivered before the
+    #: refused request stays delivered, so only "no dead letter, and the query failed naming the row" is checked
+    partial: bool = False
 
 
 class SinkAdapter(ABC):
@@ -126,3 +156,33 @@ class SinkAdapter(ABC):
         """The adapter for the target the parsed `args` name, open for the whole run (a default receiver
         may be started here and stopped on exit). Default: ``cls()``."""
         yield cls()
+
+
+def unused_port() -> int:
+    """A loopback port where nothing listens (bound and released at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def events_from_json(values: list[bytes]) -> list[tuple[int, int]]:
+    """``(subtask_index, counter)`` of rows written as JSON objects, parsed in one vectorised pass."""
+    if not values:
+        return []
+    table = pajson.read_json(io.BytesIO(b"\n".join(values)),
+                             parse_options=pajson.ParseOptions(explicit_schema=pa.schema(
+                                 [("subtask_index", pa.int64()), ("counter", pa.int64())]),
+                                 unexpected_field_behavior="ignore"))
+    return list(zip(table.column("subtask_index").to_pylist(), table.column("counter").to_pylist()))
+
+
+def host_port(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}"
+
+
+def with_address(url: str, address: str) -> str:
+    """`url` with its host and port replaced by `address` (``host:port``), credentials kept."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rpartition("@")[0]
+    return parts._replace(netloc=f"{credentials}@{address}" if credentials else address).geturl()

@@ -29,9 +29,7 @@ from typing import Mapping
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.suite import PARTITIONS, expected_events
-from connectors.conformance.suite import _attempt as _failure
-from connectors.conformance.suite import _read_metrics as _metrics
+from connectors.conformance.harness import PARTITIONS, expected_events, failure_of, read_metrics
 
 __all__ = ["BatchWriteConformance", "batch_frame", "write_batch"]
 
@@ -73,7 +71,7 @@ class BatchWriteConformance:
         write_batch(spark, adapter, namespace, self.batch_rows, options={"metricsPath": str(metrics)})
         self.check_landed(adapter, namespace, self.batch_rows)
         if adapter.reports_metrics:
-            [batch] = _metrics(metrics)
+            [batch] = read_metrics(metrics)
             assert (batch["batchId"], batch["rows"], batch["partitions"]) == (0, self.batch_rows, PARTITIONS)
             assert batch["commitId"].startswith("batch-"), batch["commitId"]
 
@@ -86,7 +84,7 @@ class BatchWriteConformance:
         assert sorted(adapter.read_back(namespace)) == first, "the re-run with the same commitId changed the target"
         self.check_landed(adapter, namespace, self.batch_rows)
         if adapter.reports_metrics and adapter.skips_replays:
-            rerun = _metrics(metrics)[-1]
+            rerun = read_metrics(metrics)[-1]
             assert rerun["writtenRows"] == 0 and rerun["skippedPartitions"] == PARTITIONS, rerun
 
     def test_batch_rerun_without_commit_id_is_a_new_write(self, spark, adapter, namespace, tmp_path):
@@ -103,14 +101,14 @@ class BatchWriteConformance:
             "faultInjection": "point=mid_write,action=crash,batch=0,partition=0,attempt=0", "metricsPath": str(metrics)})
         self.check_landed(adapter, namespace, self.batch_rows)
         if adapter.reports_metrics:
-            [batch] = _metrics(metrics)
+            [batch] = read_metrics(metrics)
             assert batch["retriedPartitions"] == 1, "the fault never fired"
 
     def test_batch_failing_every_attempt_then_rerun(self, spark, adapter, namespace, tmp_path):
         if not adapter.supports_fault_injection:
             pytest.skip(f"{adapter.format} has no faultInjection option")
         options = {"commitId": f"{namespace}-job"}
-        failure = _failure(lambda: write_batch(spark, adapter, namespace, self.batch_rows, options={
+        failure = failure_of(lambda: write_batch(spark, adapter, namespace, self.batch_rows, options={
             **options, "faultInjection": "point=after_write,action=fail,batch=0,partition=0"}))
         assert failure is not None, "the write survived a fault on every attempt"
         assert "injected fault" in str(failure), str(failure)[-2000:]
@@ -150,7 +148,7 @@ class BatchWriteConformance:
             assert "UNSUPPORTED_DATA_SOURCE_SAVE_MODE" in message, message[-2000:]
 
     def _expect_failure(self, adapter: SinkAdapter, namespace: str, fn, word: str) -> str:
-        failure = _failure(fn)
+        failure = failure_of(fn)
         assert failure is not None, f"{self.case}: the write succeeded, expected an error naming {word!r}"
         message = str(failure)
         assert word.lower() in message.lower(), f"the error does not name {word!r}: {message[-2000:]}"

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
+from connectors.conformance.__main__ import ENVIRONMENT
 from connectors.conformance.suite import SinkConformance
+from connectors.registry import connector
 
 
 def target_arguments() -> argparse.Namespace:
     """What ``python -m connectors.conformance`` parsed: the sink's name and its adapter's arguments."""
-    from connectors.conformance.__main__ import ENVIRONMENT
-
     return argparse.Namespace(**json.loads(os.environ[ENVIRONMENT]))
 
 
@@ -22,8 +22,6 @@ class TestConformance(SinkConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls):
-        from connectors.registry import connector
-
         args = target_arguments()
         with connector(args.sink).adapter_class().from_arguments(args) as adapter:
             yield adapter

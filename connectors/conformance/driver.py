@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import sys
 
+from connectors.registry import load
+from connectors.session import local_session
+
 
 def main(argv: list[str]) -> int:
     args = json.loads(argv[0])
-    from connectors.session import local_session
-
     spark = local_session("local[2]", "conformance-driver")
     if args.get("data_source"):
-        from connectors.registry import load
-
         spark.dataSource.register(load(args["data_source"]))
     frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
              .option("numPartitions", args["partitions"]).option("startTime", "0").option("limit", args["limit"])

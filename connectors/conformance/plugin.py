@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from connectors.servers.toxiproxy import Toxiproxy
+from connectors.session import local_session
+
 
 @pytest.fixture(scope="session")
 def spark():
-    from connectors.session import local_session
-
     session = local_session("local[2,2]", "conformance", **{"spark.sql.shuffle.partitions": 2})
     yield session
     session.stop()
@@ -22,7 +23,5 @@ def spark():
 
 @pytest.fixture(scope="session")
 def toxiproxy():
-    from connectors.servers.toxiproxy import Toxiproxy
-
     with Toxiproxy.from_env() as server:
         yield server

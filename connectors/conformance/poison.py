@@ -17,45 +17,19 @@ An adapter whose target refuses nothing it can provoke returns None, and both te
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 
 import pytest
 
-from connectors.conformance.adapter import SinkAdapter
+from connectors.conformance.adapter import Poison, SinkAdapter
+from connectors.conformance.harness import Override, expected_events, failure_of, run_query
 
-__all__ = ["Poison", "PoisonRecordConformance"]
-
-Event = tuple[int, int]  # (subtask_index, counter)
-
-
-@dataclass(frozen=True)
-class Poison:
-    """Rows a target refuses for good, for one namespace (made ready by `SinkAdapter.poison`).
-
-    `columns` (SQL expressions over the impulse columns ``counter``, ``subtask_index``, ``timestamp``) is the
-    frame given to the sink; with `options` the rows where `refused` holds are refused by the target;
-    `dead_letter` adds the sink's dead-letter target. `read_back` and `read_dead_letters` give the
-    ``(subtask_index, counter)`` of every row that landed and every dead letter, duplicates included.
-    `words`: words the failure without a dead-letter target must contain (it names the row).
-    """
-
-    columns: list[str]
-    options: Mapping[str, str]
-    dead_letter: Mapping[str, str]
-    refused: Callable[[Event], bool]
-    read_back: Callable[[], list[Event]]
-    read_dead_letters: Callable[[], list[Event]]
-    words: tuple[str, ...] = field(default=("row",))
-    #: a target without transactions (a webhook): without a dead-letter target, what the sink delivered before the
-    #: refused request stays delivered, so only "no dead letter, and the query failed naming the row" is checked
-    partial: bool = False
+__all__ = ["PoisonRecordConformance"]
 
 
 class PoisonRecordConformance:
     """The poison-record tests; a base of `connectors.conformance.SinkConformance`, whose fixtures (``spark``,
-    ``adapter``, ``namespace``) and sizes (``limit``, ``per_trigger``) they use. The suite's helpers are imported
-    when a test runs: the suite module imports this one."""
+    ``adapter``, ``namespace``) and sizes (``limit``, ``per_trigger``) they use."""
 
     def _poison(self, adapter: SinkAdapter, namespace: str) -> Poison:
         poison = adapter.poison(namespace)
@@ -64,19 +38,17 @@ class PoisonRecordConformance:
         return poison
 
     def test_poison_rows_are_dead_lettered_once_across_a_crash(self, spark, adapter, namespace, tmp_path):
-        from connectors.conformance.suite import _attempt, _Override, expected_events, run_query
-
         poison = self._poison(adapter, namespace)
         checkpoint = tmp_path / "ck"
         options = {**poison.options, **poison.dead_letter}
 
         def run(extra: Mapping[str, str]) -> None:
-            run_query(spark, _Override(adapter, options), namespace, checkpoint, limit=self.limit,
+            run_query(spark, Override(adapter, options), namespace, checkpoint, limit=self.limit,
                       per_trigger=self.per_trigger, columns=poison.columns, options=extra)
 
         crash = "point=mid_write,action=crash,batch=1,partition=0"
         if adapter.supports_fault_injection:
-            failure = _attempt(lambda: run({"faultInjection": crash}))
+            failure = failure_of(lambda: run({"faultInjection": crash}))
             assert failure is not None, "the crash on every attempt never fired"
         run({})
         events = expected_events(self.limit)
@@ -88,15 +60,12 @@ class PoisonRecordConformance:
             f"{self.case}: the accepted rows did not land exactly once"
 
     def test_poison_rows_fail_the_query_without_a_dead_letter_target(self, spark, adapter, namespace, tmp_path):
-        from connectors.conformance.suite import _attempt, _Override, run_query
-
         poison = self._poison(adapter, namespace)
-        failure = _attempt(lambda: run_query(spark, _Override(adapter, poison.options), namespace, tmp_path / "ck",
-                                             limit=self.limit, per_trigger=self.per_trigger, columns=poison.columns))
+        failure = failure_of(lambda: run_query(spark, Override(adapter, poison.options), namespace, tmp_path / "ck",
+                                               limit=self.limit, per_trigger=self.per_trigger, columns=poison.columns))
         assert failure is not None, "a refused row without a dead-letter target must fail the query"
         for word in poison.words:
             assert word in str(failure), f"the failure does not say {word!r}: {str(failure)[-2000:]}"
         assert poison.read_dead_letters() == [], "rows were dead-lettered without a dead-letter target"
         if adapter.guarantee == "exactly_once" and not poison.partial:  # else rows sent before the refusal may land
             assert poison.read_back() == [], "rows of a batch with a refused row were committed"
-

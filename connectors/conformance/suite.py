@@ -57,123 +57,23 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator, Mapping
 
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
+from connectors.conformance.harness import (PARTITIONS, Override, Verdict, await_query, compare, data_source_class,
+                                            expected_events, failure_of, fresh_namespace, impulse_stream, kill_tree,
+                                            read_metrics, run_query, start_query, wait_for_stall)
 from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
 from connectors.conformance.poison import PoisonRecordConformance
-from connectors.protocol import CommitMessage
 from connectors.partitions import split_limit
+from connectors.protocol import CommitMessage
 
-__all__ = ["SinkConformance", "Verdict", "compare", "expected_events", "run_query", "start_query", "await_query"]
+# the harness's names a suite author uses, offered here as before (their home is `connectors.conformance.harness`)
+__all__ = ["SinkConformance", "PARTITIONS", "Verdict", "compare", "expected_events", "run_query", "start_query",
+           "await_query"]
 
-PARTITIONS = 2
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What landed against what was expected, as counts of events."""
-
-    landed: int
-    expected: int
-    lost: int
-    duplicated: int
-    unexpected: int
-    examples: str
-
-    def __str__(self) -> str:
-        return (f"{self.lost} events lost, {self.duplicated} duplicated, {self.unexpected} unexpected "
-                f"({self.landed} landed, {self.expected} expected){self.examples}")
-
-
-def compare(landed: list[tuple[int, int]], expected: list[tuple[int, int]]) -> Verdict:
-    """Compare two multisets of events: lost (expected copies that never landed), duplicated (copies beyond
-    the expected count) and unexpected (events not expected at all)."""
-    got, want = Counter(landed), Counter(expected)
-    lost = sorted(e for e in want if got[e] < want[e])
-    duplicated = sorted(e for e in want if got[e] > want[e])
-    unexpected = sorted(e for e in got if e not in want)
-    examples = "".join(f"; first {what}: {items[:5]}" for what, items in
-                       (("lost", lost), ("duplicated", duplicated), ("unexpected", unexpected)) if items)
-    return Verdict(len(landed), len(expected), sum(want[e] - got[e] for e in lost),
-                   sum(got[e] - want[e] for e in duplicated), sum(got[e] for e in unexpected), examples)
-
-
-def expected_events(limit: int, partitions: int = PARTITIONS) -> list[tuple[int, int]]:
-    """The ``(subtask_index, counter)`` of impulse with `limit` events: the remainder goes to low partitions."""
-    return sorted((i, c) for i, count in enumerate(split_limit(limit, partitions)) for c in range(count))
-
-
-def impulse_stream(spark, limit: int, per_trigger: int | None = None):
-    """Impulse events that are all due at once (start in 1970), replayable; a restart keeps the pinned timeline."""
-    reader = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
-              .option("numPartitions", PARTITIONS).option("startTime", "0").option("limit", limit))
-    if per_trigger:
-        reader = reader.option("maxEventsPerTrigger", per_trigger)
-    return reader.load()
-
-
-def start_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
-                per_trigger: int | None = None, options: Mapping[str, str] | None = None, where: str | None = None,
-                columns: list[str] | None = None, repartition: int | None = None):
-    """Start impulse → sink with ``Trigger.AvailableNow``; returns the running query.
-
-    `where` filters the impulse rows, `columns` (SQL expressions) replaces them, `repartition` shuffles
-    them into that many partitions before the sink (round-robin, deterministic on a replay).
-    """
-    frame = impulse_stream(spark, limit, per_trigger)
-    if where:
-        frame = frame.where(where)
-    if columns:
-        frame = frame.selectExpr(*columns)
-    if repartition:
-        frame = frame.repartition(repartition)
-    frame = adapter.frame(frame)
-    return (frame.writeStream.format(adapter.format).options(**adapter.options(namespace))
-            .options(**dict(options or {})).option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True).start())
-
-
-def await_query(query, timeout: float = 180.0):
-    """Wait until `query` ends; raise what it raised, or `AssertionError` after `timeout` seconds."""
-    try:
-        if not query.awaitTermination(timeout):
-            raise AssertionError(f"the query did not end within {timeout}s")
-    finally:
-        query.stop()
-    return query
-
-
-def run_query(spark, adapter: SinkAdapter, namespace: str, checkpoint: Path, *, limit: int,
-              per_trigger: int | None = None, options: Mapping[str, str] | None = None,
-              where: str | None = None, columns: list[str] | None = None, repartition: int | None = None,
-              timeout: float = 180.0):
-    """Run impulse → sink with ``Trigger.AvailableNow`` until it ends; raise what the query raised."""
-    query = start_query(spark, adapter, namespace, checkpoint, limit=limit, per_trigger=per_trigger,
-                        options=options, where=where, columns=columns, repartition=repartition)
-    return await_query(query, timeout)
-
-
-def _attempt(fn) -> BaseException | None:
-    try:
-        fn()
-    except Exception as exc:  # the query's failure, as Spark reports it
-        return exc
-    return None
-
-
-def _read_metrics(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 EXECUTOR_POINTS = ("before_write", "mid_write", "after_write")
@@ -287,7 +187,7 @@ class SinkConformance(PoisonRecordConformance):
                           where="counter < 0", options={"metricsPath": str(metrics)})
         assert len(query.recentProgress) >= 2
         assert adapter.read_back(namespace) == []
-        assert [m["rows"] for m in _read_metrics(metrics)] == [0] * len(_read_metrics(metrics))
+        assert [m["rows"] for m in read_metrics(metrics)] == [0] * len(read_metrics(metrics))
 
     def test_unusual_data(self, spark, adapter, namespace, tmp_path):
         """Nulls, empty strings, non-ASCII text, one large value per partition, column names with spaces and dots."""
@@ -312,19 +212,19 @@ class SinkConformance(PoisonRecordConformance):
         point, action, attempt = fault_case
         checkpoint, metrics = tmp_path / "ck", tmp_path / "metrics.jsonl"
         fault = f"point={point},action={action},batch=1,partition=0" + ("" if attempt is None else f",attempt={attempt}")
-        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
-                                             per_trigger=self.per_trigger,
-                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                               per_trigger=self.per_trigger,
+                                               options={"faultInjection": fault, "metricsPath": str(metrics)}))
         if attempt is None:
             assert failure is not None, f"the query survived a fault on every attempt at {point}"
         else:
             assert failure is None, f"Spark's task retry should have recovered from {point}: {failure}"
-            batch = [m for m in _read_metrics(metrics) if m["batchId"] == 1]
+            batch = [m for m in read_metrics(metrics) if m["batchId"] == 1]
             assert batch and batch[0]["retriedPartitions"] >= 1, "the fault never fired"
         run_query(spark, adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger,
                   options={"metricsPath": str(metrics)})
         self.check_landed(adapter, namespace, self.limit)
-        reported = sum(m["rows"] for m in _read_metrics(metrics))
+        reported = sum(m["rows"] for m in read_metrics(metrics))
         assert reported == self.limit, f"metrics report {reported} rows committed, {self.limit} landed"
 
     #: (partitions before the crash, partitions after the restart) of `test_repartition_after_crash`; None:
@@ -344,12 +244,12 @@ class SinkConformance(PoisonRecordConformance):
         before, after = repartition
         checkpoint = tmp_path / "ck"
         fault = "point=mid_write,action=crash,batch=1,partition=0"
-        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
-                                             per_trigger=self.per_trigger, repartition=before,
-                                             options={"faultInjection": fault}))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                               per_trigger=self.per_trigger, repartition=before,
+                                               options={"faultInjection": fault}))
         assert failure is not None, "the query survived a crash on every attempt of batch 1 partition 0"
-        failure = _attempt(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
-                                             per_trigger=self.per_trigger, repartition=after))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, checkpoint, limit=self.limit,
+                                               per_trigger=self.per_trigger, repartition=after))
         self.node.user_properties.append(("refused", failure is not None))
         if failure is None:
             self.check_landed(adapter, namespace, self.limit)
@@ -375,7 +275,7 @@ class SinkConformance(PoisonRecordConformance):
         query = start_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
                             per_trigger=self.per_trigger, options=options)
         try:
-            stalled = _wait_for_stall(query, timeout=120)
+            stalled = wait_for_stall(query, timeout=120)
             adapter.restart_target()
             os.kill(stalled, signal.SIGUSR1)
             await_query(query)
@@ -393,16 +293,16 @@ class SinkConformance(PoisonRecordConformance):
             pytest.skip(f"{adapter.format} has no faultInjection option")
         metrics = tmp_path / "metrics.jsonl"
         fault = f"point=mid_write,action=delay,ms={self.slow_write_ms}"
-        failure = _attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
-                                             per_trigger=self.per_trigger,
-                                             options={"faultInjection": fault, "metricsPath": str(metrics)}))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                               per_trigger=self.per_trigger,
+                                               options={"faultInjection": fault, "metricsPath": str(metrics)}))
         self.node.user_properties.append(("failed", failure is not None))
         if failure is not None:
             assert any(word in str(failure).lower() for word in ("timeout", "timed out")), \
                 f"{self.case}: the query failed without naming a timeout: {str(failure)[-1500:]}"
             return
         self.check_landed(adapter, namespace, self.limit)
-        batches = [m for m in _read_metrics(metrics) if m["rows"]]
+        batches = [m for m in read_metrics(metrics) if m["rows"]]
         assert sum(m["rows"] for m in batches) == self.limit, f"{self.case}: not every batch committed: {batches}"
         slow = [m["ackUs"] - m["writeStartUs"] >= self.slow_write_ms * 1000 for m in batches]
         assert all(slow), f"{self.case}: the delay did not slow every batch's write: {slow}"
@@ -447,7 +347,7 @@ class SinkConformance(PoisonRecordConformance):
         self.check_landed(adapter, namespace, self.limit)
         if not adapter.reports_metrics:
             return
-        replay = [m for m in _read_metrics(metrics) if m["batchId"] == last]
+        replay = [m for m in read_metrics(metrics) if m["batchId"] == last]
         assert replay and replay[0]["rows"] > 0, "Spark did not replay the batch"
         if adapter.skips_replays:
             assert replay[0]["writtenRows"] == 0
@@ -483,15 +383,15 @@ class SinkConformance(PoisonRecordConformance):
 
     def test_unreachable_target_fails_at_start(self, spark, adapter, namespace, tmp_path):
         options = dict(adapter.unreachable_options(namespace))
-        failure = _attempt(lambda: run_query(spark, _Override(adapter, options), namespace, tmp_path / "ck",
-                                             limit=self.limit, timeout=120))
+        failure = failure_of(lambda: run_query(spark, Override(adapter, options), namespace, tmp_path / "ck",
+                                               limit=self.limit, timeout=120))
         assert failure is not None, "writing to an unreachable target succeeded"
         assert adapter.unreachable_message.lower() in str(failure).lower(), str(failure)[-2000:]
         assert adapter.read_back(namespace) == []
 
     def _expect_start_failure(self, spark, adapter, namespace, tmp_path, overrides, word) -> None:
-        failure = _attempt(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
-                                             options=overrides))
+        failure = failure_of(lambda: run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit,
+                                               options=overrides))
         assert failure is not None, f"options {overrides} were accepted"
         assert word.lower() in str(failure).lower(), f"the error does not name {word!r}: {str(failure)[-2000:]}"
         assert adapter.read_back(namespace) == [], "rows were written despite bad options"
@@ -501,7 +401,7 @@ class SinkConformance(PoisonRecordConformance):
         metrics = tmp_path / "metrics.jsonl"
         query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger,
                           options={"metricsPath": str(metrics)})
-        reported = _read_metrics(metrics)
+        reported = read_metrics(metrics)
         landed = adapter.read_back(namespace)
         assert sum(m["rows"] for m in reported) == len(landed) == self.limit
         assert [m["batchId"] for m in reported if m["rows"]] == \
@@ -520,7 +420,6 @@ class SinkConformance(PoisonRecordConformance):
         for query in queries:
             await_query(query)
         self.check_landed(adapter, namespace, self.limit, expected=expected_events(self.limit) * 2)
-
 
     # 9 -------------------------------------------------------------------------------------------
     #: events of each run of the network cases (one micro-batch over `PARTITIONS` partitions)
@@ -565,9 +464,9 @@ class SinkConformance(PoisonRecordConformance):
                     fired = network.await_cut(cut, lambda: query.isActive, timeout=120)
                 finally:
                     network.proxy.clear()
-                failure = _attempt(lambda: await_query(query))
+                failure = failure_of(lambda: await_query(query))
                 if failure is not None:  # restarted from its checkpoint, as Spark's users do
-                    failure = _attempt(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
+                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
                 verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
             if os.environ.get("IMPULSE_CUT_TRACE"):
                 print(f"{cut}: fired={fired is not None} failed={failure is not None} {time.monotonic() - started:.1f}s",
@@ -594,8 +493,8 @@ class SinkConformance(PoisonRecordConformance):
         for kind, stream, attributes in self.bad_network:
             network.proxy.add_toxic(kind, stream, **attributes)
         try:
-            failure = _attempt(lambda: run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit,
-                                                 per_trigger=self.per_trigger, timeout=300))
+            failure = failure_of(lambda: run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit,
+                                                   per_trigger=self.per_trigger, timeout=300))
         finally:
             network.proxy.clear()
         self.node.user_properties.append(("kept_up", failure is None))
@@ -604,87 +503,3 @@ class SinkConformance(PoisonRecordConformance):
             assert adapter.format in text, f"{self.case}: the error does not name the sink {adapter.format}: {text[-2000:]}"
             run_query(spark, network.adapter, namespace, checkpoint, limit=self.limit, per_trigger=self.per_trigger)
         self.check_landed(adapter, namespace, self.limit)
-
-
-@contextmanager
-def fresh_namespace(adapter: SinkAdapter) -> Iterator[str]:
-    """A new namespace (``t`` and 10 hex digits: always 11 characters, so runs send as many bytes), prepared
-    by the adapter, cleaned up on exit."""
-    name = "t" + uuid.uuid4().hex[:10]
-    adapter.prepare(name)
-    try:
-        yield name
-    finally:
-        adapter.cleanup(name)
-
-
-class _Override(SinkAdapter):
-    """An adapter whose options are replaced (for the unreachable-target case)."""
-
-    def __init__(self, inner: SinkAdapter, options: Mapping[str, str]) -> None:
-        self.inner, self._options, self.format = inner, options, inner.format
-
-    def options(self, namespace: str) -> Mapping[str, str]:
-        return self._options
-
-    def read_back(self, namespace: str) -> list[tuple[int, int]]:
-        return self.inner.read_back(namespace)
-
-    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
-        return self._options
-
-
-def data_source_class(spark, adapter: SinkAdapter) -> type:
-    """The adapter's `data_source` class, else this project's registered one of that format."""
-    explicit = getattr(adapter, "data_source", None)
-    if explicit is not None:
-        return explicit
-    from connectors.registry import connector
-
-    return connector(adapter.format).data_source_class()
-
-
-def _children() -> dict[int, list[int]]:
-    """Each process's children, from /proc."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    return parents
-
-
-def _descendants(pid: int) -> list[int]:
-    """`pid` and every process below it."""
-    parents, found, todo = _children(), [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(parents.get(current, []))
-    return found
-
-
-def _wait_for_stall(query, timeout: float) -> int:
-    """The pid of this process's Python worker stalled by the ``stall`` fault action (`connectors.faults`)."""
-    from connectors.faults import stalled_among
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pid = stalled_among(_descendants(os.getpid()))
-        if pid is not None:
-            return pid
-        if not query.isActive:
-            raise AssertionError(f"the query ended before the stall: {query.exception()}")
-        time.sleep(0.05)
-    raise AssertionError(f"no stalled write within {timeout}s")
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant, including PySpark's worker daemon (its own process group)."""
-    for victim in _descendants(pid):
-        try:
-            os.kill(victim, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
 import sys
@@ -11,8 +12,6 @@ import connectors.servers as servers
 
 
 def main(argv: Iterable[str]) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m connectors.servers", description=servers.__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache (no-op when present)")
@@ -53,8 +52,6 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _topic(text: str) -> tuple[str, int]:
     """``NAME[:PARTITIONS]`` → ``(name, partitions)``."""
-    import argparse
-
     name, _, count = text.partition(":")
     if not name or (count and not (count.isdigit() and int(count) >= 1)):
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME or NAME:PARTITIONS with PARTITIONS ≥ 1")

@@ -21,7 +21,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["LOOPBACK", "ROOT", "ServerError", "cache_root", "free_port", "wait_until"]
+__all__ = ["LOOPBACK", "ROOT", "ServerError", "ProcessServer", "cache_root", "free_port", "quiet_logger", "tail",
+           "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout (its tests/kafka/pom.xml pins the Kafka version)
 LOOPBACK = "127.0.0.1"
@@ -62,7 +63,7 @@ def wait_until(
         time.sleep(interval)
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def tail(path: Path, lines: int = 40) -> str:
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -70,7 +71,7 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:]) or f"(empty log at {path})"
 
 
-def _quiet_logger(name: str) -> logging.Logger:
+def quiet_logger(name: str) -> logging.Logger:
     """A logger that swallows librdkafka's connection-refused chatter while a server is coming up."""
     logger = logging.getLogger(f"impulse.connectors.servers.{name}")
     logger.propagate = False
@@ -142,7 +143,7 @@ class _Server:
         self.close()
 
 
-class _ProcessServer(_Server):
+class ProcessServer(_Server):
     """A server that is a child process whose stdout/stderr go to ``<dir>/<name>.out``.
 
     ``external(address)`` wraps one someone else runs instead (the address comes from the environment
@@ -211,9 +212,9 @@ class _ProcessServer(_Server):
         parts = [f"{self.name}: {what}"]
         if self.proc is not None and self.proc.poll() is not None:
             parts.append(f"(process exited with code {self.proc.returncode})")
-        parts.append(f"\n--- tail of {self.out_path} ---\n{_tail(self.out_path)}")
+        parts.append(f"\n--- tail of {self.out_path} ---\n{tail(self.out_path)}")
         if self.log_path != self.out_path:
-            parts.append(f"\n--- tail of {self.log_path} ---\n{_tail(self.log_path)}")
+            parts.append(f"\n--- tail of {self.log_path} ---\n{tail(self.log_path)}")
         return ServerError(" ".join(parts))
 
     def _wait_ready(self, check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -24,8 +24,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
 
-from connectors.servers.base import (LOOPBACK, ROOT, ServerError, _ProcessServer, _quiet_logger, cache_root,
-                                     free_port, wait_until)
+from connectors.kafka_topics import create_topic, end_offsets, read_topic
+from connectors.servers.base import (LOOPBACK, ROOT, ProcessServer, ServerError, cache_root, free_port, quiet_logger,
+                                     wait_until)
 
 __all__ = ["KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir"]
 
@@ -109,7 +110,7 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-class KafkaBroker(_ProcessServer):
+class KafkaBroker(ProcessServer):
     """A single-node Apache Kafka (KRaft, broker and controller in one JVM) on free loopback ports.
 
     With `proxy_listener`, a second listener (``PROXIED``, on `proxied_port`) advertises another free port,
@@ -301,7 +302,7 @@ class KafkaBroker(_ProcessServer):
     # --- client helpers
 
     def _client_config(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": _quiet_logger("kafka")}
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": quiet_logger("kafka")}
         conf.update(extra or {})
         return conf
 
@@ -319,8 +320,6 @@ class KafkaBroker(_ProcessServer):
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                      timeout: float = 30.0) -> str:
         """Create a topic and wait until every partition has a leader. Returns ``name``."""
-        from connectors.kafka_topics import create_topic
-
         create_topic(self.admin(), name, partitions, 1, config, timeout)
         return name
 
@@ -333,8 +332,6 @@ class KafkaBroker(_ProcessServer):
         """``{partition: end offset}``; for ``read_committed`` the end is the last stable offset."""
         from confluent_kafka import KafkaException
 
-        from connectors.kafka_topics import end_offsets
-
         try:
             return end_offsets(self._client_config(), topic, isolation, timeout)
         except KafkaException as exc:
@@ -344,7 +341,5 @@ class KafkaBroker(_ProcessServer):
         """Every message of ``topic`` from the beginning up to its end offsets (read with ``isolation``; for
         ``read_committed``, once no transaction is still open, waiting up to 5 s: `connectors.kafka_topics.read_topic`),
         in partition order then offset order. Returns ``confluent_kafka.Message`` objects."""
-        from connectors.kafka_topics import read_topic
-
         return read_topic(self._client_config(), topic, isolation, timeout)
 

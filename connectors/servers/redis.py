@@ -7,12 +7,12 @@ import shutil
 import socket
 from pathlib import Path
 
-from connectors.servers.base import LOOPBACK, ServerError, _ProcessServer, _tail, free_port
+from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, free_port, tail
 
 __all__ = ["RedisServer"]
 
 
-class RedisServer(_ProcessServer):
+class RedisServer(ProcessServer):
     """``redis-server`` on a free loopback port; with ``persistence`` an fsync-always AOF in its temp dir.
 
     ``restart()`` keeps the data either way: without persistence it stops with ``SHUTDOWN SAVE`` (an RDB
@@ -81,7 +81,7 @@ class RedisServer(_ProcessServer):
                 self._wait_ready(self._ping, 20, f"PING on {self.url}")
                 return
             except ServerError:
-                in_use = "Address already in use" in _tail(self.log_path_, 5)
+                in_use = "Address already in use" in tail(self.log_path_, 5)
                 if fixed_port or not in_use or attempt == 4:
                     raise
 

@@ -4,16 +4,18 @@ server (`SparkConnectServer`), both launched with the installed PySpark's ``bin/
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from connectors.servers.base import LOOPBACK, ROOT, ServerError, _ProcessServer, _tail, free_port, wait_until
+from connectors.servers.base import LOOPBACK, ROOT, ProcessServer, ServerError, free_port, tail, wait_until
 
 __all__ = ["SparkConnectServer", "SparkStandaloneCluster", "processes_under", "spark_home"]
 
@@ -44,15 +46,13 @@ def processes_under(folder: Path) -> dict[int, str]:
 
 def spark_home() -> Path:
     """The installed ``pyspark`` package folder: it holds ``bin/spark-class`` and the jars."""
-    import importlib.util
-
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ServerError("pyspark is not installed: run `pip install -e .[test]` (tests/run does this)")
     return Path(spec.origin).parent
 
 
-class _SparkServer(_ProcessServer):
+class _SparkServer(ProcessServer):
     """JVMs launched with the installed PySpark's ``bin/spark-class`` on loopback; Python workers run this
     interpreter with this checkout first on ``PYTHONPATH``. Stopping also waits until no process is left
     in the server's dir (executors, Python daemons and workers) and fails naming any that had to be killed.
@@ -118,8 +118,6 @@ class SparkStandaloneCluster(_SparkServer):
 
     def state(self) -> dict:
         """The master's JSON status page (workers, applications)."""
-        import urllib.request
-
         with urllib.request.urlopen(f"http://{LOOPBACK}:{self.webui_port}/json/", timeout=5) as answer:
             return json.loads(answer.read())
 
@@ -153,7 +151,7 @@ class SparkStandaloneCluster(_SparkServer):
                 return
             except ServerError as exc:
                 self._stop(10)
-                if attempt == 2 or "Address already in use" not in str(exc) + _tail(self.out_path, 80):
+                if attempt == 2 or "Address already in use" not in str(exc) + tail(self.out_path, 80):
                     raise
 
     def _stop(self, timeout: float) -> None:

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from connectors.servers.base import LOOPBACK, ServerError, _ProcessServer, _tail, cache_root, free_port
+from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, cache_root, free_port, tail
 
 __all__ = ["TOXIPROXY_VERSION", "Proxy", "Toxiproxy", "fetch_toxiproxy"]
 
@@ -116,7 +116,7 @@ class Proxy:
         self.server.api("DELETE", f"/proxies/{self.name}")
 
 
-class Toxiproxy(_ProcessServer):
+class Toxiproxy(ProcessServer):
     """A ``toxiproxy-server`` (built by `fetch_toxiproxy`) with its HTTP API on a free loopback port.
 
     ``TOXIPROXY_URL`` (``http://host:port`` of its API) brings one someone else runs; its proxies must
@@ -168,7 +168,7 @@ class Toxiproxy(_ProcessServer):
                 self._wait_ready(lambda: self.api("GET", "/proxies") is not None, 20, f"GET {self.url}/proxies")
                 return
             except ServerError:
-                if attempt == 2 or "address already in use" not in _tail(self.out_path, 10).lower():
+                if attempt == 2 or "address already in use" not in tail(self.out_path, 10).lower():
                     raise
 
     def _stop(self, timeout: float) -> None:

@@ -77,7 +77,7 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
         if sink != "kafka-sink":
             raise LoadError(f"--create-topic is for kafka-sink, not {sink}")
         try:
-            from sinks.kafka import create_topic as create
+            from sinks.kafka.sink import create_topic as create
 
             create(options, create_topic)
         except ConnectorError as exc:

@@ -20,6 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
+from impulse.loadtest.cli import main
 from tests.cluster.scenarios import batch_read, uncommit_last_batch, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def session(master: str, executors: int = 2):
     """A classic session on `master` once `executors` executors have registered (so both take tasks)."""
-    from pyspark.sql import SparkSession
-
     spark = (SparkSession.builder.master(master).appName("impulse-cluster-tests")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
@@ -47,8 +48,6 @@ def session(master: str, executors: int = 2):
 
 def harness(args: list[str]) -> dict:
     """``impulse-load ARGS`` on the running session (its executors are warm): ``{"code": N, "stdout": TEXT}``."""
-    from impulse.loadtest.cli import main
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(args)

@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 
+from connectors import register_all
+from impulse.loadtest.cli import main
 from tests.cluster.scenarios import batch_read, expected, uncommit_last_batch, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
@@ -60,15 +62,11 @@ def test_a_bad_option_reaches_the_client_intact(connect_session):
 
 
 def test_explicit_registration_from_the_client(connect_session):
-    from connectors import register_all
-
     assert register_all(connect_session) == ["impulse", "kafka-sink", "nexmark", "redis-sink", "webhook-sink"]
     assert batch_read(connect_session, 10) == expected(10)
 
 
 def test_load_harness_runs_through_the_server_and_names_it(spark_connect, connect_session, tmp_path, capsys):
-    from impulse.loadtest.cli import main
-
     code = main(["--remote", spark_connect.url, "--rate", "200", "--duration", "2s", "--partitions", "2",
                  "--drain-timeout", "5m", "--output", str(tmp_path / "report")])
     out = capsys.readouterr().out

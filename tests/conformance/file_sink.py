@@ -1,7 +1,7 @@
 """A fourth sink, written only to prove the registry: JSON lines in a directory, exactly-once by file name.
 
-Its module (this file) and one `connectors.registry.Connector` row are all it takes (see
-``test_registry.py``). Each (commit id, batch, partition) writes one file,
+Its module (this file: the sink and its conformance adapter), its entry point (``pyspark_file_sink.py``) and one
+`connectors.registry.Connector` row are all it takes (see ``test_registry.py``). Each (commit id, batch, partition) writes one file,
 ``<commit>-<batch>-<partition>~<rows>:<digest>.jsonl`` (the name ends with the input's fingerprint),
 first under a name of its own attempt and then renamed into place (atomic on one filesystem): a replayed
 partition finds its file and is skipped, a crashed attempt leaves only a temporary file nobody reads.
@@ -21,8 +21,7 @@ from typing import Any, Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
-from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.adapters import events_from_json
+from connectors.conformance.adapter import SinkAdapter, events_from_json
 from connectors.errors import OptionError, SinkError
 from connectors.options import OptionReader
 from connectors.protocol import Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of, stream_writer

@@ -27,7 +27,9 @@ import os
 import pytest
 
 from connectors.conformance import SinkConformance
-from connectors.conformance.adapters import WebhookAdapter
+from connectors.servers.receiver import Receiver
+from connectors.session import spark_kafka_session
+from sinks.webhook.adapter import WebhookAdapter
 from tests.conformance.mutants import MUTANTS, SparkKafkaAdapter, mutant_adapter
 
 pytestmark = [pytest.mark.integration]
@@ -38,8 +40,6 @@ MID_WRITE, AFTER_WRITE = ("mid_write", "crash", 0), ("after_write", "crash", 0)
 
 @pytest.fixture(scope="session")
 def spark():
-    from connectors.session import spark_kafka_session
-
     session, _ = spark_kafka_session("local[2,2]", "conformance-mutants", **{
         "spark.sql.shuffle.partitions": 2, "spark.sql.streaming.stopTimeout": "30s"})
     yield session
@@ -70,8 +70,6 @@ def mutant_suite(kind: str, fault: tuple[str, str, int | None], cases: tuple[str
             spark.dataSource.register(source)
             adapter = mutant_adapter(base, source)
             if base is WebhookAdapter:
-                from connectors.servers.receiver import Receiver
-
                 with Receiver(record=True) as receiver:
                     yield adapter(receiver)
                 return
@@ -108,4 +106,3 @@ class TestSparkKafkaSink(SinkConformance):
     @classmethod
     def adapter(cls, kafka_broker):
         return SparkKafkaAdapter(kafka_broker.bootstrap)
-

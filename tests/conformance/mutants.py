@@ -38,14 +38,17 @@ from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 
-from connectors.conformance.adapters import KafkaAdapter, RedisAdapter, WebhookAdapter
+from sinks.kafka.adapter import KafkaAdapter
+from sinks.redis.adapter import RedisAdapter
+from sinks.webhook.adapter import WebhookAdapter
 from connectors.protocol import ProtocolWriter, Sink, WriteIdentity
-from sinks.kafka import KafkaSink, KafkaSinkDataSource
-from sinks.kafka import _mapped as _kafka_mapped
-from sinks.redis import RedisSink, RedisSinkDataSource, _mapped
+from sinks.kafka.sink import KafkaSink, KafkaSinkDataSource
+from sinks.kafka.client import mapped as kafka_mapped
+from sinks.redis.sink import RedisSink, RedisSinkDataSource, mapped
 from connectors.errors import TransientError
 from connectors.protocol import fingerprint_of
-from sinks.webhook import WebhookSink, WebhookSinkDataSource, _Client
+from sinks.webhook.client import Client
+from sinks.webhook.sink import WebhookSink, WebhookSinkDataSource
 
 
 def mutant_source(base: type, name: str, mutate: Callable[[Sink], Sink]) -> type:
@@ -77,7 +80,7 @@ class _NoCheckRedisSink(RedisSink):
 class _RecordFirstRedisSink(RedisSink):
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> None:
         _, connection = conn
-        with _mapped(self.options.url):  # the mutation: the record, on its own, before the rows
+        with mapped(self.options.url):  # the mutation: the record, on its own, before the rows
             connection.send_command("UNWATCH")
             connection.read_response()
             connection.send_command("SET", self.partition_key(identity), identity.batch_id)
@@ -108,7 +111,7 @@ class _RecordAfterExecRedisSink(RedisSink):
         _, connection = conn
         fingerprint = fingerprint_of(batches)
         value = str(identity.batch_id) if fingerprint is None else f"{identity.batch_id} {fingerprint}"
-        with _mapped(self.options.url):  # the mutation: the record in a second round trip
+        with mapped(self.options.url):  # the mutation: the record in a second round trip
             connection.send_command("SET", self.partition_key(identity), value)
             connection.read_response()
 
@@ -139,7 +142,7 @@ class _OffsetsAfterDataKafkaSink(KafkaSink):
             super().write(conn, identity, batches)  # the data's transaction, without the offsets
         finally:
             del producer.send_offsets_to_transaction
-        with _kafka_mapped(self.options, f"committing the progress of {identity}"):  # the mutation: a second one
+        with kafka_mapped(self.options, f"committing the progress of {identity}"):  # the mutation: a second one
             producer.begin_transaction()
             conn.in_transaction = True
             for args, kwargs in offsets:
@@ -162,7 +165,7 @@ class _FreshKeysWebhookSink(WebhookSink):
 WebhookFreshKeys = mutant_source(WebhookSinkDataSource, "mutant-webhook-fresh-keys", _as(_FreshKeysWebhookSink))
 
 
-class _CutCountedClient(_Client):
+class _CutCountedClient(Client):
     def _once(self, method: str, url: str, key: str, body: bytes, headers: Mapping[str, str]) -> None:
         try:
             super()._once(method, url, key, body, headers)
@@ -173,7 +176,7 @@ class _CutCountedClient(_Client):
 
 
 class _CutCountedWebhookSink(WebhookSink):
-    def open(self, identity: WriteIdentity) -> _Client:
+    def open(self, identity: WriteIdentity) -> Client:
         return _CutCountedClient(self.options, where="this executor")
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors.conformance.adapters import WebhookAdapter
-from connectors.conformance.suite import PARTITIONS, SinkConformance
+from sinks.webhook.adapter import WebhookAdapter
+from connectors.conformance.harness import PARTITIONS
+from connectors.conformance.suite import SinkConformance
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.kafka, pytest.mark.slow]
 

@@ -1,11 +1,14 @@
 """The one table of connectors: everything that lists them reads it, and a fourth sink needs one row.
 
-The fourth sink (`tests.conformance.file_sink`) is added to the table for the duration of a test only;
+The fourth sink is its module (`tests.conformance.file_sink`: the sink and its adapter), its entry point
+(`tests.conformance.pyspark_file_sink`) and one row, added to the table for the duration of a test only;
 nothing else in the project is edited for it, yet it is registered, warmed up, pre-flighted by the
 load harness, offered by the conformance CLI and passes the conformance suite.
 """
 
 from __future__ import annotations
+
+from importlib import import_module
 
 import pytest
 
@@ -14,10 +17,14 @@ from connectors import data_sources, register_all
 from connectors.conformance import SinkConformance
 from connectors.conformance.__main__ import parse_args
 from connectors.registry import Connector
+from impulse.loadtest import target
+from impulse.loadtest.config import LoadError
+from impulse.loadtest.session import preload_modules
+from impulse.loadtest.target import known_sinks, preflight
 
 pytestmark = [pytest.mark.integration]
 
-FILE_SINK = Connector("file-sink", "tests.conformance.file_sink:FileSinkDataSource",
+FILE_SINK = Connector("file-sink", "sink", "tests.conformance.file_sink:FileSinkDataSource",
                       adapter="tests.conformance.file_sink:FileAdapter", preload=("json",))
 
 
@@ -28,9 +35,6 @@ def with_file_sink(monkeypatch):
 
 
 def test_everything_lists_the_table():
-    from impulse.loadtest import target
-    from impulse.loadtest.session import preload_modules
-
     names = [row.name for row in registry.connectors()]
     sinks = [row.name for row in registry.sinks()]
     assert sorted(data_sources()) == sorted(names)
@@ -42,6 +46,9 @@ def test_everything_lists_the_table():
         modules = preload_modules(name).split(",")
         assert modules[0] == registry.connector(name).module and len(modules) > 1
     assert preload_modules("noop") == ""
+    assert {row.kind for row in registry.connectors()} == set(registry.KINDS)
+    with pytest.raises(ValueError, match="kind 'thing' is not one of source, sink"):
+        Connector("x", "thing", "m:C")
 
 
 def _required_arguments(name: str) -> list[str]:
@@ -54,10 +61,8 @@ def test_unknown_connector_names_the_known_ones():
 
 
 def test_a_fourth_sink_is_its_module_and_one_row(with_file_sink, spark, tmp_path, capsys):
-    from impulse.loadtest.config import LoadError
-    from impulse.loadtest.session import preload_modules
-    from impulse.loadtest.target import known_sinks, preflight
-
+    entry_point = import_module("tests.conformance.pyspark_file_sink").DefaultSource
+    assert entry_point is FILE_SINK.data_source_class() and entry_point.name() == "file-sink"
     assert "file-sink" in register_all(spark)
     assert "file-sink" in known_sinks()
     assert preload_modules("file-sink") == "tests.conformance.file_sink,json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from importlib import import_module
 
 import pytest
 
@@ -69,11 +70,9 @@ def test_create_table_options_are_refused_with_the_working_path():
         reader.finish()
 
 
-@pytest.mark.parametrize("module, cls", [("sinks.redis", "RedisSinkDataSource"), ("sinks.kafka", "KafkaSinkDataSource"),
-                                         ("sinks.webhook", "WebhookSinkDataSource")])
+@pytest.mark.parametrize("module, cls", [("sinks.redis.sink", "RedisSinkDataSource"), ("sinks.kafka.sink", "KafkaSinkDataSource"),
+                                         ("sinks.webhook.sink", "WebhookSinkDataSource")])
 def test_a_sink_has_no_schema_and_says_how_to_declare_a_view(module, cls):
-    from importlib import import_module
-
     source = getattr(import_module(module), cls)({})
     with pytest.raises(SinkError, match=r"CREATE TEMPORARY VIEW <view> \(<column> <type>, …\) USING `"
                                         + source.name() + "`"):

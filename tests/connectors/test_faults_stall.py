@@ -7,8 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from connectors.errors import OptionError
 from connectors.faults import STALL_NAME, FaultPlan
 from connectors.servers import wait_until
 
@@ -51,12 +55,6 @@ def test_a_stalled_process_goes_on_after_sigusr1_with_its_name_back():
 
 
 def test_delay_sleeps_and_goes_on_and_needs_its_ms():
-    import time
-
-    import pytest
-
-    from connectors.errors import OptionError
-
     plan = FaultPlan.parse("point=before_write,action=delay,ms=30,partition=1")
     started = time.monotonic()
     plan.hit("before_write", 0, 1, 0)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
 
 from impulse.events import ROWS_PER_BATCH, EventLayout, arrow_schema, event_batches, spark_schema
 from impulse.schedule import Schedule
@@ -30,7 +33,6 @@ def expected_payload(counter: int, subtask: int, size: int) -> bytes:
 def test_schema_matches_what_spark_requires():
     """The Arrow schema must equal `to_arrow_schema` of the declared Spark schema, nullability included."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
 
     declared = StructType([StructField("counter", LongType(), False), StructField("subtask_index", LongType(), False),
                            StructField("timestamp", TimestampType(), False)])  # = spark_schema(0), parsed
@@ -128,7 +130,5 @@ def test_split_ranges_concatenate_to_the_whole():
 
 
 def test_layout_is_picklable():
-    import pickle
-
     lay = layout(payload_bytes=3, interval_us=5)
     assert pickle.loads(pickle.dumps(lay)) == lay

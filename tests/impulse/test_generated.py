@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import DataFrame
 from pyspark.sql.functions import window
 
 from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll_query, uncommit_last_batch
+from tests.readme import python_block, section
 
 pytestmark = pytest.mark.integration
 
@@ -200,10 +202,6 @@ def test_two_streams_join_on_seeded_keys(spark):
 def test_the_readme_cookbook_runs(spark, tmp_path):
     """Every Python block of the README's cookbook section defines its frames with what the README's first block
     (its `spark`) and its own imports give, each stream starts cleanly, and the figure stated for the orders holds."""
-    from pyspark.sql import DataFrame
-
-    from tests.readme import python_block, section
-
     blocks = [b.split("```", 1)[0] for b in section("### Realistic events: typed columns").split("```python\n")[1:]]
     assert len(blocks) == 3
     def first_block(heading: str) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 
 import pytest
+from pyspark.sql import functions as F
 
 from tests.readme import python_block
 
 pytestmark = pytest.mark.integration
 
 
-# IMPULSE_FULL=1: the size, 1M orders (and the 20,000 customers 200 s of them refer to); CI runs the
+# IMPULSE_FULL=1: the full size, 1M orders (and the 20,000 customers 200 s of them refer to); CI runs the
 # README's 10,000 as written
 ORDERS, CUSTOMERS = (1_000_000, 20_000) if os.environ.get("IMPULSE_FULL") == "1" else (10_000, 1_000)
 
@@ -23,8 +24,6 @@ def readme_block() -> str:
 
 
 def test_every_order_joins_its_customer_exactly_once_in_the_stream_and_the_batch_read(spark, tmp_path):
-    from pyspark.sql import functions as F
-
     streaming = {"spark": spark, "F": F}
     exec(compile(readme_block(), "README.md", "exec"), streaming)  # noqa: S102 - the README's own example
     query = (streaming["joined"].select("o.order_id", "c.id").writeStream.format("memory").queryName("joined_refs")

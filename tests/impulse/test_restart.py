@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from connectors.conformance.suite import kill_tree
+from connectors.conformance.harness import kill_tree
 from impulse.schedule import Schedule
 from tests.impulse.helpers import (BatchRecorder, checkpoint_offsets, committed_batches, impulse, poll, poll_query,
                                    uncommit_last_batch)
@@ -163,7 +163,7 @@ def test_restart_with_other_num_partitions_fails_clearly(spark, tmp_path):
     assert "2, the number of partitions in this query's checkpoint" in message
 
 
-# --- a pinned backfill (issue: a restart with the default downtime moved the timeline and lost the rest) ------
+# --- a pinned backfill (a restart with the default downtime must not move the timeline and lose the rest) ---
 
 BACKFILL = dict(eventsPerSecond=1_000_000_000, numPartitions=2, limit=60_000, maxEventsPerTrigger=5_000,
                 startTime="2020-01-01T00:00:00Z", payloadBytes=16)

@@ -7,6 +7,7 @@ Spark calls these on the driver: `initialOffset`, `latestOffset(start, limit)`, 
 from __future__ import annotations
 
 import itertools
+import json
 import pickle
 import random
 
@@ -88,8 +89,6 @@ def test_latest_offset_emits_what_is_due_per_partition(clock):
 
 
 def test_offsets_are_json_round_trippable(clock):
-    import json
-
     r = reader(eventsPerSecond=7, numPartitions=3, rampUpTime="3s")
     start = r.initialOffset()
     clock.now += 10 * SECOND

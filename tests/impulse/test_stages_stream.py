@@ -6,11 +6,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from pyspark.sql import functions as F
 
 from impulse.options import ImpulseOptions
 from tests.impulse.helpers import BatchRecorder, committed_batches
 from tests.impulse.test_restart import run_batches, run_to_end
 from tests.impulse.test_stages import integral
+from tests.readme import python_block
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +38,6 @@ def test_a_restarted_stream_equals_the_batch_read_and_counts_the_integral_per_se
 
 
 def test_the_readme_spike_test_counts_the_integral_of_its_stages(spark, tmp_path):
-    from pyspark.sql import functions as F
-
-    from tests.readme import python_block
-
     block = python_block("### Rates that change")
     namespace = {"spark": spark, "F": F}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example

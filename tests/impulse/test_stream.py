@@ -7,6 +7,7 @@ fast and its rows are exactly known.
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -121,8 +122,6 @@ def test_windowed_aggregate_gives_exact_counts(spark):
 
 def test_ramp_up_does_not_stall_the_first_second(spark):
     """With a ramp, the events due in the first second come out (Spark's rate: none while rate/ramp < 1)."""
-    import time
-
     start_ms = int(time.time() * 1000) - 1000  # one second ago
     table, _ = run_available_now(spark, eventsPerSecond=20, numPartitions=2, rampUpTime="5s", startTime=start_ms)
     due = Schedule(start_ms * 1000, 100_000.0, 5_000_000).due(start_ms * 1000 + 1_000_000)

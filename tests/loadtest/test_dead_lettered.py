@@ -7,6 +7,8 @@ import pytest
 
 from impulse.loadtest import LoadConfig
 from impulse.loadtest.metrics import Batch, Collector
+from impulse.loadtest.prometheus import Exporter
+from impulse.loadtest.report import summary_text
 from impulse.loadtest.run import LoadResult
 from impulse.loadtest.thresholds import evaluate, hopeless, parse_threshold
 
@@ -36,8 +38,6 @@ def test_a_batchs_metrics_line_gives_its_dead_lettered_count():
 
 
 def test_the_summary_and_report_count_the_runs_dead_letters():
-    from impulse.loadtest.report import summary_text
-
     result = _result()
     assert result.dead_lettered == sum(DEAD) == result.summary()["deadLettered"]
     line = next(line for line in summary_text(result).splitlines() if "dead-lettered" in line)
@@ -46,7 +46,6 @@ def test_the_summary_and_report_count_the_runs_dead_letters():
 
 def test_prometheus_exports_the_dead_lettered_events():
     pytest.importorskip("prometheus_client")
-    from impulse.loadtest.prometheus import Exporter
 
     collector = Collector(None, total_events=300, partitions=1, payload_bytes=0)
     collector.batches = _batches()

@@ -3,6 +3,7 @@ Idempotency-Key, refuses a key reused with another body, answers as told, restar
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
@@ -113,8 +114,6 @@ def test_receiver_is_thread_safe(receiver):
 def test_receiver_connections_send_without_nagle_delay(receiver):
     """Every kept-alive connection has TCP_NODELAY: the stdlib sends an answer's headers and body in two
     writes, and with Nagle's algorithm the body would wait for the client's delayed ACK (40 ms a request)."""
-    import socket
-
     import requests
 
     with requests.Session() as session:

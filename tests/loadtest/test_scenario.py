@@ -14,7 +14,7 @@ import pytest
 
 from impulse.loadtest.cli import main
 from impulse.loadtest.config import LoadConfig
-from impulse.loadtest.scenario import KEYS, build_parser, load_plan, plan_from_args
+from impulse.loadtest.scenario import KEYS, build_parser, keys_table, load_plan, plan_from_args
 from impulse.loadtest.units import LoadError
 
 
@@ -173,7 +173,5 @@ def test_every_help_example_line_that_ends_in_a_backslash_is_continued(capsys):
 
 
 def test_the_readme_lists_every_key_as_the_table_says():
-    from impulse.loadtest.scenario import keys_table
-
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert keys_table() in readme, "README: paste the output of python3 -m impulse.loadtest.scenario"

@@ -19,6 +19,7 @@ from impulse.loadtest.report import summary_text, write_report
 from impulse.loadtest.run import LoadResult, impulse_options
 from impulse.loadtest.stages import parse_stages
 from impulse.loadtest.units import LoadError
+from impulse.schedule import RateStages
 
 SPIKE = "5s:5000,10s:5000,5s:20000,10s:20000,5s:5000,10s:5000"   # 0 → 5k → 20k → 5k, each target held for 10 s
 START_US = 1_700_000_000_000_000
@@ -151,8 +152,6 @@ def test_the_report_reads_the_stages_as_the_source_schedules_them(text, partitio
     """The harness reads the stage list with the source's parser and cuts a run by its float integral; the source
     schedules by `RateStages`: both say the same duration, and the harness's event budget never exceeds what the
     source's partitions hold."""
-    from impulse.schedule import RateStages
-
     plan, source = parse_stages(text), RateStages.parse(text, partitions)
     assert plan.duration_s == source.duration_us / 1e6
     assert partitions * source.total - partitions <= plan.total_events(partitions) <= partitions * source.total

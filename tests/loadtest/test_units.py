@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
+import socket
 import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
-from impulse.loadtest.receiver import Receiver, count_rows, embedded_options, needs_receiver
+import impulse.loadtest.config as config
+import impulse.loadtest.thresholds as thresholds
+import impulse.loadtest.units as units
 from connectors.redact import redact_options
+from impulse.loadtest.display import Display
+from impulse.loadtest.receiver import Receiver, count_rows, embedded_options, needs_receiver
+from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
 
 def test_rates_durations_and_ramps_parse_with_units():
@@ -47,9 +55,6 @@ def test_the_embedded_receiver_counts_rows_and_ignores_repeated_keys():
 
 def test_a_request_cut_mid_body_is_not_accepted_and_its_key_stays_free():
     """A sender killed mid-request (a crashed task) must not claim the key its retry will send."""
-    import socket
-    from urllib.parse import urlsplit
-
     with Receiver(record=True) as receiver:
         address = urlsplit(receiver.url)
         with socket.create_connection((address.hostname, address.port)) as cut:
@@ -82,8 +87,6 @@ def test_reports_hide_secrets():
 
 
 def test_the_live_line_is_rewritten_on_a_terminal_and_printed_as_lines_otherwise():
-    from impulse.loadtest.display import Display
-
     class _Collector:
         batches: list = []
         schedule_start_us = None
@@ -101,13 +104,6 @@ def test_the_live_line_is_rewritten_on_a_terminal_and_printed_as_lines_otherwise
 
 
 def test_the_parsing_helpers_have_one_home_and_thresholds_does_not_import_config():
-    import ast
-    from pathlib import Path
-
-    import impulse.loadtest.config as config
-    import impulse.loadtest.thresholds as thresholds
-    import impulse.loadtest.units as units
-
     def imports(module) -> set[str]:
         tree = ast.parse(Path(module.__file__).read_text())
         return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,8 @@ import pytest
 from connectors.errors import OptionError
 from impulse.nexmark import generator as nx
 from impulse.nexmark.source import NexmarkBatchReader, NexmarkOptions, arrow_schema, event_batches
+from impulse.schedule import RateStages
+from tests.impulse.test_stages import integral
 
 START = "2026-01-01T00:00:00Z"
 
@@ -184,9 +187,6 @@ def test_rate_stages_shape_the_event_times_as_the_impulse_source_does():
     """``rateStages`` plans Nexmark events like impulse events: per second of event time, the count is the
     stages' integral within one per partition, the stream ends after the last stage, and an auction's
     ``expires`` is still at or after its own ``dateTime``."""
-    from impulse.schedule import RateStages
-    from tests.impulse.test_stages import integral
-
     text, partitions = "3s:4000,2s:4000,1s:12000,2s:0,1s:3000", 3
     stages = RateStages.parse(text, partitions)
     events = read(10_000_000, partitions=partitions, rateStages=text)  # the stages end the stream first
@@ -204,5 +204,4 @@ def test_rate_stages_shape_the_event_times_as_the_impulse_source_does():
 
 def nx_ms(text: str) -> int:
     """Epoch milliseconds of an ISO-8601 UTC instant."""
-    from datetime import datetime
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)

@@ -10,14 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pyspark.sql import functions as F
+
+from connectors.conformance.harness import kill_tree
+from connectors.session import local_session
+from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll
+
 LANES = 10
 
 
 def start(spark, sink_format: str, options: dict[str, str], rows: int, per_trigger: int, checkpoint: str,
           columns: list[str] | None = None):
     """Start the query (availableNow, 2 source partitions) and return it."""
-    from pyspark.sql import functions as F
-
     frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("numPartitions", 2)
              .option("startTime", "0").option("limit", rows).option("maxEventsPerTrigger", per_trigger).load()
              .withColumn("lane", F.col("counter") % LANES))
@@ -31,8 +35,6 @@ def start(spark, sink_format: str, options: dict[str, str], rows: int, per_trigg
 
 def main(argv: list[str]) -> int:
     args = json.loads(argv[0])
-    from connectors.session import local_session
-
     spark = local_session("local[2]", "poison-driver")
     start(spark, args["format"], args["options"], args["rows"], args["perTrigger"], args["checkpoint"],
           args.get("columns")).awaitTermination()
@@ -49,9 +51,6 @@ def kill_driver_mid_batch(command: list[str], checkpoint: Path, batches: int, cw
     """Run a streaming driver (`command`, writing its checkpoint to `checkpoint`) and SIGKILL it, with its Python
     workers, while a batch is planned but not committed, after at least two committed ones; fails if it ended
     first or the kill came after the last of its `batches`."""
-    from connectors.conformance.suite import kill_tree
-    from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll
-
     process = subprocess.Popen(command, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+
+from connectors.session import local_session
 from tests.readme import python_block
 
 
@@ -17,8 +19,6 @@ def cookbook(url: str, checkpoint: str) -> str:
 
 def main(argv: list[str]) -> int:
     args = json.loads(argv[0])
-    from connectors.session import local_session
-
     namespace = {"spark": local_session("local[2]", "changelog-driver")}
     exec(compile(cookbook(args["url"], args["checkpoint"]), "README.md", "exec"), namespace)  # noqa: S102
     namespace["query"].awaitTermination()

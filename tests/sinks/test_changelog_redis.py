@@ -11,6 +11,11 @@ import uuid
 import pyarrow as pa
 import pytest
 
+from connectors.errors import OptionError
+from connectors.options import OptionReader
+from connectors.protocol import WriteIdentity
+from sinks.redis.options import RedisOptions
+from sinks.redis.sink import RedisSink
 from tests.impulse.test_changelog_stream import final_state
 from tests.readme import README
 from tests.sinks.poison_driver import kill_driver_mid_batch
@@ -63,15 +68,10 @@ def test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_sta
 # --- opColumn, without Spark: the sink's write against the real server --------------------------------------
 
 def redis_sink(url: str, **options):
-    from connectors.options import OptionReader
-    from sinks.redis import RedisOptions, RedisSink
-
     return RedisSink(RedisOptions.read(OptionReader({"url": url, **options}, name="redis sink")))
 
 
 def write(sink, batch, batch_id: int = 0) -> None:
-    from connectors.protocol import WriteIdentity
-
     identity = WriteIdentity("q" + uuid.uuid4().hex[:6], batch_id, 0, 0)
     conn = sink.open(identity)
     try:
@@ -105,8 +105,6 @@ def test_a_delete_removes_the_field_of_a_hash(redis_server):
 
 @pytest.mark.parametrize("target", ["list", "stream"])
 def test_op_column_is_refused_where_a_delete_means_nothing(redis_server, target):
-    from connectors.errors import OptionError
-
     with pytest.raises(OptionError) as err:
         redis_sink(redis_server.url, target=target, keyPrefix="x", opColumn="op")
     assert err.value.option == "opColumn" and "string (DEL) or hash (HDEL)" in str(err.value)

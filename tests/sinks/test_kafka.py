@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import pickle
 import time
 import uuid
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import LongType, StructField, StructType
 
-from connectors.conformance.suite import expected_events
+from connectors import protocol
+from connectors.conformance.harness import expected_events
 from connectors.errors import DeliveryError, FencedError, OptionError
 from connectors.options import OptionReader
-from connectors.protocol import WriteIdentity
-from sinks.kafka import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, KafkaSink, KafkaSinkDataSource, _Columns, \
-    _IdleClients, _idle_checkers, transactional_id
-from connectors.servers import wait_until
+from connectors.protocol import Fingerprint, WriteIdentity
+from connectors.servers import free_port, wait_until
+from sinks.kafka.client import IdleClients, idle_checkers
+from sinks.kafka.options import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, transactional_id
+from sinks.kafka.sink import Columns, KafkaSink, KafkaSinkDataSource
+from tests.readme import python_block, section
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -99,11 +104,9 @@ def progress(broker, group: str, topic: str) -> int:
 
 def sink_for(broker, topic: str, **options) -> KafkaSink:
     """A sink built as on the driver (for tests that drive its hooks directly)."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
     reader = OptionReader({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, **options}, name="kafka sink")
     schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
-    return KafkaSink(KafkaOptions.read(reader), _Columns.of(schema))
+    return KafkaSink(KafkaOptions.read(reader), Columns.of(schema))
 
 
 def rows(subtask: int, first: int, end: int) -> pa.RecordBatch:
@@ -159,8 +162,6 @@ def test_progress_records_hold_the_fingerprint_and_the_driver_finds_partitions_b
                                                                                              tmp_path):
     """Five Spark partitions commit batch 0 (the offset's metadata holds each one's input); a replay with two
     partitions would find partitions 2-4 beyond its count."""
-    from connectors.protocol import Fingerprint
-
     topic = kafka_broker.create_topic(_name("wide"), partitions=2)
     commit_id = _name("q")
     run(impulse(spark, 1_000).repartition(5), kafka_broker, tmp_path / "ck", topic=topic, commitId=commit_id)
@@ -412,8 +413,6 @@ def test_a_full_local_queue_holds_the_writer_back(spark, kafka_broker, tmp_path,
 
 
 def test_unreachable_cluster_is_named(spark, tmp_path):
-    from connectors.servers import free_port
-
     class Nowhere:
         bootstrap = f"127.0.0.1:{free_port()}"
 
@@ -445,7 +444,6 @@ def test_bad_librdkafka_setting_is_an_option_error(kafka_broker):
     topic = kafka_broker.create_topic(_name("conf"), partitions=1)
     source = KafkaSinkDataSource({"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic,
                                   "kafka.no.such.property": "1"})
-    from pyspark.sql.types import LongType, StructField, StructType
 
     writer = source.streamWriter(StructType([StructField("counter", LongType())]), False)
     with pytest.raises(OptionError, match="no.such.property"):
@@ -458,7 +456,7 @@ def test_delivery_error_is_not_retried(kafka_broker):
     sink = sink_for(kafka_broker, topic, **{"kafka.compression.type": "none"})
     identity = WriteIdentity(_name("q"), 0, 0, 0)
     big = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 2_000], pa.binary())})
-    sink.columns = _Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
+    sink.columns = Columns(value=True, key=False, topic=False, partition=False, headers=False, timestamp=False)
     conn = sink.open(identity)
     try:
         with pytest.raises(DeliveryError, match="refuses row 10 of .*MSG_SIZE_TOO_LARGE"):
@@ -518,7 +516,7 @@ def test_a_compacted_topic_refuses_records_without_a_key(kafka_broker):
     topic = kafka_broker.create_topic(_name("compacted"), partitions=1, config={"cleanup.policy": "compact"})
     dead = kafka_broker.create_topic(_name("dlq"), partitions=1)
     sink = sink_for(kafka_broker, topic, deadLetterTopic=dead)
-    sink.columns = _Columns(value=True, key=True, topic=False, partition=False, headers=False, timestamp=False)
+    sink.columns = Columns(value=True, key=True, topic=False, partition=False, headers=False, timestamp=False)
     identity = WriteIdentity(_name("q"), 0, 0, 0)
     conn = sink.open(identity)
     try:
@@ -567,7 +565,7 @@ def test_at_least_once_reuses_the_producer_of_a_successful_task(kafka_broker):
 
 def test_idle_clients_are_taken_once_and_expire():
     now = [0.0]
-    idle = _IdleClients(max_idle_s=10.0, clock=lambda: now[0])
+    idle = IdleClients(max_idle_s=10.0, clock=lambda: now[0])
     idle.keep(("a",), "client-a")
     assert idle.take(("b",)) is None
     assert idle.take(("a",)) == "client-a" and idle.take(("a",)) is None  # one user at a time
@@ -587,9 +585,9 @@ def test_check_keeps_the_client_that_answered_and_drops_one_that_failed(kafka_br
     assert missing._idle_key == sink._idle_key  # the topic is not a client setting: they share a client
 
     def kept():
-        client = _idle_checkers.take(sink._idle_key)
+        client = idle_checkers.take(sink._idle_key)
         if client is not None:
-            _idle_checkers.keep(sink._idle_key, client)
+            idle_checkers.keep(sink._idle_key, client)
         return client
 
     sink.check()
@@ -607,12 +605,6 @@ def test_check_keeps_the_client_that_answered_and_drops_one_that_failed(kafka_br
 def test_abort_after_the_topic_was_deleted_fences_without_the_topic_check(kafka_broker, caplog):
     """Spark makes a new writer to abort a batch: the driver's topic check, which fails once the topic is gone,
     must not stop the abort (it fences the failed partitions' transactional ids, which needs no topic)."""
-    import logging
-
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    from connectors import protocol
-
     topic = kafka_broker.create_topic(_name("deleted"), partitions=1)
     options = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic, "writeRetries": "0",
                "commitId": _name("query")}
@@ -653,8 +645,6 @@ def test_a_sasl_client_to_a_plaintext_listener_is_named_not_reported_unreachable
 def test_the_readme_kafka_blocks_run(spark, kafka_broker, tmp_path):
     """The README's Kafka sink blocks as written (the broker's address, a topic name and a checkpoint of the test's
     own filled in): the AdminClient block makes the topic with 4 partitions, the stream block writes into it."""
-    from tests.readme import python_block, section
-
     stream, create = [b.split("```", 1)[0] for b in section("## Kafka sink").split("```python\n")[1:]]
     topic = _name("events")
 

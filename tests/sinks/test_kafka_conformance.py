@@ -6,7 +6,7 @@ import pytest
 
 from connectors.conformance import SinkConformance
 from connectors.conformance.batch_suite import BatchWriteConformance
-from connectors.conformance.adapters import KafkaAdapter
+from sinks.kafka.adapter import KafkaAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

@@ -1,4 +1,4 @@
-"""`sinks.librdkafka.ArrowProducer` against a real broker: what lands, in what order, and how it fails."""
+"""`sinks.kafka.librdkafka.ArrowProducer` against a real broker: what lands, in what order, and how it fails."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from sinks.librdkafka import ArrowProducer
+from sinks.kafka.librdkafka import ArrowProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 

@@ -1,4 +1,4 @@
-"""The ctypes binding of librdkafka in `sinks.librdkafka`, without a broker: layouts, and a clear error early."""
+"""The ctypes binding of librdkafka in `sinks.kafka.librdkafka`, without a broker: layouts, and a clear error early."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 
 from connectors.errors import SinkError
 from connectors.options import OptionReader
-from sinks import librdkafka
-from sinks.kafka import KafkaOptions, KafkaSink, _Columns
+from sinks.kafka import librdkafka
+from sinks.kafka.options import KafkaOptions
+from sinks.kafka.sink import Columns, KafkaSink
 
 
 def test_the_numpy_message_and_the_ctypes_message_agree():
@@ -30,7 +31,7 @@ def test_a_missing_function_names_itself_and_the_supported_range(monkeypatch):
         with pytest.raises(librdkafka.UnsupportedLibrdkafka) as missing:
             librdkafka.library()
         sink = KafkaSink(KafkaOptions.read(OptionReader({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"},
-                                                        name="kafka sink")), _Columns(*[False] * 6))
+                                                        name="kafka sink")), Columns(*[False] * 6))
         with pytest.raises(SinkError) as at_check:  # on the driver, before any task, with no broker
             sink.check()
     finally:

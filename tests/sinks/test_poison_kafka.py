@@ -1,4 +1,4 @@
-"""Poison records in Kafka, the issue's acceptance: a topic with a small ``max.message.bytes``, deadLetterTopic set,
+"""Poison records in Kafka: a topic with a small ``max.message.bytes``, deadLetterTopic set,
 the driver SIGKILLed while a batch is in flight and the query restarted; read back by an independent
 ``read_committed`` consumer: every accepted record once, and the dead-letter topic holds exactly the refused ones."""
 

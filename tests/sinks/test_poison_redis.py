@@ -1,4 +1,4 @@
-"""Poison records in Redis, the issue's acceptance: keys of another type, deadLetterKey set, the driver SIGKILLed
+"""Poison records in Redis: keys of another type, deadLetterKey set, the driver SIGKILLed
 while a batch is in flight and the query restarted; read back with redis-cli: every accepted row once, and the
 dead-letter stream holds exactly the refused rows once."""
 

@@ -1,4 +1,4 @@
-"""Poison records at a webhook, the issue's acceptance: the reference receiver refuses some rows (422), deadLetterUrl
+"""Poison records at a webhook: the reference receiver refuses some rows (422), deadLetterUrl
 set, the driver SIGKILLed while a batch is in flight and the query restarted; read back from the receiver's own log
 (the first accepted request per idempotency key): every accepted row once, and the dead-letter URL holds exactly
 the refused rows once."""

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import uuid
 
+import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from connectors.conformance import expected_events, run_query
-from connectors.conformance.adapters import RedisAdapter
-from connectors.protocol import Fingerprint
+from connectors.errors import DeliveryError, OptionError
+from connectors.options import OptionReader
+from connectors.protocol import Fingerprint, WriteIdentity
 from connectors.servers import RedisServer, wait_until
+from sinks.redis.adapter import RedisAdapter
+from sinks.redis.options import RedisOptions
+from sinks.redis.sink import RedisSink, RedisSinkDataSource
+from tests.readme import python_block, section
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -41,8 +50,6 @@ def test_string_target_keys_are_event_ids(spark, redis_server, prefix, tmp_path)
 
 
 def test_hash_target_with_key_field_and_value_columns(spark, redis_server, prefix, tmp_path):
-    from pyspark.sql import functions as F
-
     frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000).option("numPartitions", 2)
              .option("startTime", "0").option("limit", 100).load()
              .select(F.concat(F.lit("p"), F.col("subtask_index").cast("string")).alias("part"),
@@ -87,9 +94,6 @@ def test_commit_records_hold_the_last_batch(spark, redis_server, prefix, tmp_pat
 
 
 def test_the_driver_finds_records_of_partitions_beyond_a_replays_count(redis_server, prefix):
-    from sinks.redis import RedisOptions, RedisSink
-    from connectors.options import OptionReader
-
     sink = RedisSink(RedisOptions.read(OptionReader({"url": redis_server.url, "commitKeyPrefix": f"commit:{prefix}:"},
                                                     name="redis sink")))
     client = redis_server.client()
@@ -140,13 +144,7 @@ def test_redis_restart_mid_stream_loses_and_duplicates_nothing(spark, persistent
 
 def test_connections_do_not_scan_package_metadata(redis_server, monkeypatch):
     """redis-py looks its own version up in the installed packages' metadata for every new connection unless it
-    is told: a scan of sys.path that cost 180-330 ms per partition and micro-batch in a Spark Python worker."""
-    import importlib.metadata
-
-    from connectors.options import OptionReader
-    from connectors.protocol import WriteIdentity
-    from sinks.redis import RedisOptions, RedisSink
-
+    is told: a scan of sys.path, long in a Spark Python worker, per partition and micro-batch."""
     lookups = []
     real = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version", lambda name: lookups.append(name) or real(name))
@@ -166,17 +164,12 @@ LANES = 10
 
 
 def _lane_sink(url: str, prefix: str, target: str, **options):
-    from connectors.options import OptionReader
-    from sinks.redis import RedisOptions, RedisSink
-
     return RedisSink(RedisOptions.read(OptionReader(
         {"url": url, "target": target, "keyPrefix": f"{prefix}:", "keyColumn": "lane",
          "commitKeyPrefix": f"commit:{prefix}:", **options}, name="redis-sink")))
 
 
 def _lane_batches(rows: int, per_batch: int):
-    import pyarrow as pa
-
     return [pa.RecordBatch.from_pydict({"lane": pa.array([c % LANES for c in range(s, min(s + per_batch, rows))]),
                              "counter": pa.array(range(s, min(s + per_batch, rows)))})
             for s in range(0, rows, per_batch)]
@@ -211,9 +204,6 @@ def test_a_key_of_another_type_refuses_the_partition_and_commits_nothing(redis_s
     """The bug of 'Poison records': EXEC ran the rest of the transaction, record included, so a replay skipped
     the partition and the refused rows were lost. Now nothing of it is applied, each replay fails the same way,
     and once the key is fixed every row lands once."""
-    from connectors.errors import DeliveryError
-    from connectors.protocol import WriteIdentity
-
     client = redis_server.client()
     client.set(f"{prefix}:3", "a plain string")
     sink = _lane_sink(redis_server.url, prefix, target)
@@ -238,10 +228,6 @@ def test_a_key_whose_type_changes_while_writing_marks_the_partition_refused(redi
     """Another client changes a key's type after the check and before EXEC: Redis applies the rest of the
     transaction; its commit record then says so, and every replay fails instead of skipping (loss) or writing
     again (duplicates)."""
-    from connectors.errors import DeliveryError
-    from connectors.protocol import WriteIdentity
-    from sinks.redis import RedisSink
-
     client = redis_server.client()
     check = RedisSink._refusals
 
@@ -264,10 +250,8 @@ def test_a_key_whose_type_changes_while_writing_marks_the_partition_refused(redi
 
 
 def test_a_refused_key_fails_every_restart_of_the_query_until_it_is_fixed(spark, redis_server, prefix, tmp_path):
-    """The issue's run: 20,000 events in batches of 10,000 to ten lists, one key a string. Before the fix run 1
-    and run 2 failed, run 3 completed with the 2,000 rows of that list gone."""
-    from pyspark.sql import functions as F
-
+    """20,000 events in batches of 10,000 to ten lists, one key a string: every run fails naming the key (a sink
+    that skipped the refused partition's rows would complete a later run with that list's 2,000 rows gone)."""
     rows = 20_000
     client = redis_server.client()
     client.set(f"{prefix}:3", "a plain string")
@@ -300,8 +284,6 @@ def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
     """The README's Redis sink block as written, after the blocks it builds on (`spark`, then `events` from "The
     impulse source"), with the test server's address, a key of the test's own and its checkpoint filled in: the
     events land in the list as JSON objects."""
-    from tests.readme import python_block, section
-
     key = f"events-{uuid.uuid4().hex[:8]}"
 
     def filled(block: str) -> str:
@@ -330,10 +312,6 @@ def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
 def test_the_readme_leaderboard_block_keeps_each_games_ten_best_scores(spark, redis_server, tmp_path):
     """The README's leaderboard block as written (server, key prefix and checkpoint filled in) over a bounded
     `scores` stream: each game's sorted set holds its ten highest scores, as the same rows read in batch say."""
-    from pyspark.sql import functions as F
-
-    from tests.readme import python_block
-
     prefix = f"top-{uuid.uuid4().hex[:8]}:"
     options = {"eventsPerSecond": "1000000", "numPartitions": "2", "startTime": "0", "limit": "400"}
 
@@ -371,8 +349,6 @@ def _dead_letters(client, key: str) -> list[dict]:
 
 @pytest.mark.parametrize("target", ["list", "hash", "stream", "set"])
 def test_dead_letter_key_takes_the_refused_rows_once_in_the_partitions_transaction(redis_server, prefix, target):
-    from connectors.protocol import WriteIdentity
-
     client = redis_server.client()
     client.set(f"{prefix}:3", "a plain string")
     client.hset(f"{prefix}:7", "f", "a hash") if target != "hash" else client.rpush(f"{prefix}:7", "a list")
@@ -403,9 +379,6 @@ def test_dead_letter_key_takes_the_refused_rows_once_in_the_partitions_transacti
 
 
 def test_a_dead_letter_key_of_another_type_refuses_the_partition(redis_server, prefix):
-    from connectors.errors import DeliveryError
-    from connectors.protocol import WriteIdentity
-
     client = redis_server.client()
     client.set(f"{prefix}:3", "a plain string")
     client.set(f"dead:{prefix}", "not a stream")
@@ -422,10 +395,6 @@ def test_a_dead_letter_key_of_another_type_refuses_the_partition(redis_server, p
     ({"target": "hash", "keyPrefix": "h", "commitKeyPrefix": "events"}, "outside commitKeyPrefix 'events'"),
 ])
 def test_a_dead_letter_key_rows_could_be_written_to_fails_at_start(options, allowed):
-    from connectors.errors import OptionError
-    from connectors.options import OptionReader
-    from sinks.redis import RedisOptions
-
     with pytest.raises(OptionError, match=f"events:dead.*deadLetterKey.*{allowed}"):
         RedisOptions.read(OptionReader({"url": "redis://localhost", "deadLetterKey": "events:dead", **options},
                                        name="redis-sink"))
@@ -435,8 +404,6 @@ def test_a_dead_letter_key_rows_could_be_written_to_fails_at_start(options, allo
 
 def test_set_and_zset_targets_through_spark_once_across_a_replay(spark, redis_server, prefix, tmp_path):
     """Members per lane, written by a streaming query; the sorted set keeps its 3 highest scores, both expire."""
-    from pyspark.sql import functions as F
-
     rows = 200
 
     def run(target, **options):
@@ -472,11 +439,6 @@ def test_set_and_zset_targets_through_spark_once_across_a_replay(spark, redis_se
 def test_zset_replay_and_refused_scores(redis_server, prefix):
     """A partition written twice (its replay) changes nothing; a null or NaN score fails the partition before
     anything is applied, or goes to deadLetterKey."""
-    import pyarrow as pa
-
-    from connectors.errors import DeliveryError
-    from connectors.protocol import WriteIdentity
-
     client = redis_server.client()
     batch = pa.record_batch({"lane": pa.array([0, 1, 0, 1]), "score": pa.array([1.0, None, float("nan"), 4.0]),
                              "counter": pa.array([0, 1, 2, 3])})
@@ -501,21 +463,11 @@ def test_zset_replay_and_refused_scores(redis_server, prefix):
     ({"target": "set", "maxLength": "5"}, "maxLength.*list, stream or zset"),
 ])
 def test_set_and_zset_options_fail_at_start(options, message):
-    from connectors.errors import OptionError
-    from connectors.options import OptionReader
-    from sinks.redis import RedisOptions
-
     with pytest.raises(OptionError, match=message):
         RedisOptions.read(OptionReader({"url": "redis://localhost", "keyPrefix": "k", **options}, name="redis-sink"))
 
 
 def test_a_score_column_that_is_not_numeric_fails_at_start():
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    from connectors.errors import OptionError
-    from connectors.options import OptionReader
-    from sinks.redis import RedisSinkDataSource
-
     schema = StructType([StructField("score", StringType())])
     reader = OptionReader({"url": "redis://localhost", "keyPrefix": "k", "target": "zset", "scoreColumn": "score"},
                           name="redis-sink")

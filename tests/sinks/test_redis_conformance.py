@@ -4,7 +4,7 @@ import pytest
 
 from connectors.conformance import SinkConformance
 from connectors.conformance.batch_suite import BatchWriteConformance
-from connectors.conformance.adapters import RedisAdapter
+from sinks.redis.adapter import RedisAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 

@@ -1,7 +1,7 @@
 import pyarrow as pa
 from redis.connection import PythonRespSerializer
 
-from sinks.resp import command, command_over, commands, packed
+from sinks.redis.resp import command, command_over, commands, packed
 
 
 def _reference(*args) -> bytes:

@@ -7,10 +7,15 @@ duplicate both fail. The first tests call the sink's hooks directly, without Spa
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
 import os
 import pickle
 import re
+import ssl
+import subprocess
+import threading
 import time
 import uuid
 from collections import Counter
@@ -20,16 +25,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from connectors.conformance.suite import expected_events
+from connectors.conformance.harness import expected_events
 from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
                                TransientError)
 from connectors.options import OptionReader
-from connectors.protocol import CommitMessage, WriteIdentity
+from connectors.protocol import CommitMessage, ProtocolOptions, WriteIdentity
 from connectors.redact import redact_url
-from connectors.protocol import ProtocolOptions
-from sinks.webhook import WebhookOptions, WebhookSink, _Bodies, _Pacer, _read_by, _retry_after, _translate
-from connectors.servers.receiver import Receiver
 from connectors.servers import free_port, wait_until
+from connectors.servers.receiver import Receiver
+from sinks.webhook.bodies import Bodies
+from sinks.webhook.client import Pacer, read_by, retry_after, translate
+from sinks.webhook.options import WebhookOptions
+from sinks.webhook.sink import WebhookSink
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
@@ -151,17 +158,17 @@ def test_secrets_stay_out_of_the_plan_and_of_messages():
 
 
 def test_retry_after_seconds_and_http_date():
-    assert _retry_after("3") == 3.0 and _retry_after(None) is None and _retry_after("soon") is None
-    assert 8 <= _retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
+    assert retry_after("3") == 3.0 and retry_after(None) is None and retry_after("soon") is None
+    assert 8 <= retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
 
 
 @pytest.mark.parametrize("fmt,size", [("json", 4), ("ndjson", 3), ("json", 1)])
 def test_request_boundaries_do_not_depend_on_record_batches(fmt, size):
-    whole = [r.body() for r in _Bodies(options(url="http://h/", batchSize=size, format=fmt)).add(rows(0, 25))]
-    bodies = _Bodies(options(url="http://h/", batchSize=size, format=fmt))
+    whole = [r.body() for r in Bodies(options(url="http://h/", batchSize=size, format=fmt)).add(rows(0, 25))]
+    bodies = Bodies(options(url="http://h/", batchSize=size, format=fmt))
     split = [r.body() for part in (rows(0, 7), rows(7, 3), rows(10, 1), rows(11, 14)) for r in bodies.add(part)]
     split += [r.body() for r in bodies.rest()]
-    whole += [r.body() for r in _Bodies(options(url="http://h/", batchSize=size, format=fmt)).rest()]
+    whole += [r.body() for r in Bodies(options(url="http://h/", batchSize=size, format=fmt)).rest()]
     assert whole[:len(split)] == split[:len(whole)] and len(whole) <= len(split)
     assert len(split) == -(-25 // size)
     # the last (short) request is only cut at the end of the partition
@@ -272,8 +279,6 @@ def test_statuses_about_the_endpoint_are_never_dead_lettered(http_receiver):
 
 
 def _whsec() -> str:
-    import base64
-
     return "whsec_" + base64.b64encode(os.urandom(24)).decode()
 
 
@@ -409,22 +414,20 @@ def test_timeout_bounds_a_response_whose_body_drips(http_receiver):
 
 def test_a_deadline_passed_between_two_reads_is_the_timeout_naming_the_option(http_receiver):
     """The drip above ends either in a socket read that times out or, when the time left runs out between two
-    reads, in `_read_by`'s own check: both are the timeout (this one was once reported as 'cannot connect')."""
+    reads, in `read_by`'s own check: both are the timeout (this one was once reported as 'cannot connect')."""
     import requests
 
     response = requests.post(http_receiver.url + namespace("late"), data=b"[]", stream=True, timeout=10)
     with pytest.raises(requests.exceptions.ReadTimeout) as late:
-        _read_by(response, time.monotonic() - 1)
-    assert "timed out after 2s (option 'timeout')" in str(_translate(late.value, "POST /late", 2.0))
+        read_by(response, time.monotonic() - 1)
+    assert "timed out after 2s (option 'timeout')" in str(translate(late.value, "POST /late", 2.0))
 
 
 @pytest.mark.parametrize("rate, interval", [(4, 0.25), (2.5, 0.5), (0.5, 2.0)])
 def test_the_pacer_spaces_starts_by_one_over_the_rate(rate, interval):
     """Starts taken by 4 threads at once are 1/rate apart (a fractional rate above 1 is rounded down): k + 1
     starts span k/rate seconds, so no one-second window holds more than the rate."""
-    import threading
-
-    pacer, stopped, starts, lock = _Pacer(rate), threading.Event(), [], threading.Lock()
+    pacer, stopped, starts, lock = Pacer(rate), threading.Event(), [], threading.Lock()
     assert pacer.interval_s == interval
 
     def take(n):
@@ -446,11 +449,6 @@ def test_the_pacer_spaces_starts_by_one_over_the_rate(rate, interval):
 @pytest.fixture
 def https_server(tmp_path):
     """A one-thread HTTPS server on 127.0.0.1 with a fresh self-signed certificate; yields (url, cert path)."""
-    import http.server
-    import ssl
-    import subprocess
-    import threading
-
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],

@@ -10,7 +10,8 @@ import pytest
 
 from connectors.conformance import SinkConformance, run_query
 from connectors.conformance.batch_suite import BatchWriteConformance
-from connectors.conformance.adapters import WebhookAdapter
+from connectors.servers.receiver import Receiver
+from sinks.webhook.adapter import WebhookAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
@@ -19,8 +20,6 @@ class TestWebhookConformance(SinkConformance, BatchWriteConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def adapter(cls):
-        from connectors.servers.receiver import Receiver
-
         with Receiver(record=True) as receiver:
             yield WebhookAdapter(receiver)
 

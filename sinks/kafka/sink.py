@@ -3,75 +3,34 @@
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import types as T
 
+from connectors import kafka_topics
 from connectors.datasource import SinkDataSource
-from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
+from connectors.errors import DeliveryError, OptionError, SinkError, TransientError
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
-from sinks.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
+from sinks.kafka.client import (COORDINATOR_MOVING, REFUSED_AT_ONCE, handshake_errors, idle_admins, idle_checkers,
+                                idle_producers, import_kafka, import_kafka_admin, kafka_error_name, mapped,
+                                note_handshake_error, quietly, translate)
+from sinks.kafka.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
+from sinks.kafka.options import (CHECK_TIMEOUT_S, DEFAULT_TRANSACTIONAL_ID_PREFIX, GUARANTEES, KafkaOptions, check_log,
+                                 log, transactional_id)
 
-__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic"]
+__all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
+           "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
 
-log = logging.getLogger("impulse.connectors.kafka")
-
-EXACTLY_ONCE = "exactly_once"
-AT_LEAST_ONCE = "at_least_once"
-GUARANTEES = (EXACTLY_ONCE, AT_LEAST_ONCE)
-
-DEFAULT_TRANSACTIONAL_ID_PREFIX = "impulse-kafka-sink"
-
-# Throughput-minded producer defaults; every one can be overridden with a kafka.* option. Only
-# failures are reported back (librdkafka's delivery.report.only.error, see sinks.librdkafka): a
-# delivered record costs the Python thread nothing. No compression, as Spark's Kafka sink (the Java
-# producer's default): on a CPU-bound executor lz4 cost more throughput than it saved.
-PRODUCER_DEFAULTS: dict[str, Any] = {
-    "acks": "all",
-    "linger.ms": 20,
-    "batch.num.messages": 10_000,
-    "batch.size": 1_000_000,
-    "queue.buffering.max.messages": 1_000_000,
-    "queue.buffering.max.kbytes": 262_144,
-    "compression.type": "none",
-    "message.timeout.ms": 60_000,
-    # Keys go to the partition the Java producer (and so Spark's Kafka sink) picks: murmur2, not
-    # librdkafka's default CRC32. Records without a key or partition go one Arrow record batch to a
-    # partition, in turn (`_Connection.sticky_partition`): Java's sticky partitioning, without
-    # running librdkafka's partitioner per record.
-    "partitioner": "murmur2_random",
-    # Connect to every broker at once: with sparse connections, init_transactions often finds no
-    # broker connection up yet and waits for librdkafka's 500 ms coordinator retry timer.
-    "enable.sparse.connections": False,
-}
-
-# Properties only a producer understands: kept out of the consumer that reads the progress records
-# (and of the metadata checks), so librdkafka does not warn about them.
-_PRODUCER_ONLY = (
-    "acks", "request.required.acks", "linger.ms", "queue.buffering.", "batch.", "compression.",
-    "compression.codec", "enable.idempotence", "enable.gapless.guarantee", "message.timeout.ms",
-    "delivery.", "retries", "message.send.max.retries", "retry.backoff", "transaction", "partitioner",
-    "sticky.partitioning", "max.in.flight", "request.timeout.ms",
-)
-
-# Options the sink sets itself: a kafka.* option for them is refused with the sink option to use.
-_MANAGED = {
-    "transactional.id": "transactionalIdPrefix",
-    "transaction.timeout.ms": "transactionTimeout",
-    "on_delivery": None, "error_cb": None, "delivery.report.only.error": None,
-}
-
-_CHECK_TIMEOUT_S = 5.0   # one try of the driver's check (the protocol retries it): a wrong address fails fast
 
 # The most a record adds to its key, value and headers in a record batch of its own (format v2: the batch's
 # 61-byte header, the record's length, attributes, timestamp and offset deltas and the key, value and header
@@ -80,104 +39,8 @@ _RECORD_OVERHEAD = 86
 _LIMITS_MAX_AGE_S = 60.0  # how long an executor process keeps a topic's limits before asking again
 
 
-def _import_kafka():
-    try:
-        import confluent_kafka
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise SinkError("the kafka sink needs confluent-kafka: pip install 'impulse-connectors[kafka]'") from exc
-    return confluent_kafka
-
-
-def transactional_id(prefix: str, commit_id: str, partition_id: int) -> str:
-    """The ``transactional.id`` (and progress group id) of one (query, Spark partition)."""
-    return f"{prefix}-{commit_id}-{partition_id}"
-
-
 @dataclass(frozen=True)
-class KafkaOptions:
-    """The options of the Kafka sink (see `KafkaSinkDataSource`)."""
-
-    bootstrap: str
-    client: dict = field(hash=False)           # kafka.* without the prefix: passed to every client
-    topic: str | None
-    guarantee: str
-    transactional_id_prefix: str
-    transaction_timeout_ms: int
-    progress_topic: str | None
-    timeout_s: float
-    dead_letter_topic: str | None = None
-
-    @classmethod
-    def read(cls, reader: OptionReader) -> "KafkaOptions":
-        client = reader.prefixed("kafka.")
-        bootstrap = next((v for k, v in client.items() if k.lower() == "bootstrap.servers"), None)
-        if not bootstrap:
-            raise OptionError("kafka.bootstrap.servers", bootstrap,
-                              "host:port[,host:port…] of the Kafka cluster; set it with "
-                              ".option('kafka.bootstrap.servers', 'broker:9092') on the kafka sink")
-        for key in client:
-            if key.lower() in _MANAGED:
-                instead = _MANAGED[key.lower()]
-                raise OptionError(f"kafka.{key}", client[key], "no value: the kafka sink sets it itself"
-                                  + (f"; use the option '{instead}'" if instead else ""))
-        guarantee = reader.choice("deliveryGuarantee", GUARANTEES, EXACTLY_ONCE)
-        idempotence = next((v for k, v in client.items() if k.lower() == "enable.idempotence"), "true")
-        if guarantee == EXACTLY_ONCE and idempotence.strip().lower() in ("false", "0", "no"):
-            raise OptionError("kafka.enable.idempotence", idempotence, "true (or unset): transactions need it; "
-                              "use deliveryGuarantee 'at_least_once' for a producer without idempotence")
-        topic = reader.string("topic")
-        timeout_ms = reader.duration_us("transactionTimeout", 60_000_000) // 1_000
-        if timeout_ms < 1_000:
-            raise OptionError("transactionTimeout", f"{timeout_ms}ms", "a duration ≥ 1s")
-        prefix = reader.string("transactionalIdPrefix", DEFAULT_TRANSACTIONAL_ID_PREFIX)
-        return cls(
-            bootstrap=bootstrap,
-            client=client,
-            topic=topic,
-            guarantee=guarantee,
-            transactional_id_prefix=prefix,
-            transaction_timeout_ms=timeout_ms,
-            progress_topic=reader.string("progressTopic") or topic,
-            timeout_s=reader.duration_us("timeout", 30_000_000) / 1e6,
-            dead_letter_topic=reader.string("deadLetterTopic"),
-        )
-
-    @property
-    def exactly_once(self) -> bool:
-        return self.guarantee == EXACTLY_ONCE
-
-    def producer_config(self, transactional_id: str | None = None, max_batch_bytes: int | None = None) -> dict:
-        """librdkafka settings of the sink's producer: defaults < kafka.* options < what the guarantee needs.
-
-        ``max_batch_bytes`` (the smallest ``max.message.bytes`` of the topics written) caps ``batch.size``,
-        so the broker never refuses a batch of records it would take one by one.
-        """
-        conf: dict[str, Any] = dict(PRODUCER_DEFAULTS)
-        if self.exactly_once:
-            conf["message.timeout.ms"] = min(conf["message.timeout.ms"], self.transaction_timeout_ms)
-        conf.update(self.client)
-        if max_batch_bytes is not None:
-            conf["batch.size"] = min(int(conf.get("batch.size", 1_000_000)), max_batch_bytes)
-        conf.setdefault("enable.idempotence", True)
-        if transactional_id is not None:
-            conf["transactional.id"] = transactional_id
-            conf["transaction.timeout.ms"] = self.transaction_timeout_ms
-        conf["delivery.report.only.error"] = True
-        return conf
-
-    @property
-    def client_logger(self) -> logging.Logger:
-        """Where the confluent-kafka clients' logs go: nowhere (their errors reach us as exceptions), unless
-        kafka.debug is set. The executor's `ArrowProducer` is silent likewise, and logs to stderr with kafka.debug."""
-        return log if any(k.lower() == "debug" for k in self.client) else _quiet
-
-    def common_config(self) -> dict:
-        """The kafka.* options a consumer or admin client understands (security, addresses, …)."""
-        return {k: v for k, v in self.client.items() if not k.lower().startswith(_PRODUCER_ONLY)}
-
-
-@dataclass(frozen=True)
-class _Columns:
+class Columns:
     """Which of the Kafka columns the input has (checked on the driver from Spark's schema)."""
 
     value: bool
@@ -188,9 +51,7 @@ class _Columns:
     timestamp: bool
 
     @classmethod
-    def of(cls, schema) -> "_Columns":
-        from pyspark.sql import types as T
-
+    def of(cls, schema) -> "Columns":
         fields = {f.name: f.dataType for f in schema.fields}
 
         def expect(name: str, ok: bool, expected: str) -> bool:
@@ -315,44 +176,6 @@ class _Connection:
         return self.producer is not None and bool(self.producer.failures or self.producer.fatal_error())
 
 
-class _IdleClients:
-    """Clients a finished task or check left in this Python process, for the next one with the same settings.
-
-    Spark keeps its Python workers between tasks and micro-batches (the writer's planner and committer
-    are long-lived too), so a client can outlive the call that made it, as Spark's Kafka sink caches
-    its producers per executor. Only a client whose last use succeeded is kept; one idle longer than
-    ``max_idle_s`` is dropped (librdkafka closes it) at the next take or keep of any key.
-    """
-
-    def __init__(self, max_idle_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.max_idle_s = max_idle_s
-        self.clock = clock
-        self._clients: dict[tuple, tuple[Any, float]] = {}
-
-    def take(self, key: tuple) -> Any | None:
-        self._expire()
-        client, _ = self._clients.pop(key, (None, 0.0))
-        return client
-
-    def keep(self, key: tuple, client: Any) -> None:
-        self._expire()
-        self._clients[key] = (client, self.clock())
-
-    def _expire(self) -> None:
-        now = self.clock()
-        for key in [k for k, (_, since) in self._clients.items() if now - since > self.max_idle_s]:
-            del self._clients[key]
-
-
-# at_least_once producers between tasks: a new client, its connections and producer id cost 20-50 ms
-# a task. exactly_once makes a fresh producer per task attempt: its init_transactions is the fence.
-_idle_producers = _IdleClients(max_idle_s=600.0)  # Spark's producer cache: 10 min
-# The driver's metadata client between checks (every micro-batch, twice: planner and committer): a
-# connected client answers in ~2-3 ms, a new one takes ~10 ms (threads, connections, teardown).
-_idle_checkers = _IdleClients(max_idle_s=60.0)
-# The driver's admin client between partition checks (`KafkaSink.committed_beyond`, every micro-batch), and
-# executors' between reads of topic limits (`KafkaSink.topic_limits`).
-_idle_admins = _IdleClients(max_idle_s=60.0)
 _topic_limits: dict[tuple, tuple["TopicLimits", float]] = {}  # (settings, topic) → (limits, when read)
 
 
@@ -361,7 +184,7 @@ class KafkaSink(Sink):
 
     name = "kafka-sink"
 
-    def __init__(self, options: KafkaOptions, columns: _Columns) -> None:
+    def __init__(self, options: KafkaOptions, columns: Columns) -> None:
         self.options = options
         self.columns = columns
         # Which idle clients (at_least_once producers, metadata clients) it may reuse: same settings.
@@ -372,33 +195,33 @@ class KafkaSink(Sink):
         """Driver, every micro-batch: the settings are valid, the cluster answers, the topics exist.
 
         Every check sends a metadata request; a client that answered is kept for the next check in
-        this Python process (`_idle_checkers`), one that failed is closed. An unreachable cluster is a
+        this Python process (`idle_checkers`), one that failed is closed. An unreachable cluster is a
         `TransientError` (the protocol retries the check with backoff, so a broker restarting under a
         running query does not fail it); an unknown topic an `OptionError`.
         """
-        kafka = _import_kafka()
+        kafka = import_kafka()
         try:
             library()  # the executors' write path: a librdkafka it cannot bind fails here, before any task
         except UnsupportedLibrdkafka as exc:
             raise SinkError(str(exc)) from exc
         opts = self.options
-        producer = _idle_checkers.take(self._idle_key)
+        producer = idle_checkers.take(self._idle_key)
         if producer is None:
             try:
                 producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
-                                           "logger": _quiet, "error_cb": partial(_note_handshake_error, self._idle_key)})
+                                           "logger": check_log, "error_cb": partial(note_handshake_error, self._idle_key)})
             except kafka.KafkaException as exc:
                 raise OptionError("kafka.*", redact_options(opts.client),
                                   f"settings librdkafka accepts ({exc.args[0].str()})") from exc
-        _handshake_errors.pop(self._idle_key, None)
+        handshake_errors.pop(self._idle_key, None)
         try:
-            metadata = producer.list_topics(timeout=_CHECK_TIMEOUT_S)
+            metadata = producer.list_topics(timeout=CHECK_TIMEOUT_S)
             named = {opts.dead_letter_topic: "deadLetterTopic", opts.progress_topic if opts.exactly_once else None:
                      "progressTopic", opts.topic: "topic"}
             for topic in sorted(t for t in named if t):
                 found = metadata.topics.get(topic)
                 if found is None or found.error is not None:  # ask for it by name: auto-creation, if enabled
-                    found = producer.list_topics(topic, timeout=_CHECK_TIMEOUT_S).topics.get(topic)
+                    found = producer.list_topics(topic, timeout=CHECK_TIMEOUT_S).topics.get(topic)
                 if found is not None and found.error is None:
                     continue
                 if found is not None and found.error.name() not in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
@@ -409,7 +232,7 @@ class KafkaSink(Sink):
                                   f"(the broker says: {reason}); create it first")
         except kafka.KafkaException as exc:
             producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
-            handshake = _handshake_errors.pop(self._idle_key, None)
+            handshake = handshake_errors.pop(self._idle_key, None)
             if handshake is not None:
                 given = next((v for k, v in opts.client.items() if k.lower() == "security.protocol"), "PLAINTEXT")
                 raise OptionError("kafka.security.protocol", given,
@@ -417,11 +240,11 @@ class KafkaSink(Sink):
                                   "takes): the broker answers, but the client's security handshake failed "
                                   f"({handshake.str()}). A SASL client talking to a PLAINTEXT listener, or a "
                                   "PLAINTEXT/SASL_PLAINTEXT client to an SSL one, fails so") from exc
-            raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
+            raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {CHECK_TIMEOUT_S:g}s "
                                  f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
                                  "right?") from exc
         else:
-            _idle_checkers.keep(self._idle_key, producer)  # it answered: the next check asks it again
+            idle_checkers.keep(self._idle_key, producer)  # it answered: the next check asks it again
 
     def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
         """The progress records (consumer groups ``<prefix>-<commit id>-<partition>``) of partitions ≥ `partitions`
@@ -430,22 +253,21 @@ class KafkaSink(Sink):
         earlier run that never committed anything hides the ids above it (not caught)."""
         if not self.options.exactly_once:
             return []
-        kafka = _import_kafka()
-        from confluent_kafka import ConsumerGroupTopicPartitions
-        from confluent_kafka.admin import AdminClient
+        kafka = import_kafka()
+        admin_api = import_kafka_admin()
 
         opts = self.options
-        admin = _idle_admins.take(self._idle_key) or AdminClient({**opts.common_config(), "logger": _quiet})
+        admin = idle_admins.take(self._idle_key) or admin_api.AdminClient({**opts.common_config(), "logger": check_log})
         beyond, partition = [], partitions
-        with _mapped(opts, f"reading the progress records of batch {batch_id}"):
+        with mapped(opts, f"reading the progress records of batch {batch_id}"):
             while True:
                 group = transactional_id(opts.transactional_id_prefix, commit_id, partition)
-                request = ConsumerGroupTopicPartitions(group, [kafka.TopicPartition(opts.progress_topic, 0)])
-                result = admin.list_consumer_group_offsets([request], request_timeout=_CHECK_TIMEOUT_S)
+                request = kafka.ConsumerGroupTopicPartitions(group, [kafka.TopicPartition(opts.progress_topic, 0)])
+                result = admin.list_consumer_group_offsets([request], request_timeout=CHECK_TIMEOUT_S)
                 try:
-                    [position] = result[group].result(_CHECK_TIMEOUT_S).topic_partitions
+                    [position] = result[group].result(CHECK_TIMEOUT_S).topic_partitions
                 except concurrent.futures.TimeoutError as exc:  # a broker restarting: retried with a new client
-                    raise TransientError(f"kafka-sink: no answer from {opts.bootstrap} within {_CHECK_TIMEOUT_S:g}s "
+                    raise TransientError(f"kafka-sink: no answer from {opts.bootstrap} within {CHECK_TIMEOUT_S:g}s "
                                          f"reading the progress record of group {group}") from exc
                 if position.error is not None:
                     raise kafka.KafkaException(position.error)
@@ -454,7 +276,7 @@ class KafkaSink(Sink):
                 if position.offset > batch_id:  # the offset stored is batch id + 1
                     beyond.append(partition)
                 partition += 1
-        _idle_admins.keep(self._idle_key, admin)
+        idle_admins.keep(self._idle_key, admin)
         return beyond
 
     def abort_batch(self, commit_id: str | None, batch_id: int, messages: Sequence[CommitMessage | None]) -> None:
@@ -465,33 +287,33 @@ class KafkaSink(Sink):
             log.warning("kafka-sink: batch %d aborted before any task reported; its open transactions end when a "
                         "writer of the query restarts or after transactionTimeout", batch_id)
             return
-        kafka = _import_kafka()
+        kafka = import_kafka()
         for partition, message in enumerate(messages):
             if message is not None:
                 continue
             txid = transactional_id(self.options.transactional_id_prefix, commit_id, partition)
             try:
-                producer = kafka.Producer({**self.options.producer_config(txid), "logger": _quiet})
-                producer.init_transactions(min(self.options.timeout_s, _CHECK_TIMEOUT_S))
+                producer = kafka.Producer({**self.options.producer_config(txid), "logger": check_log})
+                producer.init_transactions(min(self.options.timeout_s, CHECK_TIMEOUT_S))
                 log.info("kafka-sink: fenced %s after batch %d aborted", txid, batch_id)
             except kafka.KafkaException as exc:  # best effort: the next writer of the partition fences it too
                 log.warning("kafka-sink: could not fence %s after batch %d aborted: %s", txid, batch_id, exc)
 
     # -- executor -------------------------------------------------------------------------------
     def open(self, identity: WriteIdentity) -> _Connection:
-        kafka = _import_kafka()
+        kafka = import_kafka()
         opts = self.options
         limits = {t: self.topic_limits(t) for t in (opts.topic, opts.dead_letter_topic) if t}
         batch_bytes = min((lim.max_bytes for lim in limits.values() if lim.max_bytes), default=None)
         if not opts.exactly_once:
-            conn = _idle_producers.take((self._idle_key, batch_bytes))
+            conn = idle_producers.take((self._idle_key, batch_bytes))
             if conn is not None:
                 return conn
         txid = transactional_id(opts.transactional_id_prefix, identity.commit_id, identity.partition_id) \
             if opts.exactly_once else None
         conn = _Connection(None, None, txid)
         conn.limits, conn.batch_bytes = limits, batch_bytes
-        with _mapped(opts, "connecting"):
+        with mapped(opts, "connecting"):
             conn.producer = ArrowProducer(opts.producer_config(txid, batch_bytes))
             # Metadata first: a missing topic fails here, before a transaction is started.
             self._check_topics(conn, [t for t in {opts.topic, opts.progress_topic if txid else None} if t])
@@ -512,17 +334,17 @@ class KafkaSink(Sink):
         known = _topic_limits.get(key)
         if known is not None and time.monotonic() - known[1] < _LIMITS_MAX_AGE_S:
             return known[0]
-        from confluent_kafka.admin import AdminClient, ConfigResource
+        admin_api = import_kafka_admin()
 
         opts = self.options
-        admin = _idle_admins.take(self._idle_key) or AdminClient({**opts.common_config(), "logger": _quiet})
+        admin = idle_admins.take(self._idle_key) or admin_api.AdminClient({**opts.common_config(), "logger": check_log})
         try:
-            [future] = admin.describe_configs([ConfigResource("topic", topic)],
-                                              request_timeout=_CHECK_TIMEOUT_S).values()
-            config = future.result(_CHECK_TIMEOUT_S)
+            [future] = admin.describe_configs([admin_api.ConfigResource("topic", topic)],
+                                              request_timeout=CHECK_TIMEOUT_S).values()
+            config = future.result(CHECK_TIMEOUT_S)
             limits = TopicLimits(int(config["max.message.bytes"].value),
                                  "compact" in (config["cleanup.policy"].value or ""))
-            _idle_admins.keep(self._idle_key, admin)
+            idle_admins.keep(self._idle_key, admin)
         except Exception as exc:  # noqa: BLE001 - the broker's own checks still apply, record by record
             log.debug("kafka-sink: cannot read the configuration of topic '%s': %s", topic, exc)
             limits = TopicLimits(None)
@@ -538,11 +360,11 @@ class KafkaSink(Sink):
     def is_committed(self, conn: _Connection, identity: WriteIdentity) -> bool:
         if conn.consumer is None:
             return False  # at least once: no progress record, every attempt writes
-        kafka = _import_kafka()
+        kafka = import_kafka()
         partition = kafka.TopicPartition(self.options.progress_topic, 0)
         deadline = time.monotonic() + self.options.timeout_s
         pause = 0.05
-        with _mapped(self.options, "reading the progress record"):
+        with mapped(self.options, "reading the progress record"):
             while True:
                 try:
                     [position] = conn.consumer.committed([partition], timeout=self.options.timeout_s)
@@ -553,7 +375,7 @@ class KafkaSink(Sink):
                     return Fingerprint.parse(position.metadata) or True
                 except kafka.KafkaException as exc:
                     # The group coordinator moving or loading its partition (a fresh or restarted broker).
-                    if exc.args[0].name() not in _COORDINATOR_MOVING or time.monotonic() + pause > deadline:
+                    if exc.args[0].name() not in COORDINATOR_MOVING or time.monotonic() + pause > deadline:
                         raise
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
@@ -563,7 +385,7 @@ class KafkaSink(Sink):
         opts = self.options
         producer = conn.producer
         dead, first_row = 0, 0
-        with _mapped(opts, f"writing {identity}"):
+        with mapped(opts, f"writing {identity}"):
             if conn.transactional_id is not None:
                 producer.begin_transaction()
                 conn.in_transaction = True
@@ -599,7 +421,7 @@ class KafkaSink(Sink):
         if at_once:  # what librdkafka refused itself (over the producer's message.max.bytes)
             refused = records.take(records.topic, np.array([i for i, _ in at_once], np.int64))
             dead += self._dead_letter(conn, identity, refused, [
-                f"{_kafka_error_name(code)}: over the producer's message.max.bytes" for _, code in at_once])
+                f"{kafka_error_name(code)}: over the producer's message.max.bytes" for _, code in at_once])
         return dead
 
     def _dead_letter(self, conn: _Connection, identity: WriteIdentity, refused: _Records, reasons: list[str]) -> int:
@@ -632,7 +454,7 @@ class KafkaSink(Sink):
         if len(bad) or at_once:
             row = int(letters.rows[bad[0]]) if len(bad) else int(letters.rows[at_once[0][0]])
             raise DeliveryError(f"kafka-sink: the dead-letter topic '{letters.topic}' refuses row {row} of {identity} "
-                                f"too: {why[0] if why else _kafka_error_name(at_once[0][1])}; give it a larger "
+                                f"too: {why[0] if why else kafka_error_name(at_once[0][1])}; give it a larger "
                                 "max.message.bytes (it takes the refused records whole)")
         return len(reasons)
 
@@ -644,15 +466,15 @@ class KafkaSink(Sink):
         producer = conn.producer
         if conn.written and conn.transactional_id is None and not conn.failed:
             conn.written = False
-            _idle_producers.keep((self._idle_key, conn.batch_bytes), conn)
+            idle_producers.keep((self._idle_key, conn.batch_bytes), conn)
             return
         if producer is not None:
             if conn.in_transaction:  # failed mid-way: abort now rather than at transactionTimeout
-                _quietly(lambda: producer.abort_transaction(min(self.options.timeout_s, 5.0)))
-            _quietly(producer.purge)
-            _quietly(producer.close)
+                quietly(lambda: producer.abort_transaction(min(self.options.timeout_s, 5.0)))
+            quietly(producer.purge)
+            quietly(producer.close)
         if conn.consumer is not None:
-            _quietly(conn.consumer.close)
+            quietly(conn.consumer.close)
 
     # -- records --------------------------------------------------------------------------------
     def _records(self, batch: pa.RecordBatch, first_row: int = 0) -> list[_Records]:
@@ -708,7 +530,7 @@ class KafkaSink(Sink):
         """Hand the records to librdkafka, whole (or one call per record with timestamps or headers); returns
         ``(position, error code)`` of those it refused at once (too large for the producer)."""
         producer = conn.producer
-        kafka = _import_kafka()
+        kafka = import_kafka()
         try:
             if records.timestamps is None and records.headers is None:
                 whole = records.keys is None and records.partitions is None
@@ -718,8 +540,8 @@ class KafkaSink(Sink):
                 refused = producer.produce_each(records.topic, records.values, records.keys, records.partitions,
                                                 records.timestamps, records.headers, records.rows)
             for position, code in refused:
-                if code not in _REFUSED_AT_ONCE:
-                    raise kafka.KafkaException(kafka.KafkaError(code, f"{_kafka_error_name(code)} (topic "
+                if code not in REFUSED_AT_ONCE:
+                    raise kafka.KafkaException(kafka.KafkaError(code, f"{kafka_error_name(code)} (topic "
                                                                       f"'{records.topic}', row {int(records.rows[position])})"))
             return refused
         except kafka.KafkaException:
@@ -742,7 +564,7 @@ class KafkaSink(Sink):
     def _raise_failures(self, conn: _Connection) -> None:
         fatal = conn.producer.fatal_error()
         if fatal is not None:
-            raise _translate(fatal, self.options, "writing")
+            raise translate(fatal, self.options, "writing")
         failures = conn.producer.failures
         if failures:
             err, topic, partition, row = failures[0]
@@ -750,22 +572,20 @@ class KafkaSink(Sink):
             where = f"topic '{topic}' partition {partition}" if partition is not None and partition >= 0 \
                 else f"topic '{topic}'"
             where += f" (row {row} of the Spark partition)"
-            raise _translate(err, self.options, f"delivering to {where}", more=more)
+            raise translate(err, self.options, f"delivering to {where}", more=more)
 
 
 def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float = 30.0) -> bool:
     """Create the sink's ``topic`` (of its options, ``kafka.*`` included) with `partitions` partitions and the
     broker's default replication factor, and wait until every partition has a leader; False when it existed
     already (left as it is). For the load harness's opt-in ``create-topic``; the sink itself never creates one."""
-    kafka = _import_kafka()
-    from confluent_kafka.admin import AdminClient
-
-    from connectors import kafka_topics
+    kafka = import_kafka()
+    admin_api = import_kafka_admin()
 
     opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
     if opts.topic is None:
         raise OptionError("topic", None, "a topic to create")
-    admin = AdminClient({**opts.common_config(), "logger": _quiet})
+    admin = admin_api.AdminClient({**opts.common_config(), "logger": check_log})
     try:
         return kafka_topics.create_topic(admin, opts.topic, partitions, timeout_s=timeout_s, exist_ok=True)
     except kafka.KafkaException as exc:
@@ -773,95 +593,6 @@ def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float =
                         f"{exc.args[0].str()}") from exc
     except TimeoutError as exc:
         raise SinkError(f"kafka-sink: {exc} (at {opts.bootstrap})") from exc
-
-
-def _quietly(call: Callable[[], Any]) -> None:
-    """Clean-up after a failure: its own errors would hide the one that matters (the next writer fences anyway)."""
-    try:
-        call()
-    except Exception as exc:  # noqa: BLE001
-        log.debug("kafka-sink: clean-up call failed: %s", exc)
-
-
-# -- error translation ------------------------------------------------------------------------------
-
-_FENCED = {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FATAL"}
-_REFUSED = {  # the broker (or librdkafka on its behalf) refused the record: a retry cannot help
-    "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
-    "INVALID_RECORD", "RECORD_LIST_TOO_LARGE", "TOPIC_AUTHORIZATION_FAILED", "POLICY_VIOLATION", "INVALID_TIMESTAMP",
-    "TOPIC_EXCEPTION", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "CORRUPT_MESSAGE", "_INVALID_ARG", "_KEY_SERIALIZATION",
-    "_VALUE_SERIALIZATION",
-}
-_REFUSED_AT_ONCE = {10}  # librdkafka's codes for a record it refuses itself, for what it is: MSG_SIZE_TOO_LARGE
-
-
-def _kafka_error_name(code: int) -> str:
-    return _import_kafka().KafkaError(code).name()
-
-
-_COORDINATOR_MOVING = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
-                       "UNSTABLE_OFFSET_COMMIT"}
-_NOT_ALLOWED = {"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
-                "SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"}
-_BROKEN = {"_STATE", "_NOT_CONFIGURED", "_CONFLICT", "INVALID_TXN_STATE", "_INVALID_TYPE", "INVALID_TRANSACTION_TIMEOUT",
-           "UNSUPPORTED_VERSION", "_UNSUPPORTED_FEATURE", "UNSUPPORTED_FOR_MESSAGE_FORMAT"}
-
-
-def _translate(err, opts: KafkaOptions, doing: str, more: str = "") -> SinkError:
-    """The project's error for a librdkafka `KafkaError`: what a retry may fix is a `TransientError`."""
-    code = err.name()
-    where = f"kafka-sink: {doing} at {opts.bootstrap}"
-    reason = f"{err.str()}{more}"
-    if code in _REFUSED:
-        return DeliveryError(f"{where}: the broker refused the record: {reason}")
-    if opts.exactly_once and (err.fatal() or code in _FENCED):
-        return FencedError(f"{where}: this writer was fenced by a newer one with the same transactional id "
-                           f"(another attempt of this partition, or another query with the same "
-                           f"transactionalIdPrefix and commit id): {reason}")
-    if code in _NOT_ALLOWED:
-        return SinkError(f"{where}: {reason} (the principal needs Write on the topics and, for exactly_once, Write "
-                         f"on the transactional ids and Read on the groups '{opts.transactional_id_prefix}-*')")
-    if code in _BROKEN and not err.retriable() and not err.txn_requires_abort():
-        return SinkError(f"{where}: {reason}")
-    # Lost brokers, timeouts, moving coordinators, an aborted transaction; at_least_once: also a fatal
-    # idempotence error, which a new producer (the retry) does not have.
-    return TransientError(f"{where}: {reason}")
-
-
-def _mapped(opts: KafkaOptions, doing: str):
-    """Translate confluent-kafka errors into the project's at this boundary (``raise … from exc``)."""
-    return map_errors(lambda exc: _from_client(exc, opts, doing))
-
-
-def _from_client(exc: Exception, opts: KafkaOptions, doing: str) -> SinkError | None:
-    kafka = _import_kafka()
-    cause = exc
-    # confluent-kafka raises a fatal error from poll()/flush(); when a delivery callback runs while it is
-    # pending, Python reports a SystemError caused by that KafkaException.
-    if isinstance(exc, SystemError) and isinstance(exc.__cause__, kafka.KafkaException):
-        cause = exc.__cause__
-    if not isinstance(cause, kafka.KafkaException):
-        return None
-    err = cause.args[0] if cause.args else None
-    if isinstance(err, kafka.KafkaError):
-        return _translate(err, opts, doing)
-    return SinkError(f"kafka-sink: {doing} at {opts.bootstrap}: {cause}")
-
-
-#: The last error librdkafka reported in the background to the driver's check client of these settings (its
-#: `_idle_key`): a failed security handshake shows there, while `list_topics` only says "transport failure".
-_handshake_errors: dict[tuple, Any] = {}
-
-
-def _note_handshake_error(key: tuple, err) -> None:
-    """A check client's ``error_cb``: keep a failed authentication or TLS handshake, the cause a timeout hides."""
-    kafka = _import_kafka()
-    if err.code() in (kafka.KafkaError._AUTHENTICATION, kafka.KafkaError._SSL):
-        _handshake_errors[key] = err
-
-_quiet = logging.getLogger("impulse.connectors.kafka.check")
-_quiet.propagate = False
-_quiet.addHandler(logging.NullHandler())
 
 
 class KafkaSinkDataSource(SinkDataSource):
@@ -979,9 +710,9 @@ class KafkaSinkDataSource(SinkDataSource):
     failure may duplicate, never lose, records. Cheaper: no transaction, no progress lookup, and,
     as in Spark's Kafka sink, producers are reused: a task keeps the producer the previous task of
     its Python worker left after a successful write (same settings, idle < 10 min), which saves
-    20–50 ms a task; a producer that saw any failure is closed instead.
+    each task a new client's connections and producer id; a producer that saw any failure is closed instead.
 
-    Each record batch goes to librdkafka whole, per topic: `sinks.librdkafka.ArrowProducer` hands
+    Each record batch goes to librdkafka whole, per topic: `sinks.kafka.librdkafka.ArrowProducer` hands
     it the addresses of the values and keys in the Arrow buffers (``rd_kafka_produce_batch``, one
     call per record batch and topic; librdkafka copies them), so no Python object is made per record.
     Rows with ``headers`` or ``timestamp`` take one librdkafka call per record (``produceva``). A
@@ -1024,7 +755,7 @@ class KafkaSinkDataSource(SinkDataSource):
     def build(self, reader: OptionReader, schema) -> KafkaSink:
         """The sink of the options in `reader`, for rows of `schema`."""
         opts = KafkaOptions.read(reader)
-        columns = _Columns.of(schema)
+        columns = Columns.of(schema)
         if opts.topic is None and not columns.topic:
             raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
                                              "the rows a 'topic' column")

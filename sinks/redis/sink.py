@@ -3,25 +3,26 @@ sorted sets."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Iterator, Sequence
-from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.types import NumericType
 
 from connectors.datasource import SinkDataSource
 from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
 from connectors.options import OptionReader
-from connectors.redact import redact_url
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
+from connectors.redact import redact_url
+from connectors.registry import import_extra
 from connectors.rows import as_binary, json_objects
-from sinks.resp import command, command_over, commands, packed
+from sinks.redis.options import DELETES, RedisOptions
+from sinks.redis.resp import command, command_over, commands, packed
 
-__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions"]
+__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "import_redis"]
 
-TARGETS = ("string", "list", "hash", "stream", "set", "zset")
 
 #: The Redis type a target's commands need their keys to hold (or the key to be absent). Redis refuses a
 #: command on a key of another type only when EXEC runs it (WRONGTYPE), and applies the rest of the
@@ -29,8 +30,6 @@ TARGETS = ("string", "list", "hash", "stream", "set", "zset")
 #: transaction before its commit record is written. ``string`` has none: ``SET`` replaces any type.
 KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream", "set": "set", "zset": "zset"}
 
-#: With ``opColumn``, what a row whose op is ``delete`` becomes, by target: the key's or the field's removal.
-DELETES = {"string": b"DEL", "hash": b"HDEL"}
 
 # KEYS: the keys to check; ARGV[1]: the type they need. Returns {index, type, ...} of the keys holding another.
 _WRONG_TYPES = b"local bad = {} for i = 1, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
@@ -54,86 +53,9 @@ _RAISE_TO = "local v = tonumber(redis.call('GET', KEYS[1]) or '-1') " \
             "if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return v"
 
 
-def _import_redis():
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise SinkError("the redis sink needs redis-py: pip install 'impulse-connectors[redis]'") from exc
-    return redis
-
-
-@dataclass(frozen=True)
-class RedisOptions:
-    """The options of the Redis sink (see `RedisSinkDataSource`)."""
-
-    url: str
-    target: str
-    key_prefix: str
-    key_column: str | None
-    field_column: str | None
-    value_column: str | None
-    op_column: str | None
-    ttl_s: int | None
-    list_operation: str
-    max_length: int | None
-    commit_key_prefix: str
-    timeout_s: float
-    dead_letter_key: str | None = None
-    score_column: str | None = None
-
-    @classmethod
-    def read(cls, reader: OptionReader) -> "RedisOptions":
-        url = reader.string("url", required=True)
-        if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise OptionError("url", redact_url(url), "a redis://, rediss:// or unix:// URL, e.g. redis://localhost:6379/0")
-        opts = cls(
-            url=url,
-            target=reader.choice("target", TARGETS, "string"),
-            key_prefix=reader.string("keyPrefix", "") or "",
-            key_column=reader.string("keyColumn"),
-            field_column=reader.string("fieldColumn"),
-            value_column=reader.string("valueColumn"),
-            op_column=reader.string("opColumn"),
-            ttl_s=reader.integer("ttl", minimum=1),
-            list_operation=reader.choice("listOperation", ("append", "prepend"), "append"),
-            max_length=reader.integer("maxLength", minimum=1),
-            commit_key_prefix=reader.string("commitKeyPrefix", "impulse:commit:"),
-            timeout_s=reader.duration_us("timeout", 10_000_000) / 1e6,
-            dead_letter_key=reader.string("deadLetterKey") or None,
-            score_column=reader.string("scoreColumn"),
-        )
-        if opts.target != "string" and not (opts.key_prefix or opts.key_column):
-            raise OptionError("keyPrefix", "", f"a key (keyPrefix, keyColumn or both) for target '{opts.target}': "
-                                               "it names the key the rows go to")
-        if opts.op_column is not None and opts.target not in DELETES:
-            raise OptionError("opColumn", opts.op_column, f"no value for target '{opts.target}': a changelog's deletes "
-                                                           "apply to target string (DEL) or hash (HDEL)")
-        if opts.max_length is not None and opts.target not in ("list", "stream", "zset"):
-            raise OptionError("maxLength", opts.max_length, "no value: maxLength applies to target list, stream "
-                                                            "or zset (a set keeps no order to trim by)")
-        if (opts.score_column is None) == (opts.target == "zset"):
-            raise OptionError("scoreColumn", opts.score_column,
-                              "a numeric column for target 'zset' (each member's score)" if opts.target == "zset"
-                              else f"no value for target '{opts.target}': scoreColumn applies to target zset")
-        opts._check_dead_letter_key()
-        return opts
-
-    def _check_dead_letter_key(self) -> None:
-        """Refuse a ``deadLetterKey`` that rows or commit records could be written to as well.
-
-        Checked from the options alone: the key rows go to without ``keyColumn``, a name under a non-empty
-        ``keyPrefix`` when ``keyColumn`` is set (a row's key could be it), and a name under ``commitKeyPrefix``.
-        With an empty ``keyPrefix`` and a ``keyColumn`` any name could be a row's key: that is not checked.
-        """
-        key = self.dead_letter_key
-        if key is None:
-            return
-        fixed = self.target != "string" and self.key_column is None  # every row goes to the key keyPrefix
-        if key == self.key_prefix if fixed else (self.key_prefix and key.startswith(self.key_prefix)):
-            rows_go_to = f"the key '{self.key_prefix}'" if fixed else f"keys starting with '{self.key_prefix}'"
-            raise OptionError("deadLetterKey", key, f"a key the rows are not written to (they go to {rows_go_to})")
-        if key.startswith(self.commit_key_prefix):
-            raise OptionError("deadLetterKey", key, f"a key outside commitKeyPrefix '{self.commit_key_prefix}'")
+def import_redis() -> ModuleType:
+    """``redis`` (redis-py), through the gate that names the ``redis`` extra."""
+    return import_extra("redis", "redis", "the redis sink", "redis-py")
 
 
 class RedisSink(Sink):
@@ -152,10 +74,9 @@ class RedisSink(Sink):
 
     # -- driver ---------------------------------------------------------------------------------
     def _client(self):
-        redis = _import_redis()
+        redis = import_redis()
         # lib_version given: redis-py otherwise asks importlib.metadata for its own version on every new
-        # connection, a scan of sys.path that took 180-330 ms per partition in a Spark Python worker
-        # (its sys.path is long) — most of a 10,000 events/s micro-batch's write.
+        # connection, a scan of sys.path, which is long in a Spark Python worker (figures: bench/README.md).
         try:
             from redis.driver_info import DriverInfo  # redis-py ≥ 7: lib_version alone is deprecated
             version = {"driver_info": DriverInfo(lib_version=redis.__version__)}
@@ -165,7 +86,7 @@ class RedisSink(Sink):
                                     socket_connect_timeout=min(self.options.timeout_s, 5.0), **version)
 
     def check(self) -> None:
-        redis = _import_redis()
+        redis = import_redis()
         client = self._client()
         try:
             client.ping()
@@ -184,7 +105,7 @@ class RedisSink(Sink):
     def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
         client = self._client()
         try:
-            with _mapped(self.options.url):
+            with mapped(self.options.url):
                 client.eval(_RAISE_TO, 1, self.batch_key(commit_id), batch_id)
         finally:
             client.close()
@@ -202,7 +123,7 @@ class RedisSink(Sink):
     def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
         client = self._client()
         try:
-            with _mapped(self.options.url):
+            with mapped(self.options.url):
                 beyond = sorted(p for p in map(int, client.smembers(self.partitions_key(commit_id))) if p >= partitions)
                 if not beyond:
                     return []
@@ -213,7 +134,7 @@ class RedisSink(Sink):
 
     # -- executor -------------------------------------------------------------------------------
     def open(self, identity: WriteIdentity) -> Any:
-        with _mapped(self.options.url):
+        with mapped(self.options.url):
             client = self._client()
             return client, client.connection_pool.get_connection()
 
@@ -224,7 +145,7 @@ class RedisSink(Sink):
 
     def is_committed(self, conn: Any, identity: WriteIdentity) -> bool | Fingerprint:
         _, connection = conn
-        with _mapped(self.options.url):
+        with mapped(self.options.url):
             key = self.partition_key(identity)
             connection.send_command("WATCH", key)
             connection.read_response()
@@ -252,7 +173,7 @@ class RedisSink(Sink):
         expected = KEY_TYPES.get(self.options.target, "")
         written: list[pa.Array] = []  # the distinct keys written of each record batch, their types checked
         dead = 0
-        with _mapped(self.options.url):
+        with mapped(self.options.url):
             _call(connection, command(b"MULTI"))
             first_row = 0
             for batch in batches:
@@ -537,8 +458,6 @@ class RedisSinkDataSource(SinkDataSource):
             if column is not None and column not in schema.fieldNames():
                 raise OptionError(option, column, "a column of the input: " + ", ".join(schema.fieldNames()))
         if opts.score_column is not None:
-            from pyspark.sql.types import NumericType
-
             kind = schema[opts.score_column].dataType
             if not isinstance(kind, NumericType):
                 raise OptionError("scoreColumn", opts.score_column, f"a numeric column (this one is {kind.simpleString()}"
@@ -597,13 +516,13 @@ def _expect_queued(connection) -> None:
         raise DeliveryError(f"redis-sink: Redis refused a command of the transaction: {reply!r}")
 
 
-def _mapped(url: str):
+def mapped(url: str):
     """Translate redis-py errors into this project's: connection trouble is transient, the rest is not."""
     return map_errors(lambda exc: _translate(exc, redact_url(url)))
 
 
 def _translate(exc: Exception, where: str) -> SinkError | None:
-    redis = _import_redis()
+    redis = import_redis()
     if isinstance(exc, redis.AuthenticationError):
         return SinkError(f"redis-sink: authentication failed at {where}: {exc}")
     loading = isinstance(exc, redis.BusyLoadingError) or "LOADING" in str(exc)

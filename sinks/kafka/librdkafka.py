@@ -32,10 +32,13 @@ import glob
 import os
 from ctypes import CFUNCTYPE, POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_ssize_t, c_void_p
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, requires
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
+
+from sinks.kafka.client import import_kafka
 
 __all__ = ["ArrowProducer", "library", "UnsupportedLibrdkafka", "supported_range"]
 
@@ -135,8 +138,6 @@ class UnsupportedLibrdkafka(ImportError):
 def supported_range() -> str:
     """The confluent-kafka versions this package declares (its ``kafka`` extra), e.g. ``<2.17,>=2.6``; "" when
     the package is not installed (run from a checkout)."""
-    from importlib.metadata import PackageNotFoundError, requires
-
     try:
         for requirement in requires("impulse-connectors") or ():
             if requirement.startswith("confluent-kafka") and "kafka" in requirement.partition(";")[2]:
@@ -153,8 +154,7 @@ def library() -> ctypes.CDLL:
     Raises `UnsupportedLibrdkafka`, naming the missing function and the supported confluent-kafka
     range, when it lacks one of the functions this module binds (another wheel layout or release).
     """
-    import confluent_kafka
-
+    confluent_kafka = import_kafka()
     package = os.path.dirname(confluent_kafka.__file__)
     candidates = sorted(glob.glob(os.path.join(package, os.pardir, "confluent_kafka.libs", "librdkafka*.so*"))
                         + glob.glob(os.path.join(package, ".dylibs", "librdkafka*.dylib")))
@@ -181,20 +181,16 @@ def library() -> ctypes.CDLL:
 
 
 def _kafka_error(code: int, reason: str | None = None, **flags: bool):
-    from confluent_kafka import KafkaError
-
-    return KafkaError(code, reason or library().rd_kafka_err2str(code).decode(), **flags)
+    return import_kafka().KafkaError(code, reason or library().rd_kafka_err2str(code).decode(), **flags)
 
 
 def _raise_error(error: int | None) -> None:
     """Raise an ``rd_kafka_error_t *`` (and free it) as a KafkaException; nothing for NULL."""
     if not error:
         return
-    from confluent_kafka import KafkaException
-
     lib = library()
     try:
-        exc = KafkaException(_kafka_error(
+        exc = import_kafka().KafkaException(_kafka_error(
             lib.rd_kafka_error_code(error), lib.rd_kafka_error_string(error).decode(),
             fatal=bool(lib.rd_kafka_error_is_fatal(error)), retriable=bool(lib.rd_kafka_error_is_retriable(error)),
             txn_requires_abort=bool(lib.rd_kafka_error_txn_requires_abort(error))))
@@ -205,9 +201,7 @@ def _raise_error(error: int | None) -> None:
 
 def _raise_code(code: int, reason: str | None = None) -> None:
     if code:
-        from confluent_kafka import KafkaException
-
-        raise KafkaException(_kafka_error(code, reason))
+        raise import_kafka().KafkaException(_kafka_error(code, reason))
 
 
 def _setting(value: Any) -> bytes:

@@ -1,0 +1,15 @@
+"""The Kafka sink: options.py (KafkaOptions), librdkafka.py (the ctypes binding that hands Arrow batches to
+librdkafka), client.py (confluent-kafka, client caches, error tables), sink.py (KafkaSink, KafkaSinkDataSource,
+create_topic), adapter.py (KafkaAdapter). Names below resolve lazily (`sinks.lazy_names`)."""
+
+from sinks import lazy_names
+
+__all__ = ["KafkaSinkDataSource", "KafkaSink", "create_topic", "KafkaOptions", "KafkaAdapter"]
+
+__getattr__ = lazy_names(__name__, {
+    "KafkaSinkDataSource": "sink",
+    "KafkaSink": "sink",
+    "create_topic": "sink",
+    "KafkaOptions": "options",
+    "KafkaAdapter": "adapter",
+})

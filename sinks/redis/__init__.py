@@ -1,0 +1,13 @@
+"""The Redis sink: options.py (RedisOptions), resp.py (RESP commands encoded with Arrow), sink.py (RedisSink,
+RedisSinkDataSource), adapter.py (RedisAdapter). Names below resolve lazily (`sinks.lazy_names`)."""
+
+from sinks import lazy_names
+
+__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "RedisAdapter"]
+
+__getattr__ = lazy_names(__name__, {
+    "RedisSinkDataSource": "sink",
+    "RedisSink": "sink",
+    "RedisOptions": "options",
+    "RedisAdapter": "adapter",
+})

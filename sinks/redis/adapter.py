@@ -1,0 +1,107 @@
+"""The Redis sink's conformance adapter (see `connectors.conformance.adapter.SinkAdapter`)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from contextlib import contextmanager
+from typing import Iterator, Mapping
+
+from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, host_port, unused_port, with_address
+from connectors.servers.tap import UP, Tap
+from sinks.redis.sink import import_redis
+
+__all__ = ["RedisAdapter"]
+
+
+class RedisAdapter(SinkAdapter):
+    """The Redis sink writing to `target` (default ``list``: appends, where a duplicate would show).
+
+    `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
+    ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
+    """
+
+    format = "redis-sink"
+
+    def __init__(self, url: str, target: str = "list", server=None) -> None:
+        self.url, self.target, self.target_server = url, target, server
+        self.client = import_redis().Redis.from_url(url)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--url", required=True, help="redis:// URL of the target")
+        parser.add_argument("--target", default="list", choices=("list", "string", "hash", "stream"),
+                            help="the Redis data type to write (default: list)")
+
+    @classmethod
+    @contextmanager
+    def from_arguments(cls, args: argparse.Namespace) -> Iterator["RedisAdapter"]:
+        yield cls(args.url, target=args.target)
+
+    def options(self, namespace: str) -> Mapping[str, str]:
+        return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
+                "commitKeyPrefix": f"commit:{namespace}:"}
+
+    def network_route(self) -> tuple[str, str | None]:
+        return host_port(self.url), None
+
+    def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
+        return {**self.options(namespace), "url": with_address(self.url, address)}
+
+    @functools.cached_property
+    def network_handshake(self) -> int:
+        """redis-py's round trips when it connects, before the sink's first command (``HELLO``, ``CLIENT …``, as
+        this redis-py and server have it): counted once, on a connection of its own through a tap, around a PING."""
+        with Tap(host_port(self.url)) as tap:
+            client = import_redis().Redis.from_url(with_address(self.url, tap.address))
+            try:
+                client.ping()
+            finally:
+                client.close()
+            [conversation] = tap.snapshot()
+        return sum(direction == UP for direction, _ in conversation.turns) - 1
+
+    def read_back(self, namespace: str) -> list[tuple[int, int]]:
+        key = f"{namespace}:"
+        if self.target == "list":
+            values = self.client.lrange(key, 0, -1)
+        elif self.target == "hash":
+            values = list(self.client.hgetall(key).values())
+        elif self.target == "stream":
+            values = [fields[b"value"] for _, fields in self.client.xrange(key)]
+        else:
+            keys = list(self.client.scan_iter(match=f"{key}*", count=10_000))
+            values = [v for i in range(0, len(keys), 10_000) for v in self.client.mget(keys[i:i + 10_000])]
+        return events_from_json(values)
+
+    def poison(self, namespace: str) -> Poison:
+        """Lists per lane (``counter % 10``) whose lane 3 key holds a string: Redis refuses those rows (WRONGTYPE);
+        ``deadLetterKey`` is the namespace's stream ``<namespace>:dead``."""
+        lanes, refused_lane = f"{namespace}:lane:", 3
+        self.client.set(f"{lanes}{refused_lane}", "a plain string")
+        dead = f"{namespace}:dead"
+
+        def landed() -> list[tuple[int, int]]:
+            keys = [k for k in self.client.scan_iter(match=f"{lanes}*", count=10_000) if self.client.type(k) == b"list"]
+            return events_from_json([v for key in keys for v in self.client.lrange(key, 0, -1)])
+
+        return Poison(columns=["counter", "subtask_index", "timestamp", "CAST(counter % 10 AS STRING) AS lane"],
+                      options={"url": self.url, "target": "list", "keyPrefix": lanes, "keyColumn": "lane",
+                               "commitKeyPrefix": f"commit:{namespace}:"},
+                      dead_letter={"deadLetterKey": dead}, refused=lambda event: event[1] % 10 == refused_lane,
+                      read_back=landed,
+                      read_dead_letters=lambda: events_from_json([f[b"value"] for _, f in self.client.xrange(dead)]),
+                      words=("Redis refuses row", f"'{lanes}{refused_lane}' holds a string"))
+
+    def cleanup(self, namespace: str) -> None:
+        for pattern in (f"{namespace}:*", f"commit:{namespace}:*"):
+            keys = list(self.client.scan_iter(match=pattern, count=10_000))
+            for i in range(0, len(keys), 10_000):
+                self.client.delete(*keys[i:i + 10_000])
+
+    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
+        return {**self.options(namespace), "url": f"redis://127.0.0.1:{unused_port()}/0"}
+
+    def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
+        return [({"target": "bitmap"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
+                ({"valueColumn": "no_such_column"}, "valueColumn"), ({"listOperation": "insert"}, "listOperation")]
