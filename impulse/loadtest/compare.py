@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from impulse.loadtest.htmlreport import write_html
+from impulse.loadtest.sections import rate_series
 from impulse.loadtest.units import LoadError
 
-__all__ = ["Run", "load_runs", "compare_text", "plot_compare", "rate_series", "write_compare_html", "main"]
+__all__ = ["Run", "load_runs", "compare_text", "plot_compare", "write_compare_html", "main"]
 
 _PERCENTILES = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
 _SUSTAINED = {True: "yes", False: "no", None: "–"}   # None: a ramping stage, not judged
@@ -93,21 +95,6 @@ def compare_text(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
-def rate_series(batches: Sequence[dict], window_s: float = 1.0) -> tuple[list[float], list[float]]:
-    """Per batch row of a report (``timeS``, ``delivered``): its time (s since the run's start) and events/s over the
-    trailing `window_s` of acknowledgements (at least one batch: back-to-back batches of a few events would make a
-    jagged line)."""
-    times = [float(row["timeS"]) for row in batches]
-    delivered = [int(row["delivered"]) for row in batches]
-    rates, ref = [], -1   # ref: the batch the window starts after (-1: the run's start, 0 events)
-    for i, t in enumerate(times):
-        while ref + 1 < i and times[ref + 1] <= t - window_s:
-            ref += 1
-        t0, n0 = (times[ref], delivered[ref]) if ref >= 0 else (0.0, 0)
-        rates.append((delivered[i] - n0) / (t - t0) if t > t0 else 0.0)
-    return times, rates
-
-
 def _series(run: Run, window_s: float = 1.0) -> tuple[list[float], list[float], list[float]]:
     """Per batch: time (s since the run's start), events/s (`rate_series`), p99 (ms)."""
     times, rates = rate_series(run.batches, window_s)
@@ -172,7 +159,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def write_compare_html(directories: Sequence[str | Path], path: str | Path) -> Path:
     """The reports of `directories` side by side in one self-contained page (`impulse.loadtest.htmlreport`): a
     comparison of every run (each step, scenario), then each report's sections. Needs plotly (ImportError)."""
-    from impulse.loadtest.htmlreport import write_html
 
     documents = [(Path(d).resolve().name or str(d), json.loads((Path(d) / "report.json").read_text(encoding="utf-8")))
                  for d in directories]

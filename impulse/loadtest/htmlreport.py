@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest.compare import rate_series
 from impulse.loadtest.metrics import PHASES
-from impulse.loadtest.sections import check_failure, run_sections, step_name
+from impulse.loadtest.sections import check_failure, rate_series, run_sections, step_name
 
 __all__ = ["render_html", "write_html", "plotly_js"]
 

@@ -1,4 +1,5 @@
-"""The runs of a ``report.json`` document, each with its name: what the HTML report and the JUnit file walk.
+"""The runs of a ``report.json`` document, each with its name, and a run's rate over time: what the HTML report,
+the JUnit file and `impulse-load compare` read.
 
 A document is one of the three shapes `impulse.loadtest.report.write_report` writes: a run (``mode: run``:
 ``summary``, ``thresholds``, ``batches``, …), a ramp (``mode: ramp``: ``steps``, each a run) or a file's
@@ -8,9 +9,9 @@ are read; every other key passes through untouched, so keys added to a run's obj
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Sequence
 
-__all__ = ["run_sections", "step_name", "check_failure"]
+__all__ = ["run_sections", "step_name", "check_failure", "rate_series"]
 
 
 def step_name(index: int, step: dict) -> str:
@@ -45,3 +46,18 @@ def check_failure(check: dict) -> str | None:
     return (f"{counts or 'failed'}" + (f" of {of:,} expected" if isinstance(of, int) else "")
             + (f" ({delivered:,} delivered)" if isinstance(delivered, int) else "") + "; bound: every expected row "
             "delivered exactly once, nothing else")
+
+
+def rate_series(batches: Sequence[dict], window_s: float = 1.0) -> tuple[list[float], list[float]]:
+    """Per batch row of a report (``timeS``, ``delivered``): its time (s since the run's start) and events/s over the
+    trailing `window_s` of acknowledgements (at least one batch: back-to-back batches of a few events would make a
+    jagged line)."""
+    times = [float(row["timeS"]) for row in batches]
+    delivered = [int(row["delivered"]) for row in batches]
+    rates, ref = [], -1   # ref: the batch the window starts after (-1: the run's start, 0 events)
+    for i, t in enumerate(times):
+        while ref + 1 < i and times[ref + 1] <= t - window_s:
+            ref += 1
+        t0, n0 = (times[ref], delivered[ref]) if ref >= 0 else (0.0, 0)
+        rates.append((delivered[i] - n0) / (t - t0) if t > t0 else 0.0)
+    return times, rates
