@@ -199,6 +199,8 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                 from impulse.loadtest.via_kafka import run_via_kafka, via_lines
 
                 result = run_via_kafka(config, spark=spark, display=display, stop=stop,
+                                       output_mode=getattr(config, "output_mode", "append"),
+                                       event_time_column=getattr(config, "event_time_column", None),
                                        label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             else:
                 result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver,

@@ -109,6 +109,8 @@ class LoadConfig:
                 if given:
                     raise LoadError(f"{name} is for the Kafka topology: give --via kafka://HOST:PORT/TOPIC")
             return
+        if self.abort_on_fail:
+            raise LoadError("--abort-on-fail watches a direct run; with --via the thresholds are checked after the run")
         from impulse.loadtest.via_kafka import parse_pipeline_trigger, parse_via
 
         parse_via(self.via, self.via_options)

@@ -159,23 +159,6 @@ KEYS: tuple[Key, ...] = (
     Key("create-topic", "int", _D.create_topic, "kafka-sink: create the sink's topic with N partitions (the broker's "
         "default replication) before the run when it does not exist; default: off, a missing topic fails the "
         "pre-flight", "target", "N", minimum=1),
-    # -- through Kafka (the production topology, `impulse.loadtest.via_kafka`)
-    Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
-        "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
-        "pipeline, reads it with Spark's Kafka source and writes to --sink; --create-topic then creates this topic "
-        "(and a Kafka sink's topic, with LogAppendTime)", "through Kafka", "kafka://HOST:PORT/TOPIC"),
-    Key("via-options", "map", {}, "with --via, repeatable: kafka.<setting> is a Kafka client setting of the "
-        "producer, the Kafka source and the harness (e.g. kafka.security.protocol=SASL_SSL); any other key a Spark "
-        "Kafka source option (e.g. maxOffsetsPerTrigger=50000)", "through Kafka", "KEY=VALUE", flag="--via-option",
-        example="kafka.security.protocol=SASL_SSL"),
-    Key("decode", "bool", _D.decode, "with --via, the pipeline sees the events parsed back from the records' JSON "
-        "values (the columns a direct run gives) instead of the Kafka source's columns", "through Kafka"),
-    Key("pipeline-trigger", "text", _D.pipeline_trigger, "with --via, the pipeline's trigger: an interval (1s, "
-        "500ms), 0 (back to back), availableNow (started once the producer is done) or realTime=DURATION (Spark's "
-        "real-time mode, e.g. realTime=5s; --sink kafka only) (default: --trigger)", "through Kafka", "TRIGGER"),
-    Key("prefill", "int", _D.prefill, "with --via, write N events into the topic before the pipeline starts and "
-        "report how fast the pipeline drains that backlog while the producer keeps the rate", "through Kafka", "N",
-        minimum=0),
     # -- load
     Key("rate", "rate", _D.rate, "target rate, events/s over all partitions; k/M suffixes", "load", "EVENTS_PER_S"),
     Key("duration", "duration", _D.duration_s, "time of events to send, e.g. 60s, 2m: the run sends rate x "
@@ -196,6 +179,23 @@ KEYS: tuple[Key, ...] = (
         "micro-batch (default: no limit)", "load", "N", minimum=1),
     Key("drain-timeout", "duration", _D.drain_timeout_s, "how long after the duration to wait for the last events "
         "(default max(30s, duration))", "load", "DURATION", zero=True),
+    # -- through Kafka (the production topology, `impulse.loadtest.via_kafka`)
+    Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
+        "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
+        "pipeline, reads it with Spark's Kafka source and writes to --sink; --create-topic then creates this topic "
+        "(and a Kafka sink's topic, with LogAppendTime)", "through Kafka", "kafka://HOST:PORT/TOPIC"),
+    Key("via-options", "map", {}, "with --via, repeatable: kafka.<setting> is a Kafka client setting of the "
+        "producer, the Kafka source and the harness (e.g. kafka.security.protocol=SASL_SSL); any other key a Spark "
+        "Kafka source option (e.g. maxOffsetsPerTrigger=50000)", "through Kafka", "KEY=VALUE", flag="--via-option",
+        example="kafka.security.protocol=SASL_SSL"),
+    Key("decode", "bool", _D.decode, "with --via, the pipeline sees the events parsed back from the records' JSON "
+        "values (the columns a direct run gives) instead of the Kafka source's columns", "through Kafka"),
+    Key("pipeline-trigger", "text", _D.pipeline_trigger, "with --via, the pipeline's trigger: an interval (1s, "
+        "500ms), 0 (back to back), availableNow (started once the producer is done) or realTime=DURATION (Spark's "
+        "real-time mode, e.g. realTime=5s; --sink kafka only) (default: --trigger)", "through Kafka", "TRIGGER"),
+    Key("prefill", "int", _D.prefill, "with --via, write N events into the topic before the pipeline starts and "
+        "report how fast the pipeline drains that backlog while the producer keeps the rate", "through Kafka", "N",
+        minimum=0),
     # -- step mode
     Key("ramp", "ramp", None, "raise the rate in steps (events/s, e.g. 10000:10000:200000 or 10k:10k:200k) until a "
         "step is not sustained; reports the highest sustained rate", "step mode", "START:STEP:MAX"),
