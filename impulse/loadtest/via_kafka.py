@@ -340,11 +340,13 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     (default: ``trigger``), ``prefill``; the pipeline writes to ``sink`` with ``options``.
     `transform`: the user's function, DataFrame → DataFrame (None: the input as it is); it receives the Kafka
     source's DataFrame, or with ``decode`` the events. `output_mode`: ``append``, ``update`` or ``complete``.
-    `event_time_column`: the output's field that carries the scheduled time (default ``timestamp``). `spark`: a session with Spark's Kafka connector
-    (`connectors.session.spark_kafka_session`). `stop`: as for `impulse.loadtest.run.run_load`.
-    """
+    `event_time_column`: the output's field that carries the scheduled time (default ``timestamp``). `spark`: a
+    session with Spark's Kafka connector (`connectors.session.spark_kafka_session`; default: one is made).
+    `stop`: as for `impulse.loadtest.run.run_load`. The result keeps the impulse options of the events written
+    (`ViaResult.producer_options`, `ViaResult.prefill_options`) and the output topic (``via["outputTopic"]``,
+    read back with `impulse.loadtest.output_latency.read_output`): what an exact check of the output needs."""
     from impulse.loadtest.session import deployment, make_session, warm_up
-    from impulse.loadtest.target import preflight, redact_options
+    from impulse.loadtest.target import preflight, project_sinks, redact_options
 
     config.validate()
     if config.via is None:
@@ -368,7 +370,9 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     producer_opts = impulse_options(config)
     prefill_opts = None
     if prefill:
-        prefill_opts = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=prefill / _PREFILL_RATE))
+        flat = {k: v for k, v in config.source_options.items() if k.lower() != "ratestages"}  # as fast as it goes
+        prefill_opts = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=prefill / _PREFILL_RATE,
+                                               source_options=flat))
         prefill_opts["limit"] = str(prefill)
     output_kind = prepare_topics(via, config)
     if config.sink not in ("kafka",):
@@ -391,8 +395,6 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     output_client = ({"bootstrap.servers": _option(config.options, "kafka.bootstrap.servers"),
                       **_sink_client(config.options)} if output_topic else None)
     metrics_path = None
-    from impulse.loadtest.target import project_sinks
-
     if config.sink in project_sinks() and config.sink != "kafka-sink" and _option(sink_options, "metricsPath") is None:
         metrics_path = sink_options["metricsPath"] = os.path.join(workdir, "pipeline-metrics.jsonl")
     try:
