@@ -18,8 +18,10 @@ arithmetic and per-stage results), `target` (sink names, pre-flight check, optio
 measurements: delivered, lag, latency split into schedule delay and delivery, achieved rate),
 `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
 run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``), `report`
-(summary table, JSON, CSV), `plot` (PNG), `compare` (``impulse-load compare DIR…``), `cli`
-(``impulse-load [run FILE]``, signals, exit codes).
+(summary table, JSON, CSV), `plot` (PNG), `compare` (``impulse-load compare DIR…``), `via_kafka` (the
+production topology, ``--via``: impulse → a Kafka topic → the pipeline → the sink), `output_latency` (a
+pipeline's output topic read back: broker time − scheduled time), `cli` (``impulse-load [run FILE]``, signals,
+exit codes).
 """
 
 from impulse.loadtest.bound import Verdict, assess

@@ -244,3 +244,16 @@ def test_a_prefilled_backlog_is_drained_while_the_producer_keeps_the_rate(runs):
     # the backlog's events are left out of the latency (scheduled before the run): the run's events only
     assert run["via"]["outputLatency"]["beforeRun"] == 20_000
     assert run["via"]["outputLatency"]["measured"] == run["summary"]["targetEvents"]
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_an_available_now_pipeline_reads_the_backlog_and_what_the_producer_wrote_once(runs):
+    run = runs["available"]
+    _completed(run)
+    assert run["via"]["trigger"] == "availableNow"
+    written = Counter(r["value"] for r in run["input"])
+    assert len(written) == 5_000 + run["summary"]["targetEvents"] and max(written.values()) == 1
+    assert Counter(r["value"] for r in run["output"]) == written
+    assert run["via"]["prefill"]["readS"] is not None

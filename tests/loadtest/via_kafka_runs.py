@@ -57,6 +57,8 @@ def runs(bootstrap: str) -> dict:
                             pipeline_trigger="realTime=5s"), None, "append", None),
         "prefill": (config("prefill", "kafka-sink", rate=1000, duration_s=8, trigger="1s", decode=True,
                            prefill=20_000, pipeline_trigger="0"), None, "append", None),
+        "available": (config("available", "kafka", rate=2000, duration_s=4, trigger="0", prefill=5_000,
+                             pipeline_trigger="availableNow"), None, "append", None),
     }
 
 
