@@ -137,9 +137,12 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
-            if config.via is not None:  # the Kafka topology: its topics are checked (and created) when it runs
+            if config.via is not None:  # the Kafka topology: its topics reached (and created) before Spark starts
+                from impulse.loadtest.via_kafka import parse_via, prepare_topics
+
                 if ramp is not None:
                     raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
+                prepare_topics(parse_via(config.via, config.via_options), config)
             else:
                 preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
         except LoadError as exc:

@@ -114,8 +114,10 @@ class LoadConfig:
         from impulse.loadtest.via_kafka import parse_pipeline_trigger, parse_via
 
         parse_via(self.via, self.via_options)
-        if self.pipeline_trigger is not None:
-            parse_pipeline_trigger(self.pipeline_trigger)
+        if self.pipeline_trigger is not None and parse_pipeline_trigger(self.pipeline_trigger).kind == "realTime" \
+                and self.sink != "kafka":
+            raise LoadError(f"--pipeline-trigger {self.pipeline_trigger}: real-time mode writes to Spark's kafka format "
+                            f"only (--sink kafka), not {self.sink}")
         if self.prefill < 0:
             raise LoadError(f"--prefill must be ≥ 0 events, not {self.prefill}")
 

@@ -364,9 +364,6 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         raise LoadError(f"--prefill must be ≥ 0 events, not {prefill}")
     if output_mode not in ("append", "update", "complete"):
         raise LoadError(f"--output-mode {output_mode!r}: allowed: append, update, complete")
-    if trigger.kind == "realTime" and config.sink != "kafka":
-        raise LoadError(f"--pipeline-trigger {trigger.text}: real-time mode writes to Spark's kafka format only "
-                        f"(--sink kafka), not {config.sink}")
     producer_opts = impulse_options(config)
     prefill_opts = None
     if prefill:

@@ -80,6 +80,8 @@ def test_flags_and_keys_of_the_topology():
         plan_from_args(["--via", "kafka://h:1/t", "--ramp", "1k:1k:2k"])
     with pytest.raises(LoadError, match="--abort-on-fail watches a direct run"):
         plan_from_args(["--via", "kafka://h:1/t", "--threshold", "p99<1s", "--abort-on-fail"])
+    with pytest.raises(LoadError, match="real-time mode writes to Spark's kafka format only .*not kafka-sink"):
+        plan_from_args(["--via", "kafka://h:1/t", "--pipeline-trigger", "realTime=5s", "--sink", "kafka-sink"])
     with pytest.raises(LoadError, match="--via-option subscribe"):
         LoadConfig(via="kafka://h:1/t", via_options={"subscribe": "x"}).validate()
 
@@ -129,6 +131,18 @@ def test_pipeline_part_runs_from_the_producer_batch_commit():
 
 
 # ------------------------------------------------------------------------------------------ against the broker
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_a_missing_input_topic_exits_2_before_spark_starts(kafka_broker, capsys):
+    from impulse.loadtest.cli import main
+
+    code = main(["--via", f"kafka://{kafka_broker.bootstrap}/no-such-topic", "--sink", "kafka",
+                 "-o", f"kafka.bootstrap.servers={kafka_broker.bootstrap}", "-o", "topic=out", "--duration", "1s"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--via: topic 'no-such-topic' does not exist" in err and "--create-topic N" in err
 
 
 
