@@ -19,7 +19,9 @@ measurements: delivered, lag, latency split into schedule delay and delivery, ac
 `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
 run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``), `report`
 (summary table, JSON, CSV), `plot` (PNG), `sections` (the runs of a report.json document),
-`htmlreport` (report.html), `junit` (``--junit``), `compare` (``impulse-load compare DIR…``), `cli`
+`htmlreport` (report.html), `junit` (``--junit``), `compare` (``impulse-load compare DIR…``), `via_kafka` (the
+production topology, ``--via``: impulse → a Kafka topic → the pipeline → the sink; `via_watch`: its end and
+backlog drain), `output_latency` (a pipeline's output topic read back: broker time − scheduled time), `cli`
 (``impulse-load [run FILE]``, signals, exit codes).
 """
 

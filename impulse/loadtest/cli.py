@@ -36,6 +36,9 @@ examples:
                --partitions 4 --payload-bytes 256
   impulse-load --sink kafka-sink -o kafka.bootstrap.servers=localhost:9092 -o topic=load --create-topic 2 \\
                --rate 100k
+  impulse-load --via kafka://localhost:9092/events --create-topic 2 --sink kafka \
+               -o kafka.bootstrap.servers=localhost:9092 -o topic=out --pipeline-trigger realTime=5s --rate 10k
+                                                 # through Kafka: a producer fills the topic, the pipeline reads it
   impulse-load --sink noop --ramp 100k:100k:2M --step-duration 10s --output report/
   impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \\
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
@@ -93,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # main() called in a process with a session: keep it (a Connect client session is always ours)
             owned = config.remote is not None or SparkContext._active_spark_context is None
-            spark = make_session(config.master, remote=config.remote)
+            spark = make_session(config.master, remote=config.remote,
+                                 kafka=any(s.config.via is not None for s in scenarios))
             if owned:
                 stack.callback(spark.stop)
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)
@@ -134,7 +138,14 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
-            preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
+            if config.via is not None:  # the Kafka topology: its topics reached (and created) before Spark starts
+                from impulse.loadtest.via_kafka import parse_via, prepare_topics
+
+                if ramp is not None:
+                    raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
+                prepare_topics(parse_via(config.via, config.via_options), config)
+            else:
+                preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
         except LoadError as exc:
             if plan.file is None:
                 raise
@@ -188,10 +199,22 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
             display.line(ramp_text(result))
             interrupted = interrupted or result.interrupted
         else:
-            result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver, exporter=exporter,
-                              label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
+            if config.via is not None:  # the production topology: impulse → Kafka → the pipeline → the sink
+                from impulse.loadtest.via_kafka import run_via_kafka, via_lines
+
+                result = run_via_kafka(config, spark=spark, display=display, stop=stop,
+                                       output_mode=getattr(config, "output_mode", "append"),
+                                       event_time_column=getattr(config, "event_time_column", None),
+                                       label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
+            else:
+                result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver,
+                                  exporter=exporter,
+                                  label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             display.line("")
             display.line(summary_text(result, scenario.name))
+            if config.via is not None:
+                for line in via_lines(result):
+                    display.line(line)
             interrupted = interrupted or result.outcome == "interrupted"
             failed = failed or result.outcome in ("failed", "timed out") or result.errors > 0
             thresholds_failed = thresholds_failed or result.thresholds_failed

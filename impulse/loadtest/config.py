@@ -12,6 +12,7 @@ from typing import Mapping
 from impulse.loadtest.stages import STAGES_OPTION, StagePlan, parse_stages
 from impulse.loadtest.thresholds import Threshold, parse_threshold
 from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.via_options import parse_pipeline_trigger, parse_via
 
 __all__ = ["LoadConfig", "RampConfig", "LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option",
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
@@ -47,6 +48,12 @@ class LoadConfig:
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
     remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
     create_topic: int | None = None       # kafka-sink: create the option topic with this many partitions if missing
+    # -- the production topology (`impulse.loadtest.via_kafka`): impulse → a Kafka topic → the pipeline → the sink
+    via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
+    via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options
+    decode: bool = False                  # the pipeline sees the events parsed from the values, not Kafka's columns
+    pipeline_trigger: str | None = None   # the pipeline's trigger (`via_kafka.parse_pipeline_trigger`); None: trigger
+    prefill: int = 0                      # events written into the input topic before the pipeline starts
 
     def __post_init__(self) -> None:
         stages = self.stages
@@ -93,6 +100,25 @@ class LoadConfig:
         self.trigger_s  # noqa: B018 - parses, raises LoadError
         self.stages  # noqa: B018 - parses, raises LoadError
         self.parsed_thresholds()
+        self._validate_via()
+
+    def _validate_via(self) -> None:
+        """The production topology's values (`impulse.loadtest.via_kafka`), parsed; `LoadError` for a bad one."""
+        if self.via is None:
+            for name, given in (("--via-option", bool(self.via_options)), ("--decode", self.decode),
+                                ("--pipeline-trigger", self.pipeline_trigger is not None), ("--prefill", self.prefill)):
+                if given:
+                    raise LoadError(f"{name} is for the Kafka topology: give --via kafka://HOST:PORT/TOPIC")
+            return
+        if self.abort_on_fail:
+            raise LoadError("--abort-on-fail watches a direct run; with --via the thresholds are checked after the run")
+        parse_via(self.via, self.via_options)
+        if self.pipeline_trigger is not None and parse_pipeline_trigger(self.pipeline_trigger).kind == "realTime" \
+                and self.sink != "kafka":
+            raise LoadError(f"--pipeline-trigger {self.pipeline_trigger}: real-time mode writes to Spark's kafka format "
+                            f"only (--sink kafka), not {self.sink}")
+        if self.prefill < 0:
+            raise LoadError(f"--prefill must be ≥ 0 events, not {self.prefill}")
 
     def parsed_thresholds(self) -> list[Threshold]:
         """The `thresholds`, parsed; raises `LoadError` for a bad one."""

@@ -288,7 +288,7 @@ def impulse_schema_for(spark, config: LoadConfig):
     try:
         declared = spark.createDataFrame([], config.schema).schema
     except Exception as exc:  # noqa: BLE001 - Spark's parse error, shown as one line
-        raise LoadError(f"--schema: {config.schema!r} is not a Spark DDL schema ({_exception_text(exc)})") from None
+        raise LoadError(f"--schema: {config.schema!r} is not a Spark DDL schema ({exception_text(exc)})") from None
     names = {f.name.lower() for f in declared.fields}
     schema = StructType(declared.fields + [f for f in default_schema(config.payload_bytes).fields if f.name not in names])
     opts = ImpulseOptions.from_options(impulse_options(config))
@@ -303,7 +303,7 @@ def _option(options: dict, name: str) -> str | None:
     return next((v for k, v in options.items() if k.lower() == name.lower()), None)
 
 
-def _exception_text(exc: Any) -> str:
+def exception_text(exc: Any) -> str:
     """The most telling line of a streaming query's exception (the Python error, if there is one)."""
     text = str(getattr(exc, "desc", None) or exc)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -425,7 +425,7 @@ def _watch(query, collector: Collector, config: LoadConfig, display: Display | N
             return "aborted", f"threshold failed: {failed}"
         if not query.isActive:
             exc = query.exception()
-            return ("failed", _exception_text(exc)) if exc is not None else ("interrupted", "the query was stopped")
+            return ("failed", exception_text(exc)) if exc is not None else ("interrupted", "the query was stopped")
         if stop is not None and stop.is_set():
             _stop_between_batches(query, stop)
             return "interrupted", None

@@ -179,6 +179,23 @@ KEYS: tuple[Key, ...] = (
         "micro-batch (default: no limit)", "load", "N", minimum=1),
     Key("drain-timeout", "duration", _D.drain_timeout_s, "how long after the duration to wait for the last events "
         "(default max(30s, duration))", "load", "DURATION", zero=True),
+    # -- through Kafka (the production topology, `impulse.loadtest.via_kafka`)
+    Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
+        "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
+        "pipeline, reads it with Spark's Kafka source and writes to --sink; --create-topic then creates this topic "
+        "(and a Kafka sink's topic, with LogAppendTime)", "through Kafka", "kafka://HOST:PORT/TOPIC"),
+    Key("via-options", "map", {}, "with --via, repeatable: kafka.<setting> is a Kafka client setting of the "
+        "producer, the Kafka source and the harness (e.g. kafka.security.protocol=SASL_SSL); any other key a Spark "
+        "Kafka source option (e.g. maxOffsetsPerTrigger=50000)", "through Kafka", "KEY=VALUE", flag="--via-option",
+        example="kafka.security.protocol=SASL_SSL"),
+    Key("decode", "bool", _D.decode, "with --via, the pipeline sees the events parsed back from the records' JSON "
+        "values (the columns a direct run gives) instead of the Kafka source's columns", "through Kafka"),
+    Key("pipeline-trigger", "text", _D.pipeline_trigger, "with --via, the pipeline's trigger: an interval (1s, "
+        "500ms), 0 (back to back), availableNow (started once the producer is done) or realTime=DURATION (Spark's "
+        "real-time mode, e.g. realTime=5s; --sink kafka only) (default: --trigger)", "through Kafka", "TRIGGER"),
+    Key("prefill", "int", _D.prefill, "with --via, write N events into the topic before the pipeline starts and "
+        "report how fast the pipeline drains that backlog while the producer keeps the rate", "through Kafka", "N",
+        minimum=0),
     # -- step mode
     Key("ramp", "ramp", None, "raise the rate in steps (events/s, e.g. 10000:10000:200000 or 10k:10k:200k) until a "
         "step is not sustained; reports the highest sustained rate", "step mode", "START:STEP:MAX"),
@@ -511,11 +528,15 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
         source_options=source, thresholds=tuple(get("thresholds")), abort_on_fail=get("abort-on-fail"),
-        remote=get("remote"), create_topic=get("create-topic"))
+        remote=get("remote"), create_topic=get("create-topic"),
+        via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
+        pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))
     config.validate()
     if config.abort_on_fail and not config.thresholds:
         raise LoadError("--abort-on-fail needs at least one --threshold")
     ramp = None
+    if get("ramp") is not None and config.via is not None:
+        raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
     if get("ramp") is not None:
         if config.thresholds:
             raise LoadError("--threshold checks a single run; with --ramp the highest sustained rate is the result "

@@ -29,16 +29,22 @@ def preload_modules(sink: str) -> str:
     return ",".join(rows[0].executor_modules()) if rows else ""
 
 
-def make_session(master: str = "local[*]", app_name: str = "impulse-load", remote: str | None = None):
+def make_session(master: str = "local[*]", app_name: str = "impulse-load", remote: str | None = None,
+                 kafka: bool = False):
     """A Spark session for the harness (the active one if there is one: its settings then stay).
+
+    With `kafka` (local sessions only) Spark's own Kafka connector is on its class path
+    (`connectors.session.spark_kafka_session`): the production topology's pipeline reads Kafka with it.
 
     With `remote` (``sc://host:port``) a Spark Connect client session instead, `master` unused: the server
     must have this package where its Python workers run; the data sources are registered from here too.
     """
     conf = {"spark.sql.shuffle.partitions": 2, "spark.sql.streaming.numRecentProgressUpdates": 1000}
     if remote is None:
-        from connectors.session import local_session
+        from connectors.session import local_session, spark_kafka_session
 
+        if kafka:
+            return spark_kafka_session(master, app_name, **conf)[0]
         return local_session(master, app_name, **conf)
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 

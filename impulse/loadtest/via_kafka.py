@@ -1,0 +1,465 @@
+"""The production topology: impulse fills a Kafka topic, the user's query reads it, and the harness measures it.
+
+::
+
+    impulse ──(producer query: kafka-sink, exactly once)──▶ input topic ──(pipeline query)──▶ the user's sink
+      each record: value = the event as JSON,                  │ spark.readStream.format("kafka")
+      Kafka timestamp (CreateTime) = the scheduled time        │   (isolation.level read_committed)
+                                                                │ → decode (optional) → transform
+                                                                ▼
+                                                  Kafka sink: output topic read back (read_committed)
+
+Two streaming queries in one Spark session (`run_via_kafka`):
+
+- the **producer**: ``impulse`` (``--schema`` and ``--source-option`` as for a direct run) → one record per
+  event into the input topic, ``value`` = the event as a JSON object (``to_json``), the record's timestamp =
+  the event's scheduled time, written by ``kafka-sink`` exactly once at the run's rate and ``--trigger``;
+- the **pipeline**: ``spark.readStream.format("kafka")`` on the input topic from the offsets it had before
+  the run, ``kafka.isolation.level=read_committed`` (the producer's aborted attempts are never read), the
+  ``--via-option`` settings; with `decode` the events parsed back from the values (``from_json`` with the
+  producer's schema: the same columns the direct topology gives a transform); then the user's `transform`;
+  written to the run's sink with `PipelineTrigger` (a processing-time interval, ``0``, ``availableNow`` or
+  ``realTime``). Real-time mode takes Spark's ``kafka`` format (and ``foreach``) as sink only.
+
+The run ends when the producer delivered every event and the pipeline has read the input topic up to the
+end (then, for micro-batches, once it is idle: the last no-data batch that closes windows has run).
+
+Latency, scheduled time → output: for a Kafka pipeline sink (Spark's ``kafka`` or ``kafka-sink``) each
+output record's broker time minus the scheduled time its value carries (`impulse.loadtest.output_latency`);
+for the project's other sinks, their own measure (each output row's ``timestamp`` → the target's
+acknowledgement, from their metrics file). The producer's own latency (scheduled → committed into the input
+topic) is reported beside it.
+
+Backlog (`prefill`): that many events are written into the input topic (an impulse query of their own, as
+fast as it goes) before the pipeline starts; the report says when the pipeline had read them and when its
+lag came down to at most one second (or one trigger interval, if longer) of the producer's events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from connectors.latency import LatencyHistogram
+from impulse.loadtest.config import LoadConfig, LoadError
+from impulse.loadtest.metrics import Collector, percentiles_ms
+from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, pipeline_part,
+                                             read_output)
+from impulse.loadtest.run import LoadResult, exception_text, impulse_options, impulse_schema_for
+from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
+from impulse.loadtest.via_watch import Watch, committed_ends
+
+__all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka",
+           "producer_frame", "pipeline_source", "KAFKA_SINKS", "Transform"]
+
+Transform = Callable[[Any], Any]     # DataFrame → DataFrame
+KAFKA_SINKS = ("kafka", "kafka-sink")   # pipeline sinks whose output topic the harness reads back
+_POLL_S = 0.25              # how often the prefill is polled
+_PREFILL_RATE = 1_000_000.0  # events/s of the prefill's schedule: as fast as the producer can write
+@dataclass
+class ViaResult(LoadResult):
+    """A `LoadResult` of the producer (its batches, rate and events are the events written into the input topic)
+    whose latency is the pipeline's: scheduled time → output (`pipeline_latency`); ``schedule_delay`` and
+    ``delivery`` stay the producer's parts."""
+
+    via: dict = field(default_factory=dict)                     # the pipeline's counts, drain, latency source
+    pipeline_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    producer_options: dict = field(default_factory=dict)        # the impulse options of the run's events
+    prefill_options: dict | None = None                          # … of the prefill's events
+
+    def histogram(self, part: str) -> LatencyHistogram:
+        if part == "latency":
+            return self.pipeline_latency
+        return super().histogram(part)
+
+    @property
+    def producer_latency(self) -> LatencyHistogram:
+        """Scheduled time → the producer's commit into the input topic."""
+        return super().histogram("latency")
+
+    def summary(self) -> dict:
+        out = super().summary()
+        out["via"] = self.via.get("input")
+        out["pipelineTrigger"] = self.via.get("trigger")
+        out["pipelineRows"] = self.via.get("rowsRead")
+        out["outputRows"] = self.via.get("outputRows")
+        out["latencySource"] = self.via.get("latencySource")
+        producer = percentiles_ms(self.producer_latency)
+        out["producerLatencyP50Ms"], out["producerLatencyP99Ms"] = producer["p50"], producer["p99"]
+        return out
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["via"] = self.via
+        out["producerLatencyMs"] = percentiles_ms(self.producer_latency)
+        return out
+
+
+def producer_frame(spark, config: LoadConfig, options: Mapping[str, str]):
+    """The producer's streaming DataFrame: impulse with `options` (and the run's ``--schema``) as Kafka records,
+    ``value`` = the event as JSON and ``timestamp`` = its scheduled time (kafka-sink's record timestamp)."""
+    from pyspark.sql import functions as F
+
+    reader = spark.readStream.format("impulse").options(**options)
+    schema = impulse_schema_for(spark, config)
+    if schema is not None:
+        reader = reader.schema(schema)
+    events = reader.load()
+    return events.select(F.to_json(F.struct(*[F.col(c) for c in events.columns])).alias("value"),
+                         F.col("timestamp"))
+
+
+def events_schema(spark, config: LoadConfig):
+    """The Spark schema of the events the producer writes (impulse's, or ``--schema`` with its added columns)."""
+    schema = impulse_schema_for(spark, config)
+    if schema is not None:
+        return schema
+    from impulse.loadtest.target import impulse_schema
+
+    return impulse_schema(config.payload_bytes)
+
+
+def pipeline_source(spark, via: Via, starting: Mapping[int, int], decode_schema=None):
+    """The pipeline's input: Spark's Kafka source on the input topic from `starting`; with `decode_schema` the
+    events parsed from the values (``from_json``: the columns of that schema) instead of the Kafka columns."""
+    from pyspark.sql import functions as F
+
+    frame = spark.readStream.format("kafka").options(**via.source_options(starting)).load()
+    if decode_schema is None:
+        return frame
+    return frame.select(F.from_json(F.col("value").cast("string"), decode_schema).alias("event")).select("event.*")
+
+
+def _output_frame(frame, sink: str):
+    """What goes to a Kafka sink: the `frame` without the Kafka source's ``topic`` and ``partition`` columns (the
+    sink's ``topic`` option says where the output goes, not the input's), and for Spark's ``kafka`` format, which
+    needs a ``value``, the row as JSON when the frame has none."""
+    from pyspark.sql import functions as F
+
+    if sink not in KAFKA_SINKS:
+        return frame
+    frame = frame.drop("topic", "partition")
+    if sink == "kafka" and "value" not in frame.columns:
+        frame = frame.select(*([F.col("key").cast("string").alias("key")] if "key" in frame.columns else []),
+                             F.to_json(F.struct(*[F.col(c) for c in frame.columns if c != "key"])).alias("value"))
+    return frame
+
+
+def _option(options: Mapping[str, str], name: str) -> str | None:
+    return next((v for k, v in options.items() if k.lower() == name.lower()), None)
+
+
+def _sink_client(options: Mapping[str, str]) -> dict[str, str]:
+    """A Kafka sink's client settings (``kafka.*`` options, prefix removed) for the harness's own consumer."""
+    producer_only = ("linger.ms", "batch.", "compression", "acks", "enable.idempotence", "queue.", "message.timeout")
+    return {k[len("kafka."):]: v for k, v in options.items()
+            if k.lower().startswith("kafka.") and not k[len("kafka."):].lower().startswith(producer_only)}
+
+
+def prepare_topics(via: Via, config: LoadConfig) -> str | None:
+    """Before any load: reach the input topic (created with ``config.create_topic`` partitions when missing and
+    asked), and for a Kafka pipeline sink its output topic (created likewise, ``message.timestamp.type=
+    LogAppendTime``). Returns the output topic's timestamp type (None without a Kafka sink). `LoadError` when a
+    topic is missing or the cluster cannot be reached."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from connectors.kafka_topics import create_topic
+    from impulse.loadtest.output_latency import timestamp_type
+
+    wanted = [(via.client_config, via.topic, "--via", {})]
+    if config.sink in KAFKA_SINKS:
+        topic = _option(config.options, "topic")
+        servers = _option(config.options, "kafka.bootstrap.servers")
+        if not topic or not servers:
+            raise LoadError(f"{config.sink}: the pipeline's Kafka sink needs the options kafka.bootstrap.servers and "
+                            "topic (--option topic=NAME): the harness reads that topic back")
+        wanted.append(({"bootstrap.servers": servers, **_sink_client(config.options)}, topic, "--option topic",
+                       {"message.timestamp.type": LOG_APPEND_TIME}))
+    kind = None
+    for client, topic, flag, topic_config in wanted:
+        admin = AdminClient(dict(client))
+        try:
+            if config.create_topic is not None:
+                create_topic(admin, topic, config.create_topic, config=topic_config, exist_ok=True)
+            found = admin.list_topics(topic, timeout=15).topics.get(topic)
+            if found is None or found.error is not None:
+                raise LoadError(f"{flag}: topic '{topic}' does not exist at {client['bootstrap.servers']}; create it "
+                                "or pass --create-topic N")
+            if topic_config:
+                kind = timestamp_type(admin, topic)
+        except KafkaException as exc:
+            raise LoadError(f"{flag}: Kafka at {client['bootstrap.servers']}: {exc.args[0].str()}") from None
+    return kind
+
+
+def _stop_quietly(query) -> None:
+    try:
+        if query is not None and query.isActive:
+            query.stop()
+    except Exception:  # noqa: BLE001 - stopping after a failure: the failure is the message
+        pass
+
+
+def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, output_mode: str = "append",
+                  event_time_column: str | None = None, spark=None, display=None, stop: Any = None,
+                  label: str | None = None) -> ViaResult:
+    """Run the topology of the module docstring; raises `LoadError` before any load for a bad value, a missing
+    topic or an unreachable cluster.
+
+    The topology's settings come from `config`: ``via``, ``via_options``, ``decode``, ``pipeline_trigger``
+    (default: ``trigger``), ``prefill``; the pipeline writes to ``sink`` with ``options``.
+    `transform`: the user's function, DataFrame → DataFrame (None: the input as it is); it receives the Kafka
+    source's DataFrame, or with ``decode`` the events. `output_mode`: ``append``, ``update`` or ``complete``.
+    `event_time_column`: the output's field that carries the scheduled time (default ``timestamp``). `spark`: a
+    session with Spark's Kafka connector (`connectors.session.spark_kafka_session`; default: one is made).
+    `stop`: as for `impulse.loadtest.run.run_load`. The result keeps the impulse options of the events written
+    (`ViaResult.producer_options`, `ViaResult.prefill_options`) and the output topic (``via["outputTopic"]``,
+    read back with `impulse.loadtest.output_latency.read_output`): what an exact check of the output needs."""
+    from impulse.loadtest.session import deployment, make_session, warm_up
+    from impulse.loadtest.target import preflight, project_sinks, redact_options
+
+    config.validate()
+    if config.via is None:
+        raise LoadError("the Kafka topology needs --via kafka://HOST:PORT/TOPIC")
+    via = parse_via(config.via, config.via_options)
+    trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger,
+                                     "--pipeline-trigger" if config.pipeline_trigger else "--trigger")
+    decode, prefill = config.decode, config.prefill
+    mode_note = None
+    if trigger.kind == "realTime" and output_mode == "append":
+        # real-time mode refuses append (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED); it allows update, which
+        # for a query without an aggregation writes the same rows
+        output_mode, mode_note = "update", "update (real-time mode takes no append; without an aggregation the same rows)"
+    if prefill < 0:
+        raise LoadError(f"--prefill must be ≥ 0 events, not {prefill}")
+    if output_mode not in ("append", "update", "complete"):
+        raise LoadError(f"--output-mode {output_mode!r}: allowed: append, update, complete")
+    producer_opts = impulse_options(config)
+    prefill_opts = None
+    if prefill:
+        flat = {k: v for k, v in config.source_options.items() if k.lower() != "ratestages"}  # as fast as it goes
+        prefill_opts = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=prefill / _PREFILL_RATE,
+                                               source_options=flat))
+        prefill_opts["limit"] = str(prefill)
+    output_kind = prepare_topics(via, config)
+    if config.sink not in ("kafka",):
+        target = preflight(config.sink, config.options, config.payload_bytes, None)
+        sink_options = dict(target.options)
+    else:
+        sink_options = dict(config.options)
+    spark = spark or make_session(config.master, remote=config.remote, kafka=True)
+    if config.warmup:
+        if display is not None:
+            display.line("warming up (Spark's Python workers; nothing is sent to the sinks)…")
+        warm_up(spark, config.partitions, "kafka-sink")
+
+    if trigger.kind == "realTime":
+        _check_slots(spark, via, config)
+
+    workdir = tempfile.mkdtemp(prefix="impulse-load-via-")
+    queries: list = []
+    output_topic = _option(config.options, "topic") if config.sink in KAFKA_SINKS else None
+    output_client = ({"bootstrap.servers": _option(config.options, "kafka.bootstrap.servers"),
+                      **_sink_client(config.options)} if output_topic else None)
+    metrics_path = None
+    if config.sink in project_sinks() and config.sink != "kafka-sink" and _option(sink_options, "metricsPath") is None:
+        metrics_path = sink_options["metricsPath"] = os.path.join(workdir, "pipeline-metrics.jsonl")
+    try:
+        input_start = committed_ends(via.client_config, via.topic)
+        output_start = committed_ends(output_client, output_topic) if output_topic else {}
+        if prefill_opts is not None:
+            if display is not None:
+                display.line(f"prefill: {prefill:,} events into {via.topic}…")
+            _prefill(spark, config, via, prefill_opts, workdir, stop)
+        prefilled = committed_ends(via.client_config, via.topic)
+
+        producer_metrics = os.path.join(workdir, "producer-metrics.jsonl")
+
+        def start_producer():
+            writer = (producer_frame(spark, config, producer_opts).writeStream.format("kafka-sink")
+                      .options(**via.producer_options(), metricsPath=producer_metrics)
+                      .option("checkpointLocation", os.path.join(workdir, "producer"))
+                      .queryName(f"impulse-load-producer-{os.getpid()}-{int(time.time() * 1000)}")
+                      .trigger(processingTime=f"{round(config.trigger_s * 1000)} milliseconds"))
+            return writer.start()
+
+        def start_pipeline():
+            decode_schema = events_schema(spark, config) if decode else None
+            frame = pipeline_source(spark, via, input_start, decode_schema)
+            if transform is not None:
+                frame = transform(frame)
+            writer = (_output_frame(frame, config.sink).writeStream.format(config.sink).options(**sink_options)
+                      .outputMode(output_mode)
+                      .option("checkpointLocation", os.path.join(workdir, "pipeline"))
+                      .queryName(f"impulse-load-pipeline-{os.getpid()}-{int(time.time() * 1000)}"))
+            return trigger.apply(writer).start()
+
+        if display is not None:
+            display.start(label or f"impulse-load via {via.topic}: {config.sink}, trigger {trigger.text}",
+                          config.rate, config.total_events)
+        started_us = time.time_ns() // 1000
+        pipeline = None
+        if trigger.kind != "availableNow":
+            try:
+                pipeline = start_pipeline()
+            except Exception as exc:  # noqa: BLE001 - Spark refused the query (analysis): before any load
+                if isinstance(exc, LoadError):
+                    raise
+                raise LoadError(f"the pipeline (--sink {config.sink}, trigger {trigger.text}, output mode "
+                                f"{output_mode}): {exception_text(exc)}") from None
+            queries.append(pipeline)
+        producer = start_producer()
+        queries.append(producer)
+        pipeline_started_us = started_us
+        collector = Collector(producer, total_events=config.total_events, partitions=config.partitions,
+                              payload_bytes=config.payload_bytes, metrics_path=producer_metrics,
+                              commit_id=str(producer.id), stages=config.stages)
+        watch = Watch(config, via, trigger, collector, producer, pipeline, display, stop, prefilled,
+                       pipeline_started_us, prefill)
+        outcome, error = watch.run(start_pipeline, queries)
+        for query in reversed(queries):
+            _stop_quietly(query)
+        collector.poll(final=True)
+        if display is not None:
+            display.finish()
+        pipeline = watch.pipeline
+        progress = [json.loads(p.json) for p in pipeline.recentProgress] if pipeline is not None else []
+        rows_read = sum(int(p.get("numInputRows", 0)) for p in progress)
+        via_info = {"input": f"kafka://{via.bootstrap}/{via.topic}", "trigger": trigger.text, "decode": decode,
+                    "outputMode": mode_note or output_mode, "rowsRead": rows_read, "pipelineBatches": len(progress),
+                    "prefill": watch.drain_info(), "lagSamples": watch.lag_samples[-2000:]}
+        latency = LatencyHistogram()
+        column = event_time_column or "timestamp"
+        if output_topic:
+            records = read_output(output_client, output_topic, output_start)
+            start_us = collector.schedule_start_us
+            # the values carry milliseconds (to_json): the first event's time, truncated, is the run's start
+            from_us = None if start_us is None else start_us - start_us % 1000
+            measured: OutputLatency = output_latency(records, column, from_us)
+            latency = measured.histogram
+            part = pipeline_part(records, _producer_commits(watch.producer, collector), from_us, column)
+            if part.count:
+                via_info["pipelinePartMs"] = percentiles_ms(part)
+            via_info.update(outputRows=len(records), latencySource=(
+                f"output topic's {measured.clock} − the value's '{column}' field"), outputLatency=measured.to_dict())
+            if output_kind != LOG_APPEND_TIME:
+                via_info["latencyNote"] = (f"topic '{output_topic}' has message.timestamp.type={output_kind}: the "
+                                           "broker time is the writer's CreateTime")
+        elif metrics_path is not None:
+            latency, out_rows = _metrics_latency(metrics_path)
+            via_info.update(outputRows=out_rows, latencySource=f"{config.sink}'s acknowledgement − the rows' "
+                                                                "'timestamp'")
+        else:
+            via_info.update(outputRows=None, latencySource="none: the sink cannot be read back")
+        via_info["outputTopic"] = output_topic
+        return ViaResult(config=config, sink=config.sink, options=redact_options(config.options),
+                         query_id=str(pipeline.id) if pipeline is not None else None, batches=collector.batches,
+                         schedule_start_us=collector.schedule_start_us, started_us=started_us,
+                         finished_us=time.time_ns() // 1000, outcome=outcome, error=error,
+                         deployment=deployment(spark, config.remote), via=via_info, pipeline_latency=latency,
+                         producer_options=producer_opts, prefill_options=prefill_opts)
+    finally:
+        for query in queries:
+            _stop_quietly(query)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_slots(spark, via: Via, config: LoadConfig) -> None:
+    """Real-time mode runs one task per input partition for the whole of each batch: with the producer's tasks
+    beside them, a session with fewer task slots than both would stall. `LoadError` saying what to change."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return  # a Connect client cannot see the server's slots
+    from connectors.kafka_topics import end_offsets
+
+    needed = len(end_offsets(via.client_config, via.topic)) + config.partitions
+    slots = spark.sparkContext.defaultParallelism
+    if slots < needed:
+        raise LoadError(f"--pipeline-trigger realTime: real-time mode keeps a task running per input partition for "
+                        f"the whole batch; with the producer's {config.partitions} partitions that needs {needed} task "
+                        f"slots and the session has {slots}: run with --master local[{needed}] (slots may exceed "
+                        "the cores) or fewer partitions")
+
+
+def _prefill(spark, config: LoadConfig, via: Via, options: Mapping[str, str], workdir: str, stop: Any) -> None:
+    """Write the prefill's events into the input topic and wait until they are committed."""
+    query = (producer_frame(spark, config, options).writeStream.format("kafka-sink")
+             .options(**via.producer_options())
+             .option("checkpointLocation", os.path.join(workdir, "prefill")).trigger(availableNow=True).start())
+    try:
+        while query.isActive:
+            if stop is not None and stop.is_set():
+                raise LoadError("stopped during the prefill")
+            time.sleep(_POLL_S)
+        exc = query.exception()
+        if exc is not None:
+            raise LoadError(f"prefill: {exception_text(exc)}")
+    finally:
+        _stop_quietly(query)
+
+
+def _producer_commits(producer, collector: Collector) -> dict[int, tuple[Any, Any]]:
+    """Per impulse partition: the end counters (ascending) of the producer's batches and their commit times (µs)."""
+    import numpy as np
+
+    acks = {b.batch_id: b.ack_us for b in collector.batches}
+    ends: dict[int, list[tuple[int, int]]] = {}
+    for progress in producer.recentProgress:
+        data = json.loads(progress.json)
+        if data["batchId"] not in acks or not data.get("sources"):
+            continue
+        end = data["sources"][0].get("endOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        for partition, counter in enumerate((end or {}).get("counters", ())):
+            ends.setdefault(partition, []).append((int(counter), acks[data["batchId"]]))
+    out = {}
+    for partition, pairs in ends.items():
+        pairs.sort()
+        out[partition] = (np.array([c for c, _ in pairs], dtype=np.int64), np.array([a for _, a in pairs], dtype=np.int64))
+    return out
+
+
+def _metrics_latency(path: str) -> tuple[LatencyHistogram, int]:
+    """The merged latency histogram and row count of a project sink's metrics file."""
+    histogram, rows = LatencyHistogram(), 0
+    if os.path.exists(path):
+        with open(path, "rb") as source:
+            for line in source:
+                if line.strip():
+                    record = json.loads(line)
+                    histogram.merge(LatencyHistogram.from_dict(record.get("latency")))
+                    rows += int(record.get("rows", 0))
+    return histogram, rows
+
+
+def via_lines(result: ViaResult) -> list[str]:
+    """The summary's lines of the Kafka topology: the pipeline's input and output, its latency's definition, the
+    producer's own latency and the backlog's drain."""
+    via = result.via
+    producer = percentiles_ms(result.producer_latency)
+    lines = [f"  through {via['input']}: pipeline trigger {via['trigger']}, {via['outputMode']}"
+             f"{', decoded events' if via['decode'] else ''}; {via['rowsRead']:,} records read in "
+             f"{via['pipelineBatches']} batches, "
+             + (f"{via['outputRows']:,} output rows" if via.get("outputRows") is not None else "output not counted"),
+             f"  end-to-end latency: {via['latencySource']}",
+             f"  producer latency (scheduled → committed in the input topic): p50 {producer['p50']:,.1f} ms, "
+             f"p99 {producer['p99']:,.1f} ms"]
+    part = via.get("pipelinePartMs")
+    if part:
+        lines.append(f"  pipeline's own part (input committed → output in the topic): p50 {part['p50']:,.1f} ms, "
+                     f"p99 {part['p99']:,.1f} ms, max {part['max']:,.1f} ms")
+    if via.get("latencyNote"):
+        lines.append(f"  note: {via['latencyNote']}")
+    drain = via.get("prefill")
+    if drain:
+        read = f"read in {drain['readS']:g}s ({drain['readRate']:,.0f} events/s)" if drain["readS"] else "not read"
+        caught = (f"caught up (lag ≤ {drain['caughtUpLag']:,} events) after {drain['caughtUpS']:g}s, "
+                  f"{drain['drainRate']:,.0f} events/s read meanwhile" if drain["caughtUpS"]
+                  else "never caught up")
+        lines.append(f"  backlog of {drain['events']:,} events: {read}; {caught}")
+    return lines

@@ -1,0 +1,87 @@
+"""Runs of the Kafka topology for ``test_via_kafka.py``, in a process of their own (Spark's Kafka connector needs a
+session started with it): ``python -m tests.loadtest.via_kafka_runs BOOTSTRAP OUT.json [NAME…]``.
+
+Each run writes its result's summary and what it read back (input and output records) into OUT.json, one object
+per run name; the tests check them. The runs share one Spark session and the broker at BOOTSTRAP.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from dataclasses import replace
+
+from connectors.kafka_topics import read_topic
+from impulse.loadtest.config import LoadConfig
+from impulse.loadtest.metrics import percentiles_ms
+from impulse.loadtest.session import make_session
+from impulse.loadtest.via_kafka import run_via_kafka
+
+WINDOW_S = 2
+
+
+def keep_every_third(events):
+    """A filter: the events whose counter is a multiple of 3."""
+    return events.filter(events.counter % 3 == 0)
+
+
+def count_per_window(events):
+    """A windowed aggregation with a watermark: events per 2-second window of their scheduled time."""
+    from pyspark.sql import functions as F
+
+    return (events.withWatermark("timestamp", "1 second")
+            .groupBy(F.window("timestamp", f"{WINDOW_S} seconds")).count())
+
+
+def _records(bootstrap: str, topic: str) -> list[dict]:
+    """Every committed record of `topic`: value (text), timestamp (ms) and its type."""
+    return [{"value": m.value().decode() if m.value() is not None else None, "ts": m.timestamp()[1],
+             "tsType": m.timestamp()[0]} for m in read_topic({"bootstrap.servers": bootstrap}, topic)]
+
+
+def runs(bootstrap: str) -> dict:
+    """name → (config, transform, output mode, event-time column)."""
+    def config(name: str, sink: str, **more) -> LoadConfig:
+        suffix = uuid.uuid4().hex[:8]
+        return LoadConfig(sink=sink, options={"kafka.bootstrap.servers": bootstrap, "topic": f"{name}-out-{suffix}"},
+                          via=f"kafka://{bootstrap}/{name}-in-{suffix}", create_topic=2, partitions=2,
+                          payload_bytes=16, warmup=False, **more)
+
+    return {
+        "filter": (config("filter", "kafka-sink", rate=2000, duration_s=6, trigger="1s", decode=True),
+                   keep_every_third, "append", None),
+        "window": (config("window", "kafka", rate=2000, duration_s=8, trigger="1s", decode=True),
+                   count_per_window, "append", "window.end"),
+        "realtime": (config("realtime", "kafka", rate=2000, duration_s=10, trigger="0",
+                            pipeline_trigger="realTime=5s"), None, "append", None),
+        "prefill": (config("prefill", "kafka-sink", rate=1000, duration_s=8, trigger="1s", decode=True,
+                           prefill=20_000, pipeline_trigger="0"), None, "append", None),
+        "available": (config("available", "kafka", rate=2000, duration_s=4, trigger="0", prefill=5_000,
+                             pipeline_trigger="availableNow"), None, "append", None),
+    }
+
+
+def main(argv: list[str]) -> None:
+    bootstrap, out, *names = argv
+    spark = make_session("local[4]", "via-kafka-tests", kafka=True)
+    results = {}
+    table = runs(bootstrap)
+    for name in names or list(table):
+        config, transform, mode, column = table[name]
+        result = run_via_kafka(replace(config, warmup=not results), transform=transform, output_mode=mode,
+                               event_time_column=column, spark=spark)
+        input_topic = config.via.rsplit("/", 1)[1]
+        results[name] = {
+            "summary": result.summary(), "via": result.via, "latencyMs": percentiles_ms(result.latency),
+            "producerOptions": result.producer_options, "prefillOptions": result.prefill_options,
+            "scheduleStartUs": result.schedule_start_us,
+            "input": _records(bootstrap, input_topic), "output": _records(bootstrap, config.options["topic"]),
+        }
+        with open(out, "w") as sink:
+            json.dump(results, sink)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
