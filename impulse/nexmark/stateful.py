@@ -1,6 +1,7 @@
 """Nexmark's stateful queries that Spark's SQL cannot stream (q4, q6, q15, q16), on ``transformWithStateInPandas``.
 
-Two processors keep the state by hand:
+Three processors keep the state by hand (``transformWithStateInPandas`` needs pandas and protobuf, and the
+RocksDB state store: `use_rocksdb`):
 
 - `WinningBids`, keyed by auction id, over the auctions and bids of the combined stream: it keeps the
   auction (once seen) and the highest price of its bids whose ``dateTime`` lies in ``[dateTime, expires]``
@@ -10,9 +11,10 @@ Two processors keep the state by hand:
 - `DailyStatistics`, keyed by day (q15) or by channel and day (q16), over the bids: it keeps the bid
   counts and the sets of bidders and auctions seen (each with the price ranks it was seen in) as sorted
   arrays, merged with numpy, and emits the key's updated row after every micro-batch that brought bids.
+- `LastWinners`, keyed by seller, over `WinningBids`' rows (q6): the seller's last 10 winners by
+  (``expires``, auction id), emitting the new average with each one.
 
-q4 averages the winners per category with Spark's own aggregation (update mode); q6 keeps, per seller,
-the last 10 winners by (``expires``, auction id) in `LastWinners` and emits the new average with each one.
+q4 averages the winners per category with Spark's own aggregation (update mode).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, StatefulProcessor, StatefulProcessorHandle,
                                                       TimerValues)
 
-__all__ = ["winning_bids", "WINNERS_SCHEMA", "WinningBids", "LastWinners", "DailyStatistics", "RANKS",
-           "daily_statistics", "last_winners_average", "LAST_WINNERS"]
+__all__ = ["winning_bids", "last_winners_average", "daily_statistics", "use_rocksdb", "WinningBids", "LastWinners",
+           "DailyStatistics", "WINNERS_SCHEMA", "RANKS", "LAST_WINNERS", "STATE_STORE"]
 
 LAST_WINNERS = 10  # q6: the seller's last 10 closed auctions with a winning bid
 # q15/q16's price ranks, as Flink nexmark's FILTER clauses: price < 10,000; < 1,000,000; the rest
