@@ -21,7 +21,7 @@ SEEDS = ("0", "11") if FULL else ("0",)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_check_passes_for_every_query_spark_can_stream(spark, capsys, seed):
+def test_check_passes_for_every_query(spark, capsys, seed):
     runnable = [q.name for q in QUERIES if q.runs]
     status = cli.main([*runnable, "--events", str(EVENTS), "--rate", str(RATE), "--per-trigger", str(PER_TRIGGER),
                        "--partitions", "2", "--seed", seed, "--check", "--no-warmup"])
