@@ -1,7 +1,7 @@
 """Nexmark q0–q22 for Spark Structured Streaming, translated from the nexmark project's Flink SQL.
 
 Each query is a function of the combined ``nexmark`` stream (``table=event``, or a bounded batch read of
-it: the same function gives the batch answer the runner's ``--check`` compares with). Like Flink's
+it: but for the four below, the same function gives the batch answer the runner's ``--check`` compares with). Like Flink's
 nexmark, the ``person``, ``auction`` and ``bid`` views select one type from it, with a watermark of
 ``dateTime`` − 4 s. q4, q6, q15 and q16, whose faithful SQL Spark refuses to stream (an aggregation over
 a join's aggregation, ``ROW_NUMBER`` windows, distinct counts), keep their state by hand with
