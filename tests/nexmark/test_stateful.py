@@ -12,11 +12,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
+from pyspark.sql.streaming.tws_tester import TwsTester
 
 from impulse.nexmark import cli
 from impulse.nexmark.queries import query
-from impulse.nexmark.stateful import STATE_STORE, _merge
+from impulse.nexmark.stateful import STATE_STORE, DailyStatistics, LastWinners, WinningBids, _merge
 
 EVENTS, RATE, PER_TRIGGER = 10_000, 500, 2_000  # 20 s of event time in 5 micro-batches
 
@@ -25,6 +27,64 @@ def test_merge_keeps_each_id_once_with_the_ranks_it_was_seen_in():
     ids, masks = _merge(np.array([7, 3, 7, 9, 3], dtype=np.int64), np.array([1, 2, 4, 1, 2], dtype=np.uint8))
     assert ids.tolist() == [3, 7, 9]
     assert masks.tolist() == [2, 5, 1]
+
+
+def _events(*rows) -> pd.DataFrame:
+    """WinningBids' input: (kind, time_ms, expires_ms, price) rows of auction 7 (category 3, seller 5)."""
+    frame = pd.DataFrame(rows, columns=["kind", "time_ms", "expires_ms", "price"])
+    return frame.assign(auction=7, category=3, seller=5)[["auction", "kind", "time_ms", "expires_ms", "category",
+                                                          "seller", "price"]]
+
+
+def test_winning_bids_counts_the_bids_in_the_auctions_window_and_emits_when_the_watermark_reaches_expires():
+    tester = TwsTester(WinningBids(), timeMode="EventTime", eventTimeExtractor=lambda row: row["time_ms"])
+    tester.setWatermark(1)
+    early = tester.testInPandas(7, _events((2, 1_000, None, 900), (2, 900, None, 5_000)))  # before its auction
+    assert early.empty
+    tester.testInPandas(7, _events((1, 1_000, 3_000, None), (2, 2_999, None, 400), (2, 3_001, None, 9_000)))
+    assert tester.setWatermark(2_999).empty
+    won = tester.setWatermark(3_000)
+    assert won.to_dict("records") == [{"auction": 7, "category": 3, "seller": 5, "expires_ms": 3_000, "price": 900}]
+    assert tester.peekValueState("auction", 7) is None and tester.peekValueState("best", 7) is None
+
+
+def test_winning_bids_emits_nothing_for_an_auction_without_a_bid_and_forgets_bids_of_no_auction():
+    tester = TwsTester(WinningBids(), timeMode="EventTime", eventTimeExtractor=lambda row: row["time_ms"])
+    tester.setWatermark(1)
+    tester.testInPandas(7, _events((2, 500, None, 10), (2, 800, None, 20)))
+    assert tester.peekListState("pending", 7) == [(500, 10), (800, 20)]
+    assert tester.setWatermark(799).empty
+    assert tester.peekListState("pending", 7) == [(500, 10), (800, 20)]  # kept until the newest is passed
+    assert tester.setWatermark(800).empty
+    assert tester.peekListState("pending", 7) == []
+    tester.testInPandas(7, _events((1, 1_000, 2_000, None), (2, 2_500, None, 30)))
+    assert tester.setWatermark(2_000).empty
+
+
+def test_last_winners_averages_the_last_ten_in_expires_then_auction_order():
+    tester = TwsTester(LastWinners())
+    first = pd.DataFrame({"seller": 5, "expires_ms": [30, 10, 10], "auction": [3, 2, 1], "price": [300, 20, 10]})
+    assert tester.testInPandas(5, first).to_dict("list") == {
+        "seller": [5, 5, 5], "avg_price": [10.0, 15.0, 110.0], "expires_ms": [10, 10, 30], "auction": [1, 2, 3]}
+    later = pd.DataFrame({"seller": 5, "expires_ms": range(40, 130, 10), "auction": range(4, 13),
+                          "price": [1_000] * 9})
+    out = tester.testInPandas(5, later)
+    assert out["auction"].tolist() == list(range(4, 13))
+    assert out["avg_price"].iloc[-1] == (9 * 1_000 + 300) / 10  # auctions 1 and 2 left the last ten
+    assert out["avg_price"].iloc[-2] == (8 * 1_000 + 300 + 20) / 10
+
+
+def test_daily_statistics_counts_each_bidder_and_auction_once_per_rank_across_batches():
+    tester = TwsTester(DailyStatistics(with_minute=False))
+    bids = pd.DataFrame({"day": "2026-01-01", "minute": "00:00", "price": [5, 50_000, 5], "bidder": [1, 1, 2],
+                         "auction": [9, 9, 9]})
+    tester.testInPandas("2026-01-01", bids)
+    more = pd.DataFrame({"day": "2026-01-01", "minute": "00:01", "price": [2_000_000, 7], "bidder": [2, 3],
+                         "auction": [8, 9]})
+    row = tester.testInPandas("2026-01-01", more).iloc[0].to_dict()
+    assert row == {"day": "2026-01-01", "total_bids": 5, "rank1_bids": 3, "rank2_bids": 1, "rank3_bids": 1,
+                   "total_bidders": 3, "rank1_bidders": 3, "rank2_bidders": 1, "rank3_bidders": 1,
+                   "total_auctions": 2, "rank1_auctions": 1, "rank2_auctions": 1, "rank3_auctions": 1}
 
 
 @pytest.fixture(scope="module")
