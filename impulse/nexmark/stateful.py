@@ -49,8 +49,8 @@ class WinningBids(StatefulProcessor):
     counts when its time is in ``[auction.dateTime, auction.expires]``. Output (`_WINNERS_MS`): one row per
     auction with at least one counted bid, when its event-time timer at ``expires`` fires (the watermark
     reached it); the key's state is then cleared. Bids of an auction not seen yet wait in a list until the
-    watermark passes them: an auction arriving after that is late, and would not count them in any case
-    (its ``dateTime`` is below the watermark, and they only count from it on).
+    watermark passes the newest of them: an auction arriving after that is late (Spark drops late rows in
+    ``EventTime`` mode before this processor sees them).
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
