@@ -6,8 +6,9 @@ Each query reads the ``nexmark`` source bounded to ``--events`` events (a backfi
 past, so every event is due at once, in micro-batches of ``--per-trigger`` events) with
 ``Trigger.AvailableNow`` into the ``noop`` sink, and prints, like the Nexmark benchmark, events,
 seconds, events/s and events/s per core. ``--check`` streams into the memory sink instead and compares
-the result with the same query over a bounded batch read of the same events (`impulse.nexmark.queries`
-says which rows are final in a stream); any difference exits with status 1.
+the result with the same query over a bounded batch read of the same events, or with its batch
+`Query.answer` (`impulse.nexmark.queries` says which rows are final in a stream, and for an update stream
+compares its final row per key); any difference exits with status 1.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Sequence, TextIO
 
 from impulse.nexmark.queries import QUERIES, Query, query
 
-__all__ = ["main", "Result", "run_query", "check_query", "source_options"]
+__all__ = ["main", "Result", "run_query", "check_query", "source_options", "latest"]
 
 START_TIME = "2026-01-01T00:00:00Z"  # pinned: the events, their times and every answer are reproducible
 _SUFFIXES = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
@@ -142,10 +143,16 @@ def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextI
     from pyspark.sql import functions as F
 
     streamed = spark.table(name)
-    batch = q.build(spark.read.format("nexmark").options(**options).load(), spark)
+    events = spark.read.format("nexmark").options(**options).load()
+    watermark = _watermark(stream)
+    batch = q.answer(events, spark, watermark) if q.answer else q.build(events, spark)
     note = ""
+    if q.latest_by:
+        streamed = latest(streamed, q.key, q.latest_by)
+        note = f", the final row per {', '.join(q.key)}"
+    if q.answer and not q.latest_by and q.final_after is None:
+        note = f", by the watermark {watermark}"
     if q.final_after:
-        watermark = _watermark(stream)
         final = F.expr(f"{q.final_after} <= TIMESTAMP'{watermark}'")
         streamed, batch = streamed.where(final), batch.where(final)
         note = f", final by the watermark {watermark}"
@@ -156,6 +163,15 @@ def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextI
         return dataclasses.replace(result, ok=False, check=f"DIFFERENT: {missing} rows of the batch answer missing, "
                                                            f"{extra} rows not in it{note}")
     return dataclasses.replace(result, check=f"ok ({rows:,} rows{note})")
+
+
+def latest(rows, key: Sequence[str], latest_by: str):
+    """Of an update stream's `rows`, the final state: per `key`, the row with the greatest `latest_by` (SQL)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy(*key).orderBy(F.expr(latest_by).desc())
+    return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")
 
 
 def _watermark(stream) -> str:
