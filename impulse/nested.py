@@ -42,12 +42,14 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from impulse import draws
-from impulse.fields import ALPHANUMERIC, Column, alphanumeric, generated_column, numbers_to_type, values_at
+from impulse.fields import (ALPHANUMERIC, PROPERTIES, Column, alphanumeric, generated_column, numbers_to_type,
+                            values_at)
 
 __all__ = ["Node", "Repeated", "Struct", "MapKeys", "column_of", "split_path", "DEFAULT_SIZE", "MAX_SIZE"]
 
 DEFAULT_SIZE = (0, 4)
 MAX_SIZE = 4096  # elements of one array or map
+_SPELLING = {p.lower(): p for p in PROPERTIES}
 _KEY_SET_CAP = 2 ** 62  # key indices stay within int64 while rotated
 _DIGITS = 10  # base-62 digits of a STRING key's index: 62¹⁰ < 2⁶²
 Path = tuple[str, ...]
@@ -246,6 +248,7 @@ def column_of(name: str, data_type: DataType, nullable: bool, options: Mapping[P
     for path in options:
         if path not in seen:
             prop, value = next(iter(options[path].items()))
+            prop = _SPELLING.get(prop, prop)
             known = ", ".join(sorted(p for p in _paths((), name, data_type) if p != name)) or "none"
             option = "fields." + ".".join([name, *map(_quoted, path)]) + "." + prop
             raise OptionError(option, value, f"a path into column '{name}' ({_type_name(data_type)}): an array's "
@@ -274,7 +277,7 @@ def _build(path: Path, display: str, data_type: DataType, nullable: bool, option
     prefix = f"fields.{display}."
     lower = display.lower()
     if isinstance(data_type, StructType):
-        _only(props, prefix, ("nullrate",), f"STRUCT: nullRate; its fields are set as fields.{display}.<field>."
+        _only(props, prefix, ("nullrate",), f"a STRUCT: nullRate; its fields are set as fields.{display}.<field>."
                                             "<property>")
         null_rate = _null_rate(props, prefix, nullable, display)
         fields = tuple(_build(path + (f.name.lower(),), display + "." + _quoted(f.name), f.dataType, f.nullable,
@@ -287,7 +290,7 @@ def _build(path: Path, display: str, data_type: DataType, nullable: bool, option
         parts = "fields.{0}.key.<property> and fields.{0}.value.<property>" if is_map else \
             "fields.{0}.element.<property>"
         _only(props, prefix, ("nullrate", "length", "minlength", "maxlength"),
-              f"{what}: nullRate, length, minLength, maxLength; its {'keys and values' if is_map else 'elements'} "
+              f"{'a MAP' if is_map else 'an ARRAY'}: nullRate, length, minLength, maxLength; its {'keys and values' if is_map else 'elements'} "
               f"are set as {parts.format(display)}")
         null_rate = _null_rate(props, prefix, nullable, display)
         map_keys = None
@@ -310,7 +313,7 @@ def _build(path: Path, display: str, data_type: DataType, nullable: bool, option
 def _only(props: Mapping[str, str], prefix: str, allowed: tuple[str, ...], what: str) -> None:
     for prop, value in props.items():
         if prop not in allowed:
-            raise OptionError(prefix + prop, value, f"a property of a {what}")
+            raise OptionError(prefix + _SPELLING.get(prop, prop), value, f"a property of {what}")
 
 
 def _null_rate(props: Mapping[str, str], prefix: str, nullable: bool, display: str) -> float:
