@@ -133,20 +133,21 @@ class Column:
     keys: tuple[int, int, int] = field(default=(0, 0, 0))  # stream keys: value, null, length
 
     def array(self, subtask: int, first: int, count: int, partitions: int,
-              since_start_us: np.ndarray | None = None) -> pa.Array:
-        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`.
+              since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
+        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`; with `keep` (bool,
+        one per event) only those where it is true (the same values as without it: `impulse.nested`'s slots).
 
         `since_start_us`: each event's scheduled time (before disorder) minus the stream's start time, µs;
         only ``kind=ref`` reads it (`refers`).
         """
         if self.kind == "ref":
-            values = _ref(self, subtask, first, count, since_start_us)
+            values = _ref(self, subtask, first, count, since_start_us, keep)
         else:
-            values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions)
+            values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions, keep)
         if self.null_rate <= 0:
             return values
         nulls = draws.uniform(draws.words(self.keys[1], subtask, first, count)) < self.null_rate
-        return _with_nulls(values, nulls)
+        return _with_nulls(values, nulls if keep is None else nulls[keep])
 
     @property
     def arrow(self) -> pa.DataType:
@@ -158,8 +159,12 @@ class Column:
         """Whether the values depend on the events' scheduled times (``kind=ref``)."""
         return self.kind == "ref"
 
-    def _words(self, subtask: int, first: int, count: int, per_event: int = 1) -> np.ndarray:
-        return draws.words(self.keys[0], subtask, first, count, per_event)
+    def _words(self, subtask: int, first: int, count: int, per_event: int = 1,
+               keep: np.ndarray | None = None) -> np.ndarray:
+        """The value stream's words of events ``[first, first + count)``, then those where `keep` is true: every
+        event draws its words, so a value never depends on which others are kept."""
+        x = draws.words(self.keys[0], subtask, first, count, per_event)
+        return x if keep is None else x[keep]
 
 
 def generated_column(name: str, data_type: DataType, nullable: bool, properties: Mapping[str, str],
@@ -423,11 +428,14 @@ def _decimals(unscaled: np.ndarray, arrow: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(arrow, len(unscaled), [None, pa.py_buffer(words)])
 
 
-def _sequence(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _sequence(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     start, step = column.params
     index = np.arange(first, first + count, dtype=np.int64)
     index *= partitions
     index += subtask
+    if keep is not None:
+        index = index[keep]
     if isinstance(start, float):
         return numbers_to_type(column, start + step * index.astype(np.float64))
     index *= np.int64(step)  # int64 arithmetic: beyond the type's range values wrap around
@@ -435,14 +443,15 @@ def _sequence(column: Column, subtask: int, first: int, count: int, partitions: 
     return numbers_to_type(column, index)
 
 
-def _random(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _random(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     family = column.type.family
     if family == "boolean":
-        return pa.array(draws.uniform(column._words(subtask, first, count)) < column.params[0])
+        return pa.array(draws.uniform(column._words(subtask, first, count, keep=keep)) < column.params[0])
     if family in ("string", "binary") and column.fmt is None:
-        return _random_bytes(column, subtask, first, count)
+        return _random_bytes(column, subtask, first, count, keep)
     lo, hi = column.params
-    x = column._words(subtask, first, count)
+    x = column._words(subtask, first, count, keep=keep)
     if isinstance(lo, float):
         values = draws.uniform(x)
         values *= hi - lo
@@ -456,27 +465,30 @@ def _random(column: Column, subtask: int, first: int, count: int, partitions: in
     return numbers_to_type(column, values)
 
 
-def _random_bytes(column: Column, subtask: int, first: int, count: int) -> pa.Array:
+def _random_bytes(column: Column, subtask: int, first: int, count: int, keep: np.ndarray | None) -> pa.Array:
     low, high = column.params
     text = column.type.family == "string"
     per_word = 4 if text else 8
     per_event = max(1, -(-high // per_word))
-    raw = column._words(subtask, first, count, per_event).reshape(count, per_event)
+    raw = column._words(subtask, first, count, per_event, keep).reshape(-1, per_event)
+    rows = len(raw)
     if text:
         data = alphanumeric(raw)[:, :high]
     else:
-        data = raw.view(np.uint8).reshape(count, per_event * 8)[:, :high]
+        data = raw.view(np.uint8).reshape(rows, per_event * 8)[:, :high]
     if low == high:
         lengths = None
         flat = np.ascontiguousarray(data).reshape(-1)
-        offsets = np.arange(0, (count + 1) * high, high, dtype=np.int64)
+        offsets = np.arange(0, (rows + 1) * high, high, dtype=np.int64)
     else:
         lengths = draws.integers(draws.words(column.keys[2], subtask, first, count), low, high)
+        if keep is not None:
+            lengths = lengths[keep]
         flat = data[np.arange(high) < lengths[:, None]]
-        offsets = np.zeros(count + 1, dtype=np.int64)
+        offsets = np.zeros(rows + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
     large = pa.large_string() if text else pa.large_binary()
-    array = pa.Array.from_buffers(large, count, [None, pa.py_buffer(offsets), pa.py_buffer(flat)])
+    array = pa.Array.from_buffers(large, rows, [None, pa.py_buffer(offsets), pa.py_buffer(flat)])
     return array.cast(column.type.arrow)
 
 
@@ -490,29 +502,33 @@ def alphanumeric(raw: np.ndarray) -> np.ndarray:
     return ALPHANUMERIC[chunks]
 
 
-def _normal(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _normal(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     mean, stddev, lo, hi = column.params
-    values = draws.normal(column._words(subtask, first, count), mean, stddev)
+    values = draws.normal(column._words(subtask, first, count, keep=keep), mean, stddev)
     if lo is not None or hi is not None:
         np.clip(values, lo, hi, out=values)
     return numbers_to_type(column, values)
 
 
-def _exponential(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
-    return numbers_to_type(column, draws.exponential(column._words(subtask, first, count), column.params[0]))
+def _exponential(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
+    return numbers_to_type(column, draws.exponential(column._words(subtask, first, count, keep=keep), column.params[0]))
 
 
-def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     cardinality, exponent, low = column.params
-    ranks = draws.zipf(cardinality, exponent).ranks(column._words(subtask, first, count))
+    ranks = draws.zipf(cardinality, exponent).ranks(column._words(subtask, first, count, keep=keep))
     if low:
         ranks += np.int64(low)
     return numbers_to_type(column, ranks)
 
 
-def _values(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _values(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     items, weights = column.params
-    return values_at(column, draws.choice(column._words(subtask, first, count), weights, len(items)))
+    return values_at(column, draws.choice(column._words(subtask, first, count, keep=keep), weights, len(items)))
 
 
 def values_at(column: Column, index: np.ndarray) -> pa.Array:
@@ -528,9 +544,11 @@ def values_at(column: Column, index: np.ndarray) -> pa.Array:
     return pa.array(items, type=ctype.arrow).take(pa.array(index))
 
 
-def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
-    raw = column._words(subtask, first, count, 2).view(np.uint8).reshape(count, 16)
+    raw = column._words(subtask, first, count, 2, keep).view(np.uint8).reshape(-1, 16)
+    count = len(raw)
     raw[:, 6] &= 0x0F
     raw[:, 6] |= 0x40
     raw[:, 8] &= 0x3F
@@ -572,7 +590,8 @@ def _hex_lanes(words: np.ndarray) -> np.ndarray:
     return pairs
 
 
-def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: np.ndarray) -> pa.Array:
+def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: np.ndarray,
+         keep: np.ndarray | None = None) -> pa.Array:
     """Ids of referenced entities created at or before each event's scheduled time (module docstring)."""
     delay_us, partitions, limit, pick, cardinality, exponent, window_us = column.params
     created = Schedule(0, delay_us)  # the referenced stream's schedule, on the same start
@@ -584,9 +603,11 @@ def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: n
             np.minimum(n, limit, out=n)
         return n
 
+    if keep is not None:
+        since_start_us = since_start_us[keep]
     newest = existing(since_start_us)
     np.maximum(newest, 1, out=newest)  # entity 0 exists from the start; an event is never scheduled before it
-    x = column._words(subtask, first, count)
+    x = column._words(subtask, first, count, keep=keep)
     if pick == "recent":
         ranks = draws.zipf(cardinality, exponent).ranks(x)
         ranks %= newest
@@ -602,10 +623,11 @@ def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: n
     return numbers_to_type(column, ids)
 
 
-def _faker(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _faker(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     """A uniform pick from the column's pool (`impulse.faker_pool`): one word per event."""
     pool = column.params[0]
-    return pool.take(pa.array(draws.integers(column._words(subtask, first, count), 0, len(pool) - 1)))
+    return pool.take(pa.array(draws.integers(column._words(subtask, first, count, keep=keep), 0, len(pool) - 1)))
 
 
 _KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,

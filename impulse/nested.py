@@ -12,8 +12,8 @@ written in backquotes (``fields.`a.b`.kind``). Each scalar leaf takes every prop
 ``null``)) makes the whole array, map or struct null.
 
 **Slots.** With at most M elements, event c's element j is generated as *slot* ``c·M + j`` of the element's
-path: the element generator runs over slots ``[first·M, (first + count)·M)`` as if they were events, and the
-slots past each event's size are dropped. So every element is a pure function of (seed, its path, its
+path: the element generator draws the words of slots ``[first·M, (first + count)·M)`` as if they were events,
+and turns into values only the slots within each event's size (`impulse.fields.Column.array`'s ``keep``). So every element is a pure function of (seed, its path, its
 options, ``subtask_index``, c, j), whatever the batch boundaries, at the cost of M elements per event.
 Elements nest the same way (an array of arrays: slot ``(c·M + j)·M' + k``); a struct's fields use the
 struct's own counters.
@@ -65,7 +65,7 @@ class Node(Protocol):
     def refers(self) -> bool: ...
 
     def array(self, subtask: int, first: int, count: int, partitions: int,
-              since_start_us: np.ndarray | None = None) -> pa.Array: ...
+              since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array: ...
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,9 @@ class MapKeys:
     items: pa.Array | None = None  # kind=faker: the distinct values of the pool
     keys: tuple[int, int] = (0, 0)  # stream keys: strata, rotation
 
-    def array(self, subtask: int, first: int, count: int, slots: int) -> pa.Array:
-        """The keys of `slots` slots of maps ``[first, first + count)``, slot-major per map (count × slots)."""
+    def array(self, subtask: int, first: int, count: int, slots: int, keep: np.ndarray | None = None) -> pa.Array:
+        """The keys of `slots` slots of maps ``[first, first + count)``, slot-major per map (count × slots), then
+        those where `keep` (one per slot) is true."""
         k = self.size
         width = k // slots
         index = draws.integers(draws.words(self.keys[0], subtask, first, count, slots), 0, width - 1)
@@ -86,6 +87,8 @@ class MapKeys:
         index += np.arange(slots, dtype=np.int64) * np.int64(width)
         index += draws.integers(draws.words(self.keys[1], subtask, first, count), 0, k - 1)[:, None]
         index = index.reshape(-1)
+        if keep is not None:
+            index = index[keep]
         index[index >= k] -= np.int64(k)
         return self.candidates(index)
 
@@ -144,7 +147,7 @@ class Repeated:
         return self.element.refers
 
     def array(self, subtask: int, first: int, count: int, partitions: int,
-              since_start_us: np.ndarray | None = None) -> pa.Array:
+              since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
         low, high = self.size
         if low == high:
             lengths = np.full(count, high, dtype=np.int64)
@@ -153,24 +156,26 @@ class Repeated:
         nulls = _nulls(self.null_rate, self.keys[1], subtask, first, count)
         if nulls is not None:
             lengths[nulls] = 0
+        slots = None  # which slots hold an element (None: all), for the elements' own `keep`
+        if low != high or nulls is not None or keep is not None:
+            slots = np.arange(high) < lengths[:, None]
+            if keep is not None:
+                slots &= keep[:, None]
+                lengths, nulls = lengths[keep], None if nulls is None else nulls[keep]
+                if nulls is not None and not nulls.any():
+                    nulls = None
+            slots = slots.reshape(-1)
         since = None if since_start_us is None else np.repeat(since_start_us, high)
-        values = self.element.array(subtask, first * high, count * high, partitions, since)
-        keep = None
-        if low != high or nulls is not None:
-            keep = pa.array((np.arange(high) < lengths[:, None]).reshape(-1))
-            values = values.filter(keep)
-        offsets = np.zeros(count + 1, dtype=np.int64)
+        child = self.element.array(subtask, first * high, count * high, partitions, since, slots)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         if offsets[-1] >= 2 ** 31:
             raise ValueError(f"column '{self.name}': {offsets[-1]} elements in one Arrow batch, more than 2³¹ - 1; "
                              "lower maxLength")
-        child = values
         if self.map_keys is not None:
-            keys = self.map_keys.array(subtask, first, count, high) if high else pa.array([], self.arrow.key_type)
-            if keep is not None:
-                keys = keys.filter(keep)
-            child = pa.StructArray.from_arrays([keys, values], fields=[self.arrow.key_field, self.arrow.item_field])
-        return _from_children(self.arrow, count, nulls, [pa.py_buffer(offsets.astype(np.int32))], [child])
+            keys = self.map_keys.array(subtask, first, count, high, slots) if high else pa.array([], self.arrow.key_type)
+            child = pa.StructArray.from_arrays([keys, child], fields=[self.arrow.key_field, self.arrow.item_field])
+        return _from_children(self.arrow, len(lengths), nulls, [pa.py_buffer(offsets.astype(np.int32))], [child])
 
 
 @dataclass(frozen=True)
@@ -188,10 +193,13 @@ class Struct:
         return any(f.refers for f in self.fields)
 
     def array(self, subtask: int, first: int, count: int, partitions: int,
-              since_start_us: np.ndarray | None = None) -> pa.Array:
-        children = [f.array(subtask, first, count, partitions, since_start_us) for f in self.fields]
-        return _from_children(self.arrow, count, _nulls(self.null_rate, self.null_key, subtask, first, count), [],
-                              children)
+              since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
+        children = [f.array(subtask, first, count, partitions, since_start_us, keep) for f in self.fields]
+        nulls = _nulls(self.null_rate, self.null_key, subtask, first, count)
+        if keep is not None and nulls is not None:
+            nulls = nulls[keep]
+            nulls = nulls if nulls.any() else None
+        return _from_children(self.arrow, count if keep is None else int(keep.sum()), nulls, [], children)
 
 
 def _nulls(rate: float, key: int, subtask: int, first: int, count: int) -> np.ndarray | None:

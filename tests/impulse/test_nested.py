@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql.types import (ArrayType, DecimalType, DoubleType, IntegerType, LongType, MapType, StringType,
-                               StructField, StructType)
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DateType, DecimalType, DoubleType, IntegerType,
+                               LongType, MapType, StringType, StructField, StructType)
 
 from connectors.errors import OptionError
 from impulse.changelog import Changelog
 from impulse.events import EventLayout, event_batches
+from impulse.fields import generated_column
 from impulse.options import ImpulseOptions
 from impulse.schedule import Schedule
 from impulse.schema import row_spec
@@ -181,6 +182,21 @@ def test_nested_values_do_not_depend_on_batch_boundaries_or_other_columns(orders
     assert table(alone, end=5000).column("attrs").equals(orders.column("attrs").slice(0, 5000))
     other_seed = table(rows_of(ORDER, ORDER_OPTIONS, seed=1), end=N)
     assert not other_seed.column("items").equals(orders.column("items"))
+
+
+@pytest.mark.parametrize("data_type,props", [
+    (LongType(), {"kind": "sequence", "start": "5"}), (LongType(), {"kind": "zipf", "cardinality": "9"}),
+    (DoubleType(), {"kind": "normal", "nullrate": "0.3"}), (StringType(), {"minlength": "0", "maxlength": "9"}),
+    (StringType(), {"kind": "uuid"}), (StringType(), {"kind": "values", "values": "a,b,c"}),
+    (StringType(), {"kind": "exponential", "format": "{:.2f}"}), (BinaryType(), {"length": "3"}),
+    (BooleanType(), {}), (DateType(), {}), (DecimalType(6, 2), {}),
+])
+def test_a_column_s_kept_slots_are_exactly_those_values(data_type, props):
+    """`impulse.nested` asks a leaf for the slots within each event's size only: the same values as all slots,
+    filtered, so a value never depends on which other slots exist."""
+    column = generated_column("c", data_type, True, props, 7)
+    keep = np.random.default_rng(1).random(5000) < 0.6
+    assert column.array(1, 100, 5000, 2, keep=keep).equals(column.array(1, 100, 5000, 2).filter(pa.array(keep)))
 
 
 def test_a_struct_field_named_like_a_property_and_a_dotted_name_are_addressable():
