@@ -7,6 +7,8 @@ stream, so adding ``nullRate`` leaves the non-null values as they were. ``kind=s
 event's *global index* ``counter × numPartitions + subtask_index`` (with a total ``limit`` of L events,
 the indices are exactly 0..L-1).
 
+ARRAY, MAP and STRUCT columns are built from these, their leaves addressed by path: `impulse.nested`.
+
 Kinds, the types they take and their properties (besides ``kind``, ``nullRate`` and, on STRING, ``format``):
 
 ==============  ==========================================  ==============================================
