@@ -75,8 +75,8 @@ from connectors.options import OptionReader, parse_time_us
 from impulse import draws, faker_pool
 from impulse.schedule import Schedule
 
-__all__ = ["Column", "ColumnType", "column_type", "generated_column", "values_at", "alphanumeric", "numbers_to_type", "ALPHANUMERIC",
-           "KINDS", "PROPERTIES", "TYPE_NAMES"]
+__all__ = ["Column", "ColumnType", "column_type", "generated_column", "values_at", "alphanumeric", "numbers_to_type",
+           "ALPHANUMERIC", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
 KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid", "ref", "faker")
 PROPERTIES = ("kind", "nullRate", "format", "start", "step", "min", "max", "length", "minLength", "maxLength",

@@ -13,8 +13,9 @@ written in backquotes (``fields.`a.b`.kind``). Each scalar leaf takes every prop
 
 **Slots.** With at most M elements, event c's element j is generated as *slot* ``c·M + j`` of the element's
 path: the element generator draws the words of slots ``[first·M, (first + count)·M)`` as if they were events,
-and turns into values only the slots within each event's size (`impulse.fields.Column.array`'s ``keep``). So every element is a pure function of (seed, its path, its
-options, ``subtask_index``, c, j), whatever the batch boundaries, at the cost of M elements per event.
+and turns into values only the slots within each event's size (`impulse.fields.Column.array`'s ``keep``). So
+every element is a pure function of (seed, its path, its options, ``subtask_index``, c, j), whatever the batch
+boundaries, at the cost of drawing M elements' words per event.
 Elements nest the same way (an array of arrays: slot ``(c·M + j)·M' + k``); a struct's fields use the
 struct's own counters.
 
@@ -173,7 +174,8 @@ class Repeated:
             raise ValueError(f"column '{self.name}': {offsets[-1]} elements in one Arrow batch, more than 2³¹ - 1; "
                              "lower maxLength")
         if self.map_keys is not None:
-            keys = self.map_keys.array(subtask, first, count, high, slots) if high else pa.array([], self.arrow.key_type)
+            keys = (self.map_keys.array(subtask, first, count, high, slots) if high
+                    else pa.array([], self.arrow.key_type))
             child = pa.StructArray.from_arrays([keys, child], fields=[self.arrow.key_field, self.arrow.item_field])
         return _from_children(self.arrow, len(lengths), nulls, [pa.py_buffer(offsets.astype(np.int32))], [child])
 
@@ -212,8 +214,8 @@ def _nulls(rate: float, key: int, subtask: int, first: int, count: int) -> np.nd
 def _from_children(arrow: pa.DataType, count: int, nulls: np.ndarray | None, buffers: list,
                    children: list) -> pa.Array:
     validity = None if nulls is None else pa.py_buffer(np.packbits(~nulls, bitorder="little"))
-    return pa.Array.from_buffers(arrow, count, [validity] + buffers, null_count=0 if nulls is None else int(nulls.sum()),
-                                 children=children)
+    return pa.Array.from_buffers(arrow, count, [validity] + buffers,
+                                 null_count=0 if nulls is None else int(nulls.sum()), children=children)
 
 
 # --- parsing -------------------------------------------------------------------------------------------------
@@ -290,16 +292,16 @@ def _build(path: Path, display: str, data_type: DataType, nullable: bool, option
         null_rate = _null_rate(props, prefix, nullable, display)
         fields = tuple(_build(path + (f.name.lower(),), display + "." + _quoted(f.name), f.dataType, f.nullable,
                               options, seed, seen) for f in data_type.fields)
-        arrow = pa.struct([pa.field(f.name, node.arrow, nullable=f.nullable) for f, node in zip(data_type.fields, fields)])
+        arrow = pa.struct([pa.field(f.name, node.arrow, nullable=f.nullable)
+                           for f, node in zip(data_type.fields, fields)])
         return Struct(display, arrow, fields, null_rate, draws.stream_key(seed, lower, "null"))
     if isinstance(data_type, (ArrayType, MapType)):
         is_map = isinstance(data_type, MapType)
-        what = "MAP" if is_map else "ARRAY"
-        parts = "fields.{0}.key.<property> and fields.{0}.value.<property>" if is_map else \
-            "fields.{0}.element.<property>"
+        what, parts = (("a MAP", f"keys and values are set as fields.{display}.key.<property> and "
+                                 f"fields.{display}.value.<property>") if is_map else
+                       ("an ARRAY", f"elements are set as fields.{display}.element.<property>"))
         _only(props, prefix, ("nullrate", "length", "minlength", "maxlength"),
-              f"{'a MAP' if is_map else 'an ARRAY'}: nullRate, length, minLength, maxLength; its {'keys and values' if is_map else 'elements'} "
-              f"are set as {parts.format(display)}")
+              f"{what}: nullRate, length, minLength, maxLength; its {parts}")
         null_rate = _null_rate(props, prefix, nullable, display)
         map_keys = None
         if is_map:
@@ -351,7 +353,8 @@ def _size(props: Mapping[str, str], prefix: str, key_set: int | None) -> tuple[i
         if high is None:
             high = max(low, DEFAULT_SIZE[1] if key_set is None else min(DEFAULT_SIZE[1], key_set))
     if low > high:
-        raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high}, "minLength ≤ maxLength")
+        raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high},
+                          "minLength ≤ maxLength")
     if key_set is not None and high > key_set:
         option = "length" if length is not None else ("maxLength" if "maxlength" in props else "minLength")
         raise OptionError(prefix + option, high, f"at most {key_set}: a map's keys are distinct and its key set "
@@ -398,5 +401,6 @@ def _map_keys(path: Path, display: str, data_type: DataType, options: Mapping[Pa
         size = 62 ** min(high, _DIGITS)
     else:
         size = column.params[1] - column.params[0] + 1
+    lower = display.lower()
     return MapKeys(column, min(size, _KEY_SET_CAP), items,
-                   (draws.stream_key(seed, display.lower(), "strata"), draws.stream_key(seed, display.lower(), "rotation")))
+                   (draws.stream_key(seed, lower, "strata"), draws.stream_key(seed, lower, "rotation")))

@@ -3,8 +3,9 @@
 Without a user schema the rows are ``counter``, ``subtask_index``, ``timestamp`` (and ``payload`` with
 ``payloadBytes`` > 0), all NOT NULL. A user schema (``.schema("…")``, DDL or StructType) may name any
 of those four, with their built-in meaning and type, and any other column, generated as
-``fields.<column>.*`` says (`impulse.fields`; ARRAY, MAP and STRUCT columns by path: `impulse.nested`). `row_spec` checks the two against each other and raises
-`OptionError` naming the column, the property and what is allowed.
+``fields.<column>.*`` says (`impulse.fields`; ARRAY, MAP and STRUCT columns by path: `impulse.nested`).
+`row_spec` checks the two against each other and raises `OptionError` naming the column, the property and what
+is allowed.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]],
             raise OptionError(option, value, f"a column of the schema ({', '.join(f.name for f in schema.fields)}); declare "
                               f"'{column}' with .schema(...) to generate it")
         nested.setdefault(column, {})[below] = properties
-    columns: list[str | Column | ChangeColumn] = []
+    columns: list[str | Node | ChangeColumn] = []
     arrow_fields = []
     for f in schema.fields:
         lower = f.name.lower()
