@@ -24,9 +24,12 @@ values: ``values`` (its values, uniform: no weights), ``faker`` (the distinct va
 ``random`` (integers, DECIMAL, DATE, TIMESTAMP: ``min..max``; BOOLEAN: false, true; numbers formatted on a
 STRING with ``format``/``min``/``max``; plain STRING: K = 62^min(length, 10) texts of ``length``
 characters (16), whose last min(length, 10) characters spell the key's index in base 62 and the rest are
-random). Slot j of a map with M slots takes index ``(j·⌊K/M⌋ + u_j + r) mod K``, with u_j uniform in
-``[0, ⌊K/M⌋)`` and r uniform in ``[0, K)`` per map (streams (seed, path.key, ``strata``/``rotation``)):
-distinct, and each key uniform over the set. A key set smaller than ``minLength`` (or ``length``, or an
+random). A set of at most 64 keys is shuffled per map: slot j takes the key of the j-th smallest of K words
+drawn for the map (stream (seed, path.key, ``strata``), K words per map; ``argsort``, stable), so a map's keys
+are a uniform random subset in random order. A larger set is stratified: slot j of a map with M slots takes
+index ``(j·⌊K/M⌋ + u_j + r) mod K``, with u_j uniform in ``[0, ⌊K/M⌋)`` and r uniform in ``[0, K)`` per map
+(streams (seed, path.key, ``strata``/``rotation``)): distinct, each key uniform over the set, and a map's
+keys spread evenly over it. A key set smaller than ``minLength`` (or ``length``, or an
 explicit ``maxLength``) is refused; without ``maxLength`` the size is at most K.
 """
 
@@ -46,11 +49,13 @@ from impulse import draws
 from impulse.fields import (ALPHANUMERIC, PROPERTIES, Column, alphanumeric, generated_column, numbers_to_type,
                             values_at)
 
-__all__ = ["Node", "Repeated", "Struct", "MapKeys", "column_of", "split_path", "DEFAULT_SIZE", "MAX_SIZE"]
+__all__ = ["Node", "Repeated", "Struct", "MapKeys", "column_of", "split_path", "DEFAULT_SIZE", "MAX_SIZE",
+           "SHUFFLED_KEY_SETS"]
 
 DEFAULT_SIZE = (0, 4)
 MAX_SIZE = 4096  # elements of one array or map
 _SPELLING = {p.lower(): p for p in PROPERTIES}
+SHUFFLED_KEY_SETS = 64  # key sets up to this size are shuffled per map, larger ones stratified
 _KEY_SET_CAP = 2 ** 62  # key indices stay within int64 while rotated
 _DIGITS = 10  # base-62 digits of a STRING key's index: 62¹⁰ < 2⁶²
 Path = tuple[str, ...]
@@ -82,6 +87,10 @@ class MapKeys:
         """The keys of `slots` slots of maps ``[first, first + count)``, slot-major per map (count × slots), then
         those where `keep` (one per slot) is true."""
         k = self.size
+        if k <= SHUFFLED_KEY_SETS:  # a random permutation of the whole set per map: a uniform random subset
+            order = draws.words(self.keys[0], subtask, first, count, k).reshape(count, k)
+            index = np.argsort(order, axis=1, kind="stable")[:, :slots].astype(np.int64).reshape(-1)
+            return self.candidates(index if keep is None else index[keep])
         width = k // slots
         index = draws.integers(draws.words(self.keys[0], subtask, first, count, slots), 0, width - 1)
         index = index.reshape(count, slots)

@@ -143,16 +143,22 @@ def test_map_keys_are_distinct_in_every_map_and_each_key_is_equally_likely(order
     names = "color,size,gift,channel,coupon,promo".split(",")
     assert set(first) == set(names)
     assert all(within_5_sigma(first.count(n), len(first), 1 / 6) for n in names)
+    # a small key set is shuffled per map: every pair of keys occurs in two-key maps, about equally often
+    pairs = [frozenset(k for k, _ in m) for m in per_map if len(m) == 2]
+    assert len(set(pairs)) == 15 and all(within_5_sigma(pairs.count(p), len(pairs), 1 / 15) for p in set(pairs))
     # every key kind with a finite set: integers, random STRING keys of a short length, faker
     layout = rows_of(struct(("a", MapType(IntegerType(), IntegerType()), True),
                             ("b", MapType(StringType(), IntegerType()), True)),
                      {"fields.a.key.min": 5, "fields.a.key.max": 9, "fields.a.length": 5,
-                      "fields.b.key.length": 1, "fields.b.minLength": 60, "fields.b.maxLength": 62})
+                      "fields.b.key.length": 2, "fields.b.minLength": 60, "fields.b.maxLength": 62})
     t = table(layout, end=2000)
     for m in t.column("a").to_pylist():
         assert sorted(k for k, _ in m) == [5, 6, 7, 8, 9]
     for m in t.column("b").to_pylist():
-        assert len({k for k, _ in m}) == len(m) >= 60 and all(len(k) == 1 and k.isalnum() for k, _ in m)
+        assert len({k for k, _ in m}) == len(m) >= 60 and all(len(k) == 2 and k.isalnum() for k, _ in m)
+    # 62² = 3,844 keys: stratified, each key about equally likely in the first slot
+    firsts = [m[0][0][0] for m in t.column("b").to_pylist()]
+    assert len(set(firsts)) > 55
 
 
 def test_null_rates_at_each_level_are_within_5_sigma(orders):
