@@ -19,7 +19,15 @@ session, alternating their order round by round (medians over rounds; `impulse_v
 - ``ref``: bare impulse plus one ``kind=ref`` column (``pick=recent``, Zipf over the 1000 newest of a
   1000 events/s stream): the cost of a reference column;
 - ``changelog``: a changelog stream (``id``, ``op``, ``timestamp``; ``changelog.weights=20,70,10``): the cost
-  of computing each event's key and op.
+  of computing each event's key and op;
+- ``orders``: the README's nested e-commerce order (``ORDERS``: a customer struct with a Faker name and
+  e-mail, a shipping address struct of Faker text, 5 % null, 1-5 line items of SKU, quantity and price, a map
+  of 0-4 distinct attributes);
+- ``prebuilt_orders``: one prebuilt Arrow batch of the same rows re-sent, as ``prebuilt_columns`` (the order
+  schema's own ceiling);
+- ``dbldatagen_orders``: dbldatagen's nearest equivalent: its ``fakerText`` (a Faker call per value, in a
+  pandas UDF) for the text, ``withStructColumn`` for the structs, SQL expressions for the line items and
+  attributes (dbldatagen has no generator for arrays of structs or maps).
 
 The reference schema: ``event_id`` sequence; ``user_id`` BIGINT zipf (cardinality 1M, exponent 1.1);
 ``amount`` DOUBLE normal (50, 15, min 0); ``country`` STRING values US,DE,FR,IN,BR weights 40,15,15,20,10;
@@ -27,9 +35,11 @@ The reference schema: ``event_id`` sequence; ``user_id`` BIGINT zipf (cardinalit
 ``coupon`` STRING length 8, nullRate 0.9; ``timestamp`` with outOfOrderness 5s. Columns without nulls are
 declared NOT NULL, as a user who knows them would (Spark then skips a null check per value).
 
-Goals: columns ≥ 0.8× bare; bare ≥ 0.95× prebuilt; columns ≥ 5× dbldatagen; columns ≥ 1.0× sql. Also shown,
+Goals: columns ≥ 0.8× bare; bare ≥ 0.95× prebuilt; columns ≥ 5× dbldatagen; columns ≥ 1.0× sql; orders ≥ 0.8×
+prebuilt_orders. Also shown,
 without a target: prebuilt_columns / bare (the first goal's ceiling), columns / prebuilt_columns (what
-generation costs), ref / bare and changelog / bare (the CPU per million rows shows their cost in ms).
+generation costs), ref / bare and changelog / bare (the CPU per million rows shows their cost in ms), orders /
+dbldatagen_orders.
 
 Example::
 
@@ -81,10 +91,30 @@ REF = ("counter BIGINT NOT NULL, subtask_index BIGINT NOT NULL, timestamp TIMEST
            "fields.customer_id.pick": "recent", "fields.customer_id.cardinality": "1000"})
 CHANGELOG = ("id BIGINT NOT NULL, op STRING NOT NULL, timestamp TIMESTAMP NOT NULL",
              {"changelog.key": "id", "changelog.weights": "20,70,10"})
-CONTENDERS = ("columns", "bare", "dbldatagen", "sql", "prebuilt", "prebuilt_columns", "ref", "changelog")
-GOALS = (("columns", "bare", 0.8), ("bare", "prebuilt", 0.95), ("columns", "dbldatagen", 5.0), ("columns", "sql", 1.0))
+ORDERS = ("order_id BIGINT NOT NULL, customer STRUCT<name: STRING, email: STRING>, "
+          "shipping STRUCT<street: STRING, city: STRING, postcode: STRING, country: STRING>, "
+          "items ARRAY<STRUCT<sku: STRING, quantity: INT, price: DECIMAL(10,2)>>, "
+          "attributes MAP<STRING, STRING>, timestamp TIMESTAMP", {
+              "seed": "11", "fields.order_id.kind": "sequence",
+              **{f"fields.{path}.{p}": v for path, provider in (
+                  ("customer.name", "name"), ("customer.email", "email"), ("shipping.street", "street_address"),
+                  ("shipping.city", "city"), ("shipping.postcode", "postcode"))
+                 for p, v in (("kind", "faker"), ("provider", provider))},
+              "fields.shipping.country.kind": "values", "fields.shipping.country.values": "US",
+              "fields.shipping.nullRate": "0.05",
+              "fields.items.minLength": "1", "fields.items.maxLength": "5",
+              "fields.items.element.sku.kind": "zipf", "fields.items.element.sku.cardinality": "5000",
+              "fields.items.element.sku.format": "SKU-{:05d}",
+              "fields.items.element.quantity.min": "1", "fields.items.element.quantity.max": "3",
+              "fields.items.element.price.kind": "exponential", "fields.items.element.price.mean": "25",
+              "fields.attributes.key.kind": "values", "fields.attributes.key.values": "channel,device,coupon,gift_wrap",
+              "fields.attributes.value.kind": "values", "fields.attributes.value.values": "web,app,yes,no"})
+CONTENDERS = ("columns", "bare", "dbldatagen", "sql", "prebuilt", "prebuilt_columns", "ref", "changelog", "orders",
+              "prebuilt_orders", "dbldatagen_orders")
+GOALS = (("columns", "bare", 0.8), ("bare", "prebuilt", 0.95), ("columns", "dbldatagen", 5.0), ("columns", "sql", 1.0),
+         ("orders", "prebuilt_orders", 0.8))
 RATIOS = (("prebuilt_columns", "bare"), ("columns", "prebuilt_columns"), ("ref", "bare"),
-          ("changelog", "bare"))  # shown, no target
+          ("changelog", "bare"), ("orders", "dbldatagen_orders"))  # shown, no target
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -112,11 +142,11 @@ def frames(spark, args) -> dict:
         return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows)
                 .option("numPartitions", parts).load())
 
-    def prebuilt(columns: bool = False):
+    def prebuilt(schema: str | None = None, fields: dict | None = None):
         cloudpickle.register_pickle_by_value(profile_impulse)  # executors import bench/ modules by value
         spark.dataSource.register(profile_impulse.variant_class("prebuilt", prebuilt=True))
         reader = spark.readStream.format("prebuilt").options(**impulse)
-        return (reader.schema(SCHEMA).options(**FIELDS) if columns else reader).load()
+        return (reader.schema(schema).options(**fields) if schema else reader).load()
 
     return {
         "columns": lambda: spark.readStream.format("impulse").schema(SCHEMA).options(**impulse, **FIELDS).load(),
@@ -124,10 +154,13 @@ def frames(spark, args) -> dict:
         "dbldatagen": lambda: dbldatagen_frame(spark, rate, parts),
         "sql": lambda: rate().selectExpr("*", "rand(3) AS r").selectExpr(*SQL),
         "prebuilt": prebuilt,
-        "prebuilt_columns": lambda: prebuilt(columns=True),
+        "prebuilt_columns": lambda: prebuilt(SCHEMA, FIELDS),
         "ref": lambda: spark.readStream.format("impulse").schema(REF[0]).options(**impulse, **REF[1]).load(),
         "changelog": lambda: (spark.readStream.format("impulse").schema(CHANGELOG[0])
                               .options(**impulse, **CHANGELOG[1]).load()),
+        "orders": lambda: spark.readStream.format("impulse").schema(ORDERS[0]).options(**impulse, **ORDERS[1]).load(),
+        "prebuilt_orders": lambda: prebuilt(*ORDERS),
+        "dbldatagen_orders": lambda: dbldatagen_orders(spark, rate, parts),
     }
 
 
@@ -147,6 +180,39 @@ def dbldatagen_frame(spark, rate, partitions: int):
             .withColumn("session", "string", expr="uuid()")
             .withColumn("is_promo", "boolean", expr="rand(5) < 0.1")
             .withColumn("coupon", "string", template=r"\\w\\w\\w\\w\\w\\w\\w\\w", percentNulls=0.9, random=True)
+            .withColumn("ts", "timestamp", expr="current_timestamp()"))
+    spec._getBaseDataFrame = lambda start_id, streaming, options: rate().withColumnRenamed("value", "id")
+    return spec.build(withStreaming=True, options={})
+
+
+def dbldatagen_orders(spark, rate, partitions: int):
+    """dbldatagen's nearest equivalent of `ORDERS`, on a `rate-micro-batch` base (see the module docstring)."""
+    import dbldatagen as dg
+
+    item = ("named_struct('sku', format_string('SKU-%05d', CAST(pmod(hash(id, i, 1), 5000) AS INT)), "
+            "'quantity', 1 + CAST(pmod(hash(id, i, 2), 3) AS INT), "
+            "'price', CAST(-25 * ln(1 - pmod(hash(id, i, 3), 1000000) / 1000000D) AS DECIMAL(10,2)))")
+    spec = (dg.DataGenerator(spark, name="orders", rows=10 ** 12, partitions=partitions, randomSeed=11)
+            .withColumn("order_id", "long", expr="id")
+            .withColumn("name", "string", text=dg.fakerText("name"), omit=True)
+            .withColumn("email", "string", text=dg.fakerText("email"), omit=True)
+            .withColumn("street", "string", text=dg.fakerText("street_address"), omit=True)
+            .withColumn("city", "string", text=dg.fakerText("city"), omit=True)
+            .withColumn("postcode", "string", text=dg.fakerText("postcode"), omit=True)
+            .withColumn("country", "string", values=["US"], omit=True)
+            .withStructColumn("customer", fields=["name", "email"])
+            .withStructColumn("shipping_fields", fields=["street", "city", "postcode", "country"], omit=True)
+            .withColumn("shipping", "struct<street:string,city:string,postcode:string,country:string>",
+                        expr="CASE WHEN rand(8) < 0.05 THEN NULL ELSE shipping_fields END",
+                        baseColumn="shipping_fields")
+            .withColumn("items", "array<struct<sku:string,quantity:int,price:decimal(10,2)>>",
+                        expr=f"transform(sequence(1, 1 + CAST(pmod(hash(id, 0), 5) AS INT)), i -> {item})")
+            .withColumn("attribute_keys", "array<string>", omit=True,
+                        expr="slice(shuffle(array('channel', 'device', 'coupon', 'gift_wrap')), 1, "
+                             "CAST(pmod(hash(id, 9), 5) AS INT))")
+            .withColumn("attributes", "map<string,string>", baseColumn="attribute_keys",
+                        expr="map_from_arrays(attribute_keys, transform(attribute_keys, k -> "
+                             "element_at(array('web', 'app', 'yes', 'no'), 1 + CAST(pmod(hash(id, k), 4) AS INT))))")
             .withColumn("ts", "timestamp", expr="current_timestamp()"))
     spec._getBaseDataFrame = lambda start_id, streaming, options: rate().withColumnRenamed("value", "id")
     return spec.build(withStreaming=True, options={})

@@ -7,6 +7,8 @@ stream, so adding ``nullRate`` leaves the non-null values as they were. ``kind=s
 event's *global index* ``counter × numPartitions + subtask_index`` (with a total ``limit`` of L events,
 the indices are exactly 0..L-1).
 
+ARRAY, MAP and STRUCT columns are built from these, their leaves addressed by path: `impulse.nested`.
+
 Kinds, the types they take and their properties (besides ``kind``, ``nullRate`` and, on STRING, ``format``):
 
 ==============  ==========================================  ==============================================
@@ -26,6 +28,8 @@ ref             integers                                    refEventsPerSecond (
                                                             (1), refLimit, pick (uniform), cardinality and
                                                             exponent (1) with pick=recent, window with
                                                             pick=window
+faker           STRING                                      provider (required), locale (en_US),
+                                                            cardinality (10000): `impulse.faker_pool`
 ==============  ==========================================  ==============================================
 
 ``ref`` refers to the entities of another impulse stream on the same pinned timeline (the same
@@ -68,20 +72,21 @@ from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DataType, Date
 
 from connectors.errors import OptionError
 from connectors.options import OptionReader, parse_time_us
-from impulse import draws
+from impulse import draws, faker_pool
 from impulse.schedule import Schedule
 
-__all__ = ["Column", "ColumnType", "column_type", "generated_column", "KINDS", "PROPERTIES", "TYPE_NAMES"]
+__all__ = ["Column", "ColumnType", "column_type", "generated_column", "values_at", "alphanumeric", "numbers_to_type",
+           "ALPHANUMERIC", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
-KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid", "ref")
+KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid", "ref", "faker")
 PROPERTIES = ("kind", "nullRate", "format", "start", "step", "min", "max", "length", "minLength", "maxLength",
               "probability", "mean", "stddev", "cardinality", "exponent", "values", "weights",
-              "refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "window")
+              "refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "window", "provider", "locale")
 PICKS = ("uniform", "recent", "window")
 TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP"
 _DAY_US = 86_400_000_000
 _EPOCH_2000_DAYS, _EPOCH_2030_DAYS = 10_957, 21_915
-_ALPHANUMERIC = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
+ALPHANUMERIC = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -130,28 +135,38 @@ class Column:
     keys: tuple[int, int, int] = field(default=(0, 0, 0))  # stream keys: value, null, length
 
     def array(self, subtask: int, first: int, count: int, partitions: int,
-              since_start_us: np.ndarray | None = None) -> pa.Array:
-        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`.
+              since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
+        """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`; with `keep` (bool,
+        one per event) only those where it is true (the same values as without it: `impulse.nested`'s slots).
 
         `since_start_us`: each event's scheduled time (before disorder) minus the stream's start time, µs;
         only ``kind=ref`` reads it (`refers`).
         """
         if self.kind == "ref":
-            values = _ref(self, subtask, first, count, since_start_us)
+            values = _ref(self, subtask, first, count, since_start_us, keep)
         else:
-            values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions)
+            values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions, keep)
         if self.null_rate <= 0:
             return values
         nulls = draws.uniform(draws.words(self.keys[1], subtask, first, count)) < self.null_rate
-        return _with_nulls(values, nulls)
+        return _with_nulls(values, nulls if keep is None else nulls[keep])
+
+    @property
+    def arrow(self) -> pa.DataType:
+        """The column's Arrow type (Spark's, as `pyspark.sql.pandas.types.to_arrow_type` makes it)."""
+        return self.type.arrow
 
     @property
     def refers(self) -> bool:
         """Whether the values depend on the events' scheduled times (``kind=ref``)."""
         return self.kind == "ref"
 
-    def _words(self, subtask: int, first: int, count: int, per_event: int = 1) -> np.ndarray:
-        return draws.words(self.keys[0], subtask, first, count, per_event)
+    def _words(self, subtask: int, first: int, count: int, per_event: int = 1,
+               keep: np.ndarray | None = None) -> np.ndarray:
+        """The value stream's words of events ``[first, first + count)``, then those where `keep` is true: every
+        event draws its words, so a value never depends on which others are kept."""
+        x = draws.words(self.keys[0], subtask, first, count, per_event)
+        return x if keep is None else x[keep]
 
 
 def generated_column(name: str, data_type: DataType, nullable: bool, properties: Mapping[str, str],
@@ -164,7 +179,7 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
     ctype = column_type(data_type)
     if ctype is None:
         raise OptionError(f"schema, column '{name}'", data_type.simpleString().upper(),
-                          f"a type impulse can generate: {TYPE_NAMES} (not arrays, maps or structs)")
+                          f"a type impulse can generate: {TYPE_NAMES}, and ARRAY, MAP, STRUCT of them")
     reader = OptionReader({prefix + k: v for k, v in properties.items()}, name=f"column '{name}'")
     kind = reader.choice(prefix + "kind", KINDS, "random")
     allowed = _KIND_FAMILIES[kind]
@@ -178,15 +193,15 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
         raise OptionError(prefix + "nullRate", properties.get("nullrate"),
                           f"0 for a NOT NULL column; declare '{name}' nullable to give it nulls")
     fmt, numbers = None, ctype
-    if ctype.family == "string" and kind not in ("values", "uuid") and (
+    if ctype.family == "string" and kind not in ("values", "uuid", "faker") and (
             kind != "random" or any(reader.has(prefix + p) for p in ("min", "max", "format"))):
         # numbers on a STRING column: drawn as BIGINT or DOUBLE (by the format), then formatted
         fmt = _parse_format(reader.string(prefix + "format", "{}"), prefix + "format")
         continuous = fmt[1] == "float" or (kind in ("normal", "exponential") and fmt[1] == "plain")
         numbers = ColumnType("STRING", "float" if continuous else "int", pa.int64(), -2 ** 63, 2 ** 63 - 1)
-    params = _parse(kind, numbers, reader, prefix)
-    reader.finish()
     lower = name.lower()
+    params = _parse(kind, numbers, reader, prefix, draws.stream_key(seed, lower, "faker"))
+    reader.finish()
     keys = (draws.stream_key(seed, lower, "value"), draws.stream_key(seed, lower, "null"),
             draws.stream_key(seed, lower, "length"))
     return Column(name, ctype, kind, params, null_rate, fmt, keys)
@@ -204,6 +219,7 @@ _KIND_FAMILIES = {
     "values": _NUMBERS + ("boolean", "string", "date", "timestamp"),
     "uuid": ("string",),
     "ref": ("int",),
+    "faker": ("string",),
 }
 
 
@@ -252,9 +268,18 @@ def _literal_or(reader: OptionReader, ctype: ColumnType, option: str, default):
     return default if text is None else _literal(ctype, text, option)
 
 
-def _parse(kind: str, ctype: ColumnType, reader: OptionReader, prefix: str) -> tuple:
-    """The kind's parameters for `Column.params`, in the units the generators use (see `_literal`)."""
+def _parse(kind: str, ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """The kind's parameters for `Column.params`, in the units the generators use (see `_literal`); `pool_key`
+    seeds a ``faker`` pool."""
     family = ctype.family
+    if kind == "faker":
+        provider = reader.string(prefix + "provider")
+        if provider is None:
+            raise OptionError(prefix + "provider", None, "a Faker provider for kind=faker, e.g. name, email, city, "
+                              "ipv4, user_agent")
+        locale = reader.string(prefix + "locale", "en_US").strip()
+        cardinality = reader.integer(prefix + "cardinality", 10_000, minimum=1, maximum=1_000_000)
+        return (faker_pool.pool(provider.strip(), locale, cardinality, pool_key, prefix),)
     if kind == "sequence":
         one = 1.0 if family == "float" else 10 ** ctype.scale
         return (_literal_or(reader, ctype, prefix + "start", 0.0 if family == "float" else 0),
@@ -381,7 +406,7 @@ def _parse_format(text: str, option: str) -> tuple:
 
 # --- generation ----------------------------------------------------------------------------------------------
 
-def _numbers_to_type(column: Column, values: np.ndarray) -> pa.Array:
+def numbers_to_type(column: Column, values: np.ndarray) -> pa.Array:
     """int64/float64 numbers → the column's Arrow type (rounding, clipping, scaling, formatting)."""
     ctype = column.type
     if column.fmt is not None:
@@ -405,89 +430,112 @@ def _decimals(unscaled: np.ndarray, arrow: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(arrow, len(unscaled), [None, pa.py_buffer(words)])
 
 
-def _sequence(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _sequence(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     start, step = column.params
     index = np.arange(first, first + count, dtype=np.int64)
     index *= partitions
     index += subtask
+    if keep is not None:
+        index = index[keep]
     if isinstance(start, float):
-        return _numbers_to_type(column, start + step * index.astype(np.float64))
+        return numbers_to_type(column, start + step * index.astype(np.float64))
     index *= np.int64(step)  # int64 arithmetic: beyond the type's range values wrap around
     index += np.int64(start)
-    return _numbers_to_type(column, index)
+    return numbers_to_type(column, index)
 
 
-def _random(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _random(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     family = column.type.family
     if family == "boolean":
-        return pa.array(draws.uniform(column._words(subtask, first, count)) < column.params[0])
+        return pa.array(draws.uniform(column._words(subtask, first, count, keep=keep)) < column.params[0])
     if family in ("string", "binary") and column.fmt is None:
-        return _random_bytes(column, subtask, first, count)
+        return _random_bytes(column, subtask, first, count, keep)
     lo, hi = column.params
-    x = column._words(subtask, first, count)
+    x = column._words(subtask, first, count, keep=keep)
     if isinstance(lo, float):
         values = draws.uniform(x)
         values *= hi - lo
         values += lo
-        return _numbers_to_type(column, values)
+        return numbers_to_type(column, values)
     values = draws.integers(x, lo, hi)
     if family == "date":
         return pa.array(values.astype(np.int32), type=pa.date32())
     if family == "timestamp":
         return pa.array(values, type=column.type.arrow)
-    return _numbers_to_type(column, values)
+    return numbers_to_type(column, values)
 
 
-def _random_bytes(column: Column, subtask: int, first: int, count: int) -> pa.Array:
+def _random_bytes(column: Column, subtask: int, first: int, count: int, keep: np.ndarray | None) -> pa.Array:
     low, high = column.params
     text = column.type.family == "string"
     per_word = 4 if text else 8
     per_event = max(1, -(-high // per_word))
-    raw = column._words(subtask, first, count, per_event).reshape(count, per_event)
+    raw = column._words(subtask, first, count, per_event, keep).reshape(-1, per_event)
+    rows = len(raw)
     if text:
-        chunks = raw.view(np.uint16).reshape(count, per_event * 4).astype(np.uint32)
-        chunks *= 62
-        chunks >>= 16
-        data = _ALPHANUMERIC[chunks[:, :high]]
+        data = alphanumeric(raw)[:, :high]
     else:
-        data = raw.view(np.uint8).reshape(count, per_event * 8)[:, :high]
+        data = raw.view(np.uint8).reshape(rows, per_event * 8)[:, :high]
     if low == high:
         lengths = None
         flat = np.ascontiguousarray(data).reshape(-1)
-        offsets = np.arange(0, (count + 1) * high, high, dtype=np.int64)
+        offsets = np.arange(0, (rows + 1) * high, high, dtype=np.int64)
     else:
         lengths = draws.integers(draws.words(column.keys[2], subtask, first, count), low, high)
+        if keep is not None:
+            lengths = lengths[keep]
         flat = data[np.arange(high) < lengths[:, None]]
-        offsets = np.zeros(count + 1, dtype=np.int64)
+        offsets = np.zeros(rows + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
     large = pa.large_string() if text else pa.large_binary()
-    array = pa.Array.from_buffers(large, count, [None, pa.py_buffer(offsets), pa.py_buffer(flat)])
+    array = pa.Array.from_buffers(large, rows, [None, pa.py_buffer(offsets), pa.py_buffer(flat)])
     return array.cast(column.type.arrow)
 
 
-def _normal(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def alphanumeric(raw: np.ndarray) -> np.ndarray:
+    """Characters ``A-Z a-z 0-9`` (uint8, shape (rows, 4 × words)) from words (uint64, shape (rows, words)):
+    one per 16 bits v, ``⌊v·62 / 2¹⁶⌋``."""
+    rows = raw.shape[0]
+    chunks = raw.view(np.uint16).reshape(rows, -1).astype(np.uint32)
+    chunks *= 62
+    chunks >>= 16
+    return ALPHANUMERIC[chunks]
+
+
+def _normal(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     mean, stddev, lo, hi = column.params
-    values = draws.normal(column._words(subtask, first, count), mean, stddev)
+    values = draws.normal(column._words(subtask, first, count, keep=keep), mean, stddev)
     if lo is not None or hi is not None:
         np.clip(values, lo, hi, out=values)
-    return _numbers_to_type(column, values)
+    return numbers_to_type(column, values)
 
 
-def _exponential(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
-    return _numbers_to_type(column, draws.exponential(column._words(subtask, first, count), column.params[0]))
+def _exponential(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
+    return numbers_to_type(column, draws.exponential(column._words(subtask, first, count, keep=keep), column.params[0]))
 
 
-def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     cardinality, exponent, low = column.params
-    ranks = draws.zipf(cardinality, exponent).ranks(column._words(subtask, first, count))
+    ranks = draws.zipf(cardinality, exponent).ranks(column._words(subtask, first, count, keep=keep))
     if low:
         ranks += np.int64(low)
-    return _numbers_to_type(column, ranks)
+    return numbers_to_type(column, ranks)
 
 
-def _values(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _values(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     items, weights = column.params
-    index = draws.choice(column._words(subtask, first, count), weights, len(items))
+    return values_at(column, draws.choice(column._words(subtask, first, count, keep=keep), weights, len(items)))
+
+
+def values_at(column: Column, index: np.ndarray) -> pa.Array:
+    """Item `index` (int64, each in range) of a ``values`` column's values, in its Arrow type."""
+    items = column.params[0]
     ctype = column.type
     if ctype.family == "decimal":
         return _decimals(np.array(items, dtype=np.int64)[index], ctype.arrow)
@@ -498,9 +546,11 @@ def _values(column: Column, subtask: int, first: int, count: int, partitions: in
     return pa.array(items, type=ctype.arrow).take(pa.array(index))
 
 
-def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int) -> pa.Array:
+def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
     """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
-    raw = column._words(subtask, first, count, 2).view(np.uint8).reshape(count, 16)
+    raw = column._words(subtask, first, count, 2, keep).view(np.uint8).reshape(-1, 16)
+    count = len(raw)
     raw[:, 6] &= 0x0F
     raw[:, 6] |= 0x40
     raw[:, 8] &= 0x3F
@@ -542,7 +592,8 @@ def _hex_lanes(words: np.ndarray) -> np.ndarray:
     return pairs
 
 
-def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: np.ndarray) -> pa.Array:
+def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: np.ndarray,
+         keep: np.ndarray | None = None) -> pa.Array:
     """Ids of referenced entities created at or before each event's scheduled time (module docstring)."""
     delay_us, partitions, limit, pick, cardinality, exponent, window_us = column.params
     created = Schedule(0, delay_us)  # the referenced stream's schedule, on the same start
@@ -554,9 +605,11 @@ def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: n
             np.minimum(n, limit, out=n)
         return n
 
+    if keep is not None:
+        since_start_us = since_start_us[keep]
     newest = existing(since_start_us)
     np.maximum(newest, 1, out=newest)  # entity 0 exists from the start; an event is never scheduled before it
-    x = column._words(subtask, first, count)
+    x = column._words(subtask, first, count, keep=keep)
     if pick == "recent":
         ranks = draws.zipf(cardinality, exponent).ranks(x)
         ranks %= newest
@@ -569,11 +622,18 @@ def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: n
         ids = np.floor(draws.uniform(x) * span).astype(np.int64)
         np.minimum(ids, span - 1, out=ids)
         ids += oldest
-    return _numbers_to_type(column, ids)
+    return numbers_to_type(column, ids)
+
+
+def _faker(column: Column, subtask: int, first: int, count: int, partitions: int,
+        keep: np.ndarray | None = None) -> pa.Array:
+    """A uniform pick from the column's pool (`impulse.faker_pool`): one word per event."""
+    pool = column.params[0]
+    return pool.take(pa.array(draws.integers(column._words(subtask, first, count, keep=keep), 0, len(pool) - 1)))
 
 
 _KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,
-                "zipf": _zipf, "values": _values, "uuid": _uuid}
+                "zipf": _zipf, "values": _values, "uuid": _uuid, "faker": _faker}
 
 
 def _format(values: np.ndarray, fmt: tuple) -> pa.Array:

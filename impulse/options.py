@@ -175,7 +175,8 @@ def _fields(given: Mapping[str, str]) -> dict[str, dict[str, str]]:
             raise OptionError(option, value, "an option named fields.<column>.<property>, e.g. fields.user_id.kind")
         if prop.lower() not in known:
             raise OptionError(option, value, f"a property of a generated column; unknown property '{prop}' "
-                                             f"(known: {', '.join(PROPERTIES)})")
+                                             f"(known: {', '.join(PROPERTIES)}; a nested field takes its own: "
+                                             f"fields.{key}.kind)")
         if prop.lower() == "kind" and value.strip().lower() not in KINDS:
             raise OptionError(option, value, "one of " + ", ".join(repr(k) for k in KINDS))
         out.setdefault(column.lower(), {})[prop.lower()] = value

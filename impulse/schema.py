@@ -3,8 +3,9 @@
 Without a user schema the rows are ``counter``, ``subtask_index``, ``timestamp`` (and ``payload`` with
 ``payloadBytes`` > 0), all NOT NULL. A user schema (``.schema("…")``, DDL or StructType) may name any
 of those four, with their built-in meaning and type, and any other column, generated as
-``fields.<column>.*`` says (`impulse.fields`). `row_spec` checks the two against each other and raises
-`OptionError` naming the column, the property and what is allowed.
+``fields.<column>.*`` says (`impulse.fields`; ARRAY, MAP and STRUCT columns by path: `impulse.nested`).
+`row_spec` checks the two against each other and raises `OptionError` naming the column, the property and what
+is allowed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType, Tim
 
 from connectors.errors import OptionError
 from impulse.changelog import ChangeColumn, Changelog, change_columns
-from impulse.fields import Column, generated_column
+from impulse.fields import Column
+from impulse.nested import Node, column_of, split_path
 
 __all__ = ["BUILT_IN", "RowSpec", "arrow_schema", "spark_schema", "default_schema", "default_rows", "row_spec"]
 
@@ -35,7 +37,7 @@ class RowSpec:
     """What each row holds, in order: a built-in column's name, a generated `Column`, or a changelog's key or
     op (`ChangeColumn`). Picklable."""
 
-    columns: tuple[str | Column | ChangeColumn, ...]
+    columns: tuple[str | Column | Node | ChangeColumn, ...]
     arrow: pa.Schema
 
 
@@ -78,21 +80,21 @@ def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]],
         schema = default_schema(payload_bytes)
     by_name = {f.name.lower(): f for f in schema.fields}
     changes = {} if changelog is None else change_columns(changelog, by_name)
-    for column in changes:
-        if column in fields:
-            prop = next(iter(fields[column]))
-            raise OptionError(f"fields.{column}.{prop}", fields[column][prop],
-                              f"no fields.* options for '{column}': the changelog fills it (changelog.key)")
-    for column, properties in fields.items():
+    nested: dict[str, dict[tuple[str, ...], Mapping[str, str]]] = {}  # column -> path below it -> properties
+    for path, properties in fields.items():
+        column, below = _column_and_path(path, by_name)
         prop = next(iter(properties))
-        option, value = f"fields.{column}.{prop}", properties[prop]
+        option, value = f"fields.{path}.{prop}", properties[prop]
+        if column in changes:
+            raise OptionError(option, value, f"no fields.* options for '{column}': the changelog fills it (changelog.key)")
         if column in BUILT_IN and column in by_name:
             raise OptionError(option, value, f"no fields.* options for '{column}': it is a built-in column "
                                              "(counter, subtask_index, timestamp, payload are not generated)")
         if column not in by_name:
             raise OptionError(option, value, f"a column of the schema ({', '.join(f.name for f in schema.fields)}); declare "
                               f"'{column}' with .schema(...) to generate it")
-    columns: list[str | Column] = []
+        nested.setdefault(column, {})[below] = properties
+    columns: list[str | Node | ChangeColumn] = []
     arrow_fields = []
     for f in schema.fields:
         lower = f.name.lower()
@@ -107,12 +109,23 @@ def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]],
             columns.append(lower)
             arrow_fields.append(pa.field(f.name, arrow_type, nullable=f.nullable))
         else:
-            column = generated_column(f.name, f.dataType, f.nullable, fields.get(lower, {}), seed)
+            column = column_of(f.name, f.dataType, f.nullable, nested.get(lower, {}), seed)
             columns.append(column)
-            arrow_fields.append(pa.field(f.name, column.type.arrow, nullable=f.nullable))
+            arrow_fields.append(pa.field(f.name, column.arrow, nullable=f.nullable))
     has_payload = "payload" in columns
     if payload_bytes > 0 and not has_payload:
         raise OptionError("payloadBytes", payload_bytes, "0 when the schema has no 'payload BINARY' column")
     if has_payload and payload_bytes <= 0:
         raise OptionError("payloadBytes", payload_bytes, "a size > 0 for the schema's 'payload' column")
     return RowSpec(tuple(columns), pa.schema(arrow_fields))
+
+
+def _column_and_path(path: str, by_name: Mapping[str, object]) -> tuple[str, tuple[str, ...]]:
+    """A ``fields.*`` path's top-level column and the path below it: ``items.element.price`` →
+    (``items``, (``element``, ``price``)); a column whose own name holds dots is matched whole first."""
+    if path in by_name:
+        return path, ()
+    segments = split_path(path)
+    if segments is None:
+        return path, ()
+    return segments[0], segments[1:]

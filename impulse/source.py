@@ -87,7 +87,8 @@ class ImpulseDataSource(DataSource):
         Each ``timestamp`` is its scheduled time minus a delay drawn uniformly in [0, outOfOrderness] µs.
     lateRate, lateBy : fraction 0..1 and duration, both or neither
         That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
-    fields.<column>.<property> : see `impulse.fields`
+    fields.<path>.<property> : see `impulse.fields` (and `impulse.nested`: ARRAY, MAP, STRUCT columns by path,
+        e.g. ``fields.items.element.price.mean``; `impulse.faker_pool`: ``kind=faker`` text)
         ``kind=ref`` refers to the entities of another impulse stream that exist at each event's
         scheduled time; it needs ``startTime`` (the referenced stream's) and refuses ``downtime=skip``.
     changelog.key, changelog.weights, changelog.liveKeys : see `impulse.changelog`

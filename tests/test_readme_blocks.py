@@ -20,6 +20,8 @@ RUN = {
     ("### Realistic events: typed columns", 0): "tests/impulse/test_generated.py::test_the_readme_cookbook_runs",
     ("#### Cookbook", 0): "tests/impulse/test_generated.py::test_the_readme_cookbook_runs",
     ("#### Cookbook", 1): "tests/impulse/test_generated.py::test_the_readme_cookbook_runs",
+    ("### Nested events and realistic text: ARRAY, MAP, STRUCT and `kind=faker`", 0):
+        "tests/impulse/test_nested_stream.py::test_the_readme_order_block_runs_and_its_stream_equals_the_batch_read",
     ("### References between streams: `kind=ref`", 0):
         "tests/impulse/test_ref_join.py::test_every_order_joins_its_customer_exactly_once_in_the_stream_and_the_batch_read",
     ("### Changelogs: `changelog.key`", 0):

@@ -24,7 +24,7 @@ except ImportError:  # a bare interpreter: pip carries its own copy
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("IMPULSE_CACHE", Path.home() / ".cache" / "impulse"))
 # the extras a user installs for a feature; `test` and `bench` add the test and benchmark tools
-FEATURE_EXTRAS = ("kafka", "redis", "webhook", "load", "report", "connect")
+FEATURE_EXTRAS = ("kafka", "redis", "webhook", "load", "report", "connect", "faker")
 _PIP = ("-m", "pip", "install", "-q", "--disable-pip-version-check", "--root-user-action=ignore")
 
 
