@@ -3,7 +3,7 @@
 Exit codes: 0 the run completed (a ramp: ran to its end); 1 the query failed, did not deliver every
 event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown
 sink, a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
-99 a ``--threshold`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
+99 a ``--threshold`` or ``--check`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
 (the report still covers what ran).
 
 ``impulse-load run FILE.toml [FLAGS…] [--set KEY=VALUE…]`` runs the scenarios of a file one after
@@ -115,9 +115,11 @@ def _error(message: str) -> int:
 def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], object]:
     """Every scenario checked before Spark starts (impulse options, the sink's pre-flight), with the embedded
     receiver's options where a webhook sink has no url; `LoadError` names the file and scenario of a problem."""
+    from impulse.loadtest.check import readback
     from impulse.loadtest.receiver import Receiver, embedded_options, needs_receiver
     from impulse.loadtest.run import impulse_options
     from impulse.loadtest.target import preflight
+    from impulse.loadtest.transform import output_mode, resolve
 
     receiver = None
     ready = []
@@ -125,15 +127,18 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
         config, ramp = scenario.config, scenario.ramp
         try:
             if needs_receiver(config.sink, config.options):
-                if receiver is None:
-                    receiver = stack.enter_context(Receiver())
+                if receiver is None:  # with --check it keeps the rows, to be read back
+                    receiver = stack.enter_context(Receiver(record=any(s.config.check for s in plan.scenarios)))
                 config = replace(config, options=embedded_options(receiver, config.options))
                 display.line(f"embedded HTTP receiver at {config.options['url']} (dedupes by Idempotency-Key; sink "
                              f"options format={config.options['format']}, batchSize={config.options['batchSize']})")
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
+            transform = resolve(config)
             preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
+            if config.check:
+                readback(config.sink, config.options, output_mode(config, transform), receiver)
         except LoadError as exc:
             if plan.file is None:
                 raise
@@ -193,7 +198,8 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
             display.line(summary_text(result, scenario.name))
             interrupted = interrupted or result.outcome == "interrupted"
             failed = failed or result.outcome in ("failed", "timed out") or result.errors > 0
-            thresholds_failed = thresholds_failed or result.thresholds_failed
+            thresholds_failed = (thresholds_failed or result.thresholds_failed
+                                 or (result.check is not None and not result.check.passed))
         results.append((scenario.name, result))
         display.line("")
         if interrupted or stop.is_set():

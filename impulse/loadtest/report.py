@@ -31,6 +31,13 @@ from impulse.loadtest.session import describe
 __all__ = ["summary_text", "ramp_text", "stages_lines", "write_report"]
 
 
+_LATENCY_DEFINITIONS = {  # the summary's line when the latency is not each event's end to end
+    "event-time": "event-time: the output's --event-time-column → the sink's acknowledgement, per output row",
+    "micro-batch": "per micro-batch: its newest input event's schedule → the batch's commit (the output keeps no "
+                   "timestamp; give --event-time-column for event-time latency)",
+}
+
+
 def _ms(value: float) -> str:
     return f"{value:,.1f}"
 
@@ -77,6 +84,7 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"  {'':<24}{'target':>14}{'achieved':>14}",
         f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
         f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",
+        *([f"  {'output rows':<24}{'':>14}{result.output_rows:>14,}"] if result.output_rows is not None else []),
         f"  {'errors':<24}{'':>14}{result.errors:>14,}",
         f"  {'dead-lettered':<24}{'':>14}{result.dead_lettered:>14,}",
         f"  {'MB (Arrow)':<24}{'':>14}{result.bytes / 2**20:>14,.1f}",
@@ -86,6 +94,8 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         *([f"  rateStages: {c.stages.text}"] if stages else []),
         *stages,
         "",
+        *([f"  latency: {_LATENCY_DEFINITIONS[result.latency_definition]}"]
+          if result.latency_definition != "end-to-end" else []),
         *_latency_lines(result),
         "",
         f"  {'Spark phase (ms)':<24}{'mean':>10}{'max':>10}",
@@ -98,9 +108,15 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         lines += ["", f"  thresholds: {sum(c.passed for c in checks)} of {len(checks)} passed"]
         lines += [f"    {'pass' if check.passed else 'FAIL'}  {check.threshold.text:<{width}}  measured {check.measured}"
                   for check in checks]
+    if result.check is not None:
+        lines += ["", *("  " + line for line in result.check.lines())]
     if result.receiver is not None:
         rows = result.receiver["rows"]
-        check = "= the committed events" if rows == result.events else f"≠ {result.events:,} committed events"
+        if c.transform is None and c.sql is None:
+            check = "= the committed events" if rows == result.events else f"≠ {result.events:,} committed events"
+        else:
+            out = result.output_rows
+            check = "= the output rows" if rows == out else f"≠ {out if out is not None else '?':,} output rows"
         lines += ["", f"  embedded receiver: {rows:,} rows accepted in {result.receiver['requests']:,} requests "
                       f"({result.receiver['duplicates']:,} duplicates ignored) {check}"]
     return "\n".join(lines)
