@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet = logging.getLogger("impulse.connectors")  # the pre-flight's retries: the error says it all
         stack.callback(quiet.setLevel, quiet.level)
         quiet.setLevel(logging.ERROR)
+        spark_sql = logging.getLogger("SQLQueryContextLogger")  # PySpark logs a query's analysis error we report
+        stack.callback(spark_sql.setLevel, spark_sql.level)
+        spark_sql.setLevel(logging.CRITICAL)
         try:
             scenarios, receiver = _prepare(plan, display, stack)
             exporter = None

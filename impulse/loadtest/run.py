@@ -439,6 +439,9 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
             if display is not None:
                 display.finish()
             shutil.rmtree(workdir, ignore_errors=True)
+    if outcome == "failed" and not collector.batches and re.search(r"does not support \w+ mode", error or ""):
+        # Spark refuses the output mode for this sink when the first batch runs, before anything is written
+        raise LoadError(f"--output-mode {mode}: Spark refuses it: {error}")
     if outcome in ("interrupted", "timed out") and collector.done:
         outcome = "completed"   # the last batch committed while the stop was waiting for it
     result = LoadResult(config=config, sink=config.sink, options=redact_options(config.options),

@@ -191,10 +191,10 @@ def test_a_stream_stream_join_passes_the_check(spark, tmp_path, capsys):
 
 @pytest.mark.integration
 @pytest.mark.redis
-def test_update_mode_compares_the_final_state_per_key(spark, redis_server, tmp_path, capsys):
+def test_complete_mode_compares_the_final_state_per_key(spark, redis_server, tmp_path, capsys):
     prefix = f"counts-{uuid.uuid4().hex[:8]}:"
     code, out, report = _run(capsys, tmp_path, "--sql", "SELECT subtask_index, count(*) AS events FROM events "
-                                                        "GROUP BY subtask_index", "--output-mode", "update", "--check",
+                                                        "GROUP BY subtask_index", "--output-mode", "complete", "--check",
                              "--sink", "redis-sink", "-o", f"url={redis_server.url}", "-o", f"keyPrefix={prefix}",
                              "-o", "keyColumn=subtask_index")
     assert code == 0, out
@@ -261,13 +261,15 @@ def test_a_toml_scenario_with_transform_and_check(spark, tmp_path, capsys):
 @pytest.mark.webhook
 def test_bad_queries_exit_2_naming_the_flag_with_spark_s_reason_and_no_java_stack(spark, capsys):
     for argv, words in (
-            (["--sql", "SELEC counter FROM events"], r"--sql: Spark cannot run it: \[PARSE_SYNTAX_ERROR\]"),
-            (["--sql", "SELECT nope FROM events"], r"--sql: Spark cannot run it: .*nope"),
+            (["--sql", "SELEC counter FROM events"], r"--sql SELEC counter FROM events: Spark cannot run it: \[PARSE_SYNTAX_ERROR\]"),
+            (["--sql", "SELECT nope FROM events"], r"--sql SELECT nope FROM events: Spark cannot run it: .*nope"),
             (["--transform", f"{PIPELINES}:raises"], r"the function raised: ZeroDivisionError: division by zero"),
             (["--transform", f"{PIPELINES}:returns_a_number"], r"returned int, not a DataFrame"),
             (["--transform", f"{PIPELINES}:returns_a_batch_frame"], r"returned a batch DataFrame"),
             (["--sql", "SELECT subtask_index, count(*) AS n FROM events GROUP BY subtask_index"],
              r"--output-mode append: Spark refuses to start the query: .*[Aa]ppend output mode not supported"),
+            (["--sql", "SELECT subtask_index, count(*) AS n FROM events GROUP BY subtask_index", "--output-mode",
+              "update"], r"--output-mode update: Spark refuses it: .*webhook-sink does not support Update mode"),
             (["--transform", f"{PIPELINES}:evens", "--event-time-column", "counter"],
              r"--event-time-column counter: a long column, not a timestamp")):
         assert main([*RUN, *argv]) == 2, argv
