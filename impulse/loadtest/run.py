@@ -391,6 +391,8 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     try:
         output = apply_transform(spark, transform, source.load())
         definition = latency_definition(config, output)
+        if definition != "end-to-end" and not target.reports_metrics:
+            definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
         output = with_event_time(config, output)
     except LoadError:
         shutil.rmtree(workdir, ignore_errors=True)

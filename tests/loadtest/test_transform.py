@@ -23,6 +23,7 @@ from impulse.loadtest.scenario import load_plan, plan_from_args
 from impulse.loadtest.transform import resolve
 from impulse.loadtest.units import LoadError
 from impulse.options import split_limit
+from tests.readme import python_block
 
 PIPELINES = "tests.loadtest.pipelines"
 RUN = ["--rate", "400", "--duration", "4s", "--partitions", "2", "--trigger", "500ms", "--drain-timeout", "5m"]
@@ -277,3 +278,21 @@ def test_bad_queries_exit_2_naming_the_flag_with_spark_s_reason_and_no_java_stac
         err = captured.err.strip().splitlines()
         assert len(err) == 1 and re.search(words, err[0]), (argv, captured.err)
         assert "\tat org.apache" not in captured.err and "Traceback" not in captured.err + captured.out
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_the_readme_pipeline_runs_and_passes_its_check(spark, redis_server, tmp_path, capsys, monkeypatch):
+    """The README's "Load-testing your own pipeline" module, as my_pipeline.py in the working directory, with the
+    README's flags (a small rate, this test's Redis and a fresh keyPrefix)."""
+    (tmp_path / "my_pipeline.py").write_text(python_block("### Load-testing your own pipeline"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(__import__("sys").modules, "my_pipeline", raising=False)
+    prefix = f"regions-{uuid.uuid4().hex[:8]}:"
+    code, out, report = _run(capsys, tmp_path, "--transform", "my_pipeline:per_region", "--event-time-column",
+                             "window_end", "--check", "--sink", "redis-sink", "-o", f"url={redis_server.url}",
+                             "-o", f"keyPrefix={prefix}", "--duration", "6s")
+    assert code == 0, out
+    assert report["check"]["passed"] and report["check"]["expected"] > 0, out
+    assert report["summary"]["latencyDefinition"] == "event-time" and "check: pass" in out
+    assert re.search(r"output rows\s+[\d,]+", out)
