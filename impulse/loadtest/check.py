@@ -151,6 +151,13 @@ def expected_answer(spark, config, transform, source_options: Mapping[str, str],
 def run_check(spark, config, transform, mode: str, source_options: Mapping[str, str], schedule_start_us: int,
               query, reader: "Readback", schema=None) -> CheckResult:
     """Read the target back (`reader`) and compare it with the expected answer (module docstring)."""
+    from impulse.loadtest.transform import connect_mode
+
+    with connect_mode(type(spark).__module__.startswith("pyspark.sql.connect")):
+        return _run_check(spark, config, transform, mode, source_options, schedule_start_us, query, reader, schema)
+
+
+def _run_check(spark, config, transform, mode, source_options, schedule_start_us, query, reader, schema):
     from impulse.loadtest.transform import final_after
 
     answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema)

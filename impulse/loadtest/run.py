@@ -393,7 +393,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
         definition = latency_definition(config, output)
         if definition != "end-to-end" and not target.reports_metrics:
             definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
-        output = with_event_time(config, output)
+        output = with_event_time(config, output, type(spark).__module__.startswith("pyspark.sql.connect"))
     except LoadError:
         shutil.rmtree(workdir, ignore_errors=True)
         raise

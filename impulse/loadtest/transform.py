@@ -27,9 +27,10 @@ import os
 import sys
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.units import LoadError
@@ -41,6 +42,7 @@ NEXMARK_PREFIX = "nexmark:"   # --transform nexmark:q5: a built-in Nexmark query
 EVENTS_VIEW = "events"        # the temporary view --sql reads
 
 _shipped: set[tuple[str, str]] = set()
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
 @dataclass(frozen=True)
@@ -72,12 +74,28 @@ def reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:500] if first else type(exc).__name__
 
 
-def _import(module_name: str, flag: str, text: str):
+@contextmanager
+def connect_mode(remote: bool) -> Iterator[None]:
+    """With `remote`, PySpark's functions (``F.udf``, ``F.col`` …) build Spark Connect objects meanwhile: they pick
+    classic or Connect by the environment variable ``SPARK_CONNECT_MODE_ENABLED``, which a Connect session made in
+    a process (the harness's ``--remote``) does not set. The user's module is imported, and called, inside it."""
+    if not remote or _CONNECT_MODE in os.environ:
+        yield
+        return
+    os.environ[_CONNECT_MODE] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_CONNECT_MODE, None)
+
+
+def _import(module_name: str, flag: str, text: str, remote: bool):
     cwd = os.getcwd()
     if cwd not in sys.path:  # the working directory first, as `python -m` would
         sys.path.insert(0, cwd)
     try:
-        return importlib.import_module(module_name)
+        with connect_mode(remote):
+            return importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module's: quoted
         raise LoadError(f"{flag} {text}: cannot import module {module_name!r} (from the working directory {cwd} or "
                         f"PYTHONPATH): {reason(exc)}") from None
@@ -107,7 +125,7 @@ def resolve(config: LoadConfig) -> Transform | None:
         if not q.runs:
             raise LoadError(f"--transform {text}: Spark cannot stream this query: {q.unsupported}")
         return Transform("--transform", text, nexmark=q)
-    module = _import(module_name, "--transform", text)
+    module = _import(module_name, "--transform", text, config.remote is not None)
     function = getattr(module, function_name, None)
     if function is None:
         raise LoadError(f"--transform {text}: module {module_name!r} ({getattr(module, '__file__', '?')}) has no "
@@ -146,7 +164,7 @@ def final_after(config: LoadConfig, transform: Transform | None) -> str | None:
 
 def build(spark, config: LoadConfig, transform: Transform | None, events):
     """The DataFrame to write: `apply`, then `with_event_time`."""
-    return with_event_time(config, apply(spark, transform, events))
+    return with_event_time(config, apply(spark, transform, events), _is_remote(spark))
 
 
 def latency_definition(config: LoadConfig, output) -> str:
@@ -168,9 +186,11 @@ def apply(spark, transform: Transform | None, events):
     else:
         try:
             if transform.nexmark is not None:
-                out = transform.nexmark.build(events, spark)
+                with connect_mode(_is_remote(spark)):
+                    out = transform.nexmark.build(events, spark)
             elif transform.function is not None:
-                out = transform.function(events)
+                with connect_mode(_is_remote(spark)):
+                    out = transform.function(events)
             else:
                 events.createOrReplaceTempView(EVENTS_VIEW)
                 out = spark.sql(transform.text)
@@ -191,13 +211,16 @@ def apply(spark, transform: Transform | None, events):
     return out
 
 
-def with_event_time(config: LoadConfig, out):
+def with_event_time(config: LoadConfig, out, remote: bool = False):
     """`out`, plus, when it has no ``timestamp`` and ``--event-time-column`` names one, that column again as
-    ``timestamp`` (the sinks measure latency from it); `LoadError` when the column is missing or not a timestamp."""
+    ``timestamp`` (the sinks measure latency from it); `LoadError` when the column is missing or not a timestamp.
+    `remote`: `out` is a Spark Connect DataFrame."""
     from pyspark.sql import functions as F
 
     column = config.event_time_column
-    if column:
+    if not column:
+        return out
+    with connect_mode(remote):
         try:
             kind = out.select(F.col(column).alias("t")).schema["t"].dataType.typeName()
         except Exception as exc:  # noqa: BLE001
@@ -205,9 +228,7 @@ def with_event_time(config: LoadConfig, out):
                             f"{reason(exc)}") from None
         if kind not in ("timestamp", "timestamp_ntz"):
             raise LoadError(f"--event-time-column {column}: a {kind} column, not a timestamp")
-        if "timestamp" not in out.columns:
-            out = out.withColumn("timestamp", F.col(column))
-    return out
+        return out if "timestamp" in out.columns else out.withColumn("timestamp", F.col(column))
 
 
 def start(writer, mode: str, transform: Transform | None):
@@ -226,7 +247,7 @@ def ship(spark, transform: Transform | None) -> None:
     if transform is None or transform.module_path is None:
         return
     path = transform.module_path
-    remote = type(spark).__module__.startswith("pyspark.sql.connect")
+    remote = _is_remote(spark)
     session = spark.session_id if remote else spark.sparkContext.applicationId
     if (session, path) in _shipped:
         return
@@ -237,6 +258,10 @@ def ship(spark, transform: Transform | None) -> None:
     else:
         spark.sparkContext.addPyFile(path)
     _shipped.add((session, transform.module_path))
+
+
+def _is_remote(spark) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _zip_package(directory: str) -> str:

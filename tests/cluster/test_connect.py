@@ -125,8 +125,9 @@ def test_load_harness_ships_a_user_module_to_the_server_and_checks_it(spark_conn
 
     code = main(["--remote", spark_connect.url, "--transform", f"{name}:labelled", "--check", "--rate", "200",
                  "--duration", "2s", "--partitions", "2", "--drain-timeout", "5m", "--output", str(tmp_path / "out")])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err[-3000:]
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["check"] == {"passed": True, "expected": 400, "delivered": 400, "lost": 0, "duplicated": 0,
                                "unexpected": 0}
