@@ -27,6 +27,7 @@ from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
 from impulse.loadtest.session import describe
+from impulse.loadtest.transform import describe as describe_query
 
 __all__ = ["summary_text", "ramp_text", "stages_lines", "write_report"]
 
@@ -79,6 +80,7 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"impulse-load summary{' of ' + repr(name) if name else ''}: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
         *([f"  on {describe(result.deployment)}"] if result.deployment else []),
+        *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
         *([f"  schema: {c.schema}" + (f"; {len(c.source_options)} source options" if c.source_options else "")]
           if c.schema else []),
         f"  {'':<24}{'target':>14}{'achieved':>14}",
@@ -128,6 +130,7 @@ def ramp_text(ramp: RampResult) -> str:
     lines = [
         f"impulse-load ramp: {c.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"{ramp.ramp.step_duration_s:g}s per step; sustained = {ramp.bound}",
+        *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
         f"  {'target/s':>12}{'achieved/s':>12}{'events':>12}{'errors':>8}{'p50 ms':>10}{'p99 ms':>10}"
         f"{'p99.9 ms':>10}{'max ms':>10}  sustained",
     ]

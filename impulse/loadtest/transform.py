@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.units import LoadError
 
-__all__ = ["Transform", "resolve", "build", "apply", "with_event_time", "latency_definition", "start", "ship", "output_mode", "final_after", "reason",
+__all__ = ["Transform", "describe", "resolve", "build", "apply", "with_event_time", "latency_definition", "start", "ship", "output_mode", "final_after", "reason",
            "NEXMARK_PREFIX", "EVENTS_VIEW"]
 
 NEXMARK_PREFIX = "nexmark:"   # --transform nexmark:q5: a built-in Nexmark query
@@ -145,6 +145,24 @@ def _module_path(module_name: str) -> str | None:
         paths = list(top.__path__)
         return paths[0] if paths else None
     return getattr(top, "__file__", None)
+
+
+def describe(config: LoadConfig) -> str:
+    """The run's query in a few words, e.g. ``nexmark events → --transform nexmark:q5 (append)``; empty for plain
+    impulse events into the sink."""
+    query = (f"--sql {config.sql!r}" if config.sql is not None
+             else f"--transform {config.transform}" if config.transform is not None else "")
+    if not query and config.source == "impulse":
+        return ""
+    mode = config.output_mode or "append"
+    if config.output_mode is None and (config.transform or "").startswith(NEXMARK_PREFIX):
+        from impulse.nexmark.queries import query as nexmark_query
+
+        try:
+            mode = nexmark_query(config.transform[len(NEXMARK_PREFIX):]).mode
+        except KeyError:
+            mode = ""
+    return f"{config.source} events" + (f" → {query}" if query else "") + (f" ({mode})" if query and mode else "")
 
 
 def output_mode(config: LoadConfig, transform: Transform | None) -> str:

@@ -296,3 +296,16 @@ def test_the_readme_pipeline_runs_and_passes_its_check(spark, redis_server, tmp_
     assert report["check"]["passed"] and report["check"]["expected"] > 0, out
     assert report["summary"]["latencyDefinition"] == "event-time" and "check: pass" in out
     assert re.search(r"output rows\s+[\d,]+", out)
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_a_ramp_runs_the_query_at_each_step(spark, tmp_path, capsys):
+    code, out, report = _run(capsys, tmp_path, "--transform", f"{PIPELINES}:evens", "--ramp", "200:200:400",
+                             "--step-duration", "2s")
+    assert code == 0, out
+    assert report["mode"] == "ramp" and [s["summary"]["targetRate"] for s in report["steps"]][:1] == [200]
+    for step in report["steps"]:
+        assert step["summary"]["outputRows"] == step["summary"]["events"] // 2, step["summary"]
+    assert f"query: impulse events → --transform {PIPELINES}:evens (append)" in out
+    assert re.search(r"highest sustained rate: ", out)
