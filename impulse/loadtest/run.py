@@ -9,13 +9,17 @@ Sequence of `run_load`:
    of a third-party sink, the one-time warm-up.
 3. The query: ``impulse`` with ``eventsPerSecond``, ``numPartitions``, ``payloadBytes`` and
    ``limit`` = rate × duration (``startTime`` unset: the schedule starts when the first batch is
-   planned; ``downtime`` default), written to the sink with a new checkpoint, a processing-time
-   trigger, and for the project's sinks ``metricsPath``.
+   planned; ``downtime`` default), or the ``nexmark`` source paced the same way, through the user's
+   query if there is one (`impulse.loadtest.transform`: ``--transform`` / ``--sql``, its output mode),
+   written to the sink with a new checkpoint, a processing-time trigger, and for the project's sinks
+   ``metricsPath``.
 4. Watching, a few times a second: new batches (`impulse.loadtest.metrics.Collector`), the display,
    and the end: every event delivered (the normal end: the stream ran dry, the query is idle), the
    query failed, a stop was requested (Ctrl-C: the harness waits up to 10 s for the running batch
    to finish, so nothing is cut in half; a second Ctrl-C stops at once), or the drain time ran out.
-5. The query is stopped and the run's last progress read: a `LoadResult`.
+5. The query is stopped and the run's last progress read: a `LoadResult`; with ``--check`` the target
+   is then read back and compared with the query over a batch read of the same events
+   (`impulse.loadtest.check`).
 
 Counting is exact: the report's events are the events of committed batches, which is what a
 target deduplicating per event (or written exactly once by our sinks) holds — except after a
