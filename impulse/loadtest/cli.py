@@ -122,7 +122,7 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
     from impulse.loadtest.receiver import Receiver, embedded_options, needs_receiver
     from impulse.loadtest.run import impulse_options
     from impulse.loadtest.target import preflight
-    from impulse.loadtest.transform import output_mode, resolve
+    from impulse.loadtest.transform import check_mode, output_mode, resolve
 
     receiver = None
     ready = []
@@ -139,6 +139,7 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
             transform = resolve(config)
+            check_mode(config.sink, output_mode(config, transform))
             preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
             if config.check:
                 readback(config.sink, config.options, output_mode(config, transform), receiver)

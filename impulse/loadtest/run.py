@@ -50,7 +50,7 @@ from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
 from impulse.loadtest.check import readback, run_check
 from impulse.loadtest.transform import apply as apply_transform
-from impulse.loadtest.transform import latency_definition, output_mode, ship, with_event_time
+from impulse.loadtest.transform import check_mode, latency_definition, output_mode, ship, with_event_time
 from impulse.loadtest.transform import resolve as resolve_transform
 from impulse.loadtest.transform import start as start_query
 
@@ -365,6 +365,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     config.validate()
     transform = resolve_transform(config)
     mode = output_mode(config, transform)
+    check_mode(config.sink, mode)
     target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
     source_options = impulse_options(config)
     reader = readback(config.sink, target.options, mode, receiver) if config.check else None

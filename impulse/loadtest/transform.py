@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from impulse.loadtest.config import LoadConfig
+from impulse.loadtest.target import project_sinks
 from impulse.loadtest.units import LoadError
 
-__all__ = ["Transform", "describe", "resolve", "build", "apply", "with_event_time", "latency_definition", "start", "ship", "output_mode", "final_after", "reason",
+__all__ = ["Transform", "describe", "check_mode", "resolve", "build", "apply", "with_event_time", "latency_definition", "start", "ship", "output_mode", "check_mode", "final_after", "reason",
            "NEXMARK_PREFIX", "EVENTS_VIEW"]
 
 NEXMARK_PREFIX = "nexmark:"   # --transform nexmark:q5: a built-in Nexmark query
@@ -170,6 +171,15 @@ def output_mode(config: LoadConfig, transform: Transform | None) -> str:
     if config.output_mode is not None:
         return config.output_mode
     return transform.nexmark.mode if transform is not None and transform.nexmark is not None else "append"
+
+
+def check_mode(sink: str, mode: str) -> None:
+    """Refuse, before Spark starts, an output mode Spark refuses for the sink whatever the query: the project's sinks
+    are Python data sources, which Spark writes in append or complete mode only (it fails the first micro-batch
+    with "<sink> does not support Update mode")."""
+    if mode == "update" and sink in project_sinks():
+        raise LoadError(f"--output-mode update: Spark refuses it: {sink} does not support Update mode (Spark writes "
+                        "a Python data source in append or complete mode); use complete, or append with a watermark")
 
 
 def final_after(config: LoadConfig, transform: Transform | None) -> str | None:
