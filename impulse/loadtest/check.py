@@ -11,7 +11,8 @@ same transform (`impulse.loadtest.transform.build`) and compares the result with
   join with a static table or an inner stream-stream join appends each row when its input arrives).
 - **update / complete**: the final state per key, where the target keeps one row per key: redis-sink
   ``target=string`` with ``keyColumn``, or ``target=hash`` with ``fieldColumn``; the values held are compared,
-  as a set of rows, with the whole batch answer. Other targets are refused before the load (exit 2).
+  as a set of rows, with the whole batch answer. Other targets are refused before the load (exit 2). (Spark
+  writes the project's sinks, Python data sources, in append or complete mode only: update is refused.)
 
 Rows are compared as JSON: the target's values (the sinks render each row with `connectors.rows.json_objects`)
 are parsed with the answer's schema and both sides rendered by Spark's ``to_json``; counts per distinct row
