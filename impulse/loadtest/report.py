@@ -48,6 +48,8 @@ def _latency_lines(result: LoadResult) -> list[str]:
     names = [name for name, _ in PERCENTILES] + ["max"]
     lines = ["  " + f"{'latency (ms)':<24}" + "".join(f"{n:>10}" for n in names)]
     for part, title in LATENCY_PARTS:
+        if part == "latency" and result.latency_definition != "end-to-end":
+            title = result.latency_definition  # the run's latency: event-time or per micro-batch
         values = percentiles_ms(result.histogram(part))
         lines.append(f"    {title:<22}" + "".join(f"{_ms(values[n]):>10}" for n in names))
     return lines

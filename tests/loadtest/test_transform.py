@@ -178,6 +178,7 @@ def test_a_windowed_aggregation_into_kafka_counts_the_final_windows(spark, kafka
     rows = [json.loads(m.value()) for m in kafka_broker.consume_all(topic)]
     assert len(rows) == check["delivered"] == report["summary"]["outputRows"]
     assert report["summary"]["latencyDefinition"] == "event-time" and "latency: event-time" in out
+    assert re.search(r"^\s+event-time(\s+[\d,.]+){6}$", out, re.MULTILINE), out
     assert report["latencyMs"]["p50"] > 0
 
 
