@@ -34,6 +34,8 @@ RUN = {
     ("## Batch writes", 0): "tests/sinks/test_sql.py::test_readme_batch_writes_run_and_rerun_writes_nothing_twice",
     ("## SQL", 0): "tests/sinks/test_sql.py::test_readme_sql_runs",
     ("## Webhook sink", 0): "tests/sinks/test_webhook_readme.py::test_the_readme_webhook_block_runs",
+    ("### Load-testing your own pipeline", 0):
+        "tests/loadtest/test_transform.py::test_the_readme_pipeline_runs_and_passes_its_check",
 }
 
 

@@ -16,7 +16,8 @@ Modules, one job each: `units` (rates, durations, KEY=VALUE: parsed), `config` (
 arithmetic and per-stage results), `target` (sink names, pre-flight check, option redaction),
 `session` (Spark session, warm-up), `receiver` (embedded HTTP receiver), `metrics` (per-batch
 measurements: delivered, lag, latency split into schedule delay and delivery, achieved rate),
-`bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
+`transform` (the user's query: ``--transform`` / ``--sql``, shipped to the executors), `check` (``--check``:
+the target read back and compared with the query over a batch read), `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
 run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``), `report`
 (summary table, JSON, CSV), `plot` (PNG), `sections` (the runs of a report.json document),
 `htmlreport` (report.html), `junit` (``--junit``), `compare` (``impulse-load compare DIR…``), `via_kafka` (the

@@ -3,7 +3,7 @@
 Exit codes: 0 the run completed (a ramp: ran to its end); 1 the query failed, did not deliver every
 event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown
 sink, a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
-99 a ``--threshold`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
+99 a ``--threshold`` or ``--check`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
 (the report still covers what ran).
 
 ``impulse-load run FILE.toml [FLAGS…] [--set KEY=VALUE…]`` runs the scenarios of a file one after
@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet = logging.getLogger("impulse.connectors")  # the pre-flight's retries: the error says it all
         stack.callback(quiet.setLevel, quiet.level)
         quiet.setLevel(logging.ERROR)
+        spark_sql = logging.getLogger("SQLQueryContextLogger")  # PySpark logs a query's analysis error we report
+        stack.callback(spark_sql.setLevel, spark_sql.level)
+        spark_sql.setLevel(logging.CRITICAL)
         try:
             scenarios, receiver = _prepare(plan, display, stack)
             exporter = None
@@ -120,9 +123,13 @@ def _error(message: str) -> int:
 def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], object]:
     """Every scenario checked before Spark starts (impulse options, the sink's pre-flight), with the embedded
     receiver's options where a webhook sink has no url; `LoadError` names the file and scenario of a problem."""
+    from impulse.loadtest.check import readback
     from impulse.loadtest.receiver import Receiver, embedded_options, needs_receiver
     from impulse.loadtest.run import impulse_options
     from impulse.loadtest.target import preflight
+    from impulse.loadtest.transform import check_mode, output_mode, resolve
+    from impulse.loadtest.via_kafka import prepare_topics
+    from impulse.loadtest.via_options import parse_via
 
     receiver = None
     ready = []
@@ -130,22 +137,24 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
         config, ramp = scenario.config, scenario.ramp
         try:
             if needs_receiver(config.sink, config.options):
-                if receiver is None:
-                    receiver = stack.enter_context(Receiver())
+                if receiver is None:  # with --check it keeps the rows, to be read back
+                    receiver = stack.enter_context(Receiver(record=any(s.config.check for s in plan.scenarios)))
                 config = replace(config, options=embedded_options(receiver, config.options))
                 display.line(f"embedded HTTP receiver at {config.options['url']} (dedupes by Idempotency-Key; sink "
                              f"options format={config.options['format']}, batchSize={config.options['batchSize']})")
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
+            transform = resolve(config)
+            check_mode(config.sink, output_mode(config, transform))
             if config.via is not None:  # the Kafka topology: its topics reached (and created) before Spark starts
-                from impulse.loadtest.via_kafka import parse_via, prepare_topics
-
                 if ramp is not None:
                     raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
                 prepare_topics(parse_via(config.via, config.via_options), config)
             else:
                 preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
+            if config.check:
+                readback(config.sink, config.options, output_mode(config, transform), receiver)
         except LoadError as exc:
             if plan.file is None:
                 raise
@@ -181,6 +190,7 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
     from impulse.loadtest.ramp import run_ramp
     from impulse.loadtest.report import ramp_text, summary_text, write_report
     from impulse.loadtest.run import describe_run, run_load
+    from impulse.loadtest.via_kafka import run_via_kafka, via_lines
 
     results: list[tuple[str, object]] = []
     interrupted = failed = thresholds_failed = False
@@ -200,11 +210,7 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
             interrupted = interrupted or result.interrupted
         else:
             if config.via is not None:  # the production topology: impulse → Kafka → the pipeline → the sink
-                from impulse.loadtest.via_kafka import run_via_kafka, via_lines
-
                 result = run_via_kafka(config, spark=spark, display=display, stop=stop,
-                                       output_mode=getattr(config, "output_mode", "append"),
-                                       event_time_column=getattr(config, "event_time_column", None),
                                        label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             else:
                 result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver,
@@ -217,7 +223,8 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                     display.line(line)
             interrupted = interrupted or result.outcome == "interrupted"
             failed = failed or result.outcome in ("failed", "timed out") or result.errors > 0
-            thresholds_failed = thresholds_failed or result.thresholds_failed
+            thresholds_failed = (thresholds_failed or result.thresholds_failed
+                                 or (result.check is not None and not result.check.passed))
         results.append((scenario.name, result))
         display.line("")
         if interrupted or stop.is_set():

@@ -14,9 +14,13 @@ from impulse.loadtest.thresholds import Threshold, parse_threshold
 from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 from impulse.loadtest.via_options import parse_pipeline_trigger, parse_via
 
-__all__ = ["LoadConfig", "RampConfig", "LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option",
+__all__ = ["LoadConfig", "SOURCES", "OUTPUT_MODES", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
+           "parse_ramp", "parse_option",
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
+
+SOURCES = ("impulse", "nexmark")
+OUTPUT_MODES = ("append", "update", "complete")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ class LoadConfig:
     abort_on_fail: bool = False           # stop the run once a threshold has failed for good
     remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
     create_topic: int | None = None       # kafka-sink: create the option topic with this many partitions if missing
+    source: str = "impulse"               # the streaming source: impulse or nexmark (`impulse.loadtest.transform`)
+    transform: str | None = None          # MODULE:FUNCTION applied to the events before the sink (nexmark:qN built in)
+    sql: str | None = None                # or a query over the temporary view `events`
+    output_mode: str | None = None        # append | update | complete; None: append (a Nexmark query: its own mode)
+    event_time_column: str | None = None  # the output's event time (e.g. window.end): latency from it to the ack
+    check: bool = False                   # read the target back and compare with the batch answer (`check`)
     # -- the production topology (`impulse.loadtest.via_kafka`): impulse → a Kafka topic → the pipeline → the sink
     via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
     via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options
@@ -91,6 +101,15 @@ class LoadConfig:
             raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
         if self.partitions < 1:
             raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
+        if self.source not in SOURCES:
+            raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
+        if self.transform is not None and self.sql is not None:
+            raise LoadError("--transform and --sql are two ways to say the same thing: give one of them")
+        if self.output_mode is not None and self.output_mode not in OUTPUT_MODES:
+            raise LoadError(f"--output-mode {self.output_mode!r}: Spark's output modes are {', '.join(OUTPUT_MODES)}")
+        if self.source == "nexmark" and self.schema:
+            raise LoadError("--schema shapes impulse events; Nexmark events have their own schema (leave --schema out "
+                            "with --source nexmark)")
         if self.payload_bytes < 0:
             raise LoadError(f"--payload-bytes must be ≥ 0, not {self.payload_bytes}")
         if self.max_events_per_trigger is not None and self.max_events_per_trigger < 1:
@@ -112,6 +131,12 @@ class LoadConfig:
             return
         if self.abort_on_fail:
             raise LoadError("--abort-on-fail watches a direct run; with --via the thresholds are checked after the run")
+        if self.source != "impulse":
+            raise LoadError(f"--source {self.source} with --via: the producer writes impulse events into the topic; "
+                            "run a Nexmark query without --via")
+        if self.check:
+            raise LoadError("--check with --via: not available yet; check the same query without --via (the same "
+                            "events, so the same exact answer)")
         parse_via(self.via, self.via_options)
         if self.pipeline_trigger is not None and parse_pipeline_trigger(self.pipeline_trigger).kind == "realTime" \
                 and self.sink != "kafka":

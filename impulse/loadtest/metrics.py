@@ -46,7 +46,7 @@ from impulse.options import split_limit
 from impulse.schedule import Schedule
 
 __all__ = ["Batch", "Collector", "PHASES", "PERCENTILES", "achieved_rate", "steady_batches", "phase_stats",
-           "offsets_latency", "row_bytes", "merged_latency", "percentiles_ms", "recent_rate"]
+           "offsets_latency", "newest_schedule_us", "row_bytes", "merged_latency", "percentiles_ms", "recent_rate"]
 
 PHASES = ("latestOffset", "addBatch", "walCommit", "commitOffsets", "queryPlanning", "triggerExecution")
 PERCENTILES = (("p50", 50.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9), ("p99.99", 99.99))
@@ -74,6 +74,7 @@ class Batch:
     delivery_data: dict = field(repr=False)         # … of delivery
     retried_rows: int = 0         # events of the partitions that needed more than one attempt
     dead_lettered: int = 0        # events the target refused for good, sent to the sink's dead-letter target
+    output_rows: int | None = None  # rows the sink acknowledged (Spark's count for other sinks; None: unknown)
 
     # histograms are kept encoded (a few hundred bytes each, not an HdrHistogram's 190 kB) and decoded on demand
     @property
@@ -93,7 +94,7 @@ class Batch:
         out = {"batchId": self.batch_id, "timeS": round((self.ack_us - origin_us) / 1e6, 3),
                "events": self.rows, "delivered": self.delivered, "lag": self.lag, "heldBack": self.held_back,
                "bytes": self.bytes,
-               "retriedPartitions": self.retried, "deadLettered": self.dead_lettered}
+               "retriedPartitions": self.retried, "deadLettered": self.dead_lettered, "outputRows": self.output_rows}
         for prefix, histogram in (("latency", self.latency), ("scheduleDelay", self.schedule_delay),
                                   ("delivery", self.delivery)):
             for name, p in (("p50", 50.0), ("p99", 99.0)):
@@ -120,6 +121,14 @@ def offsets_latency(start: dict, end: dict, ack_us: int) -> LatencyHistogram:
     return histogram
 
 
+def newest_schedule_us(start: dict, end: dict) -> int | None:
+    """The scheduled time (epoch µs) of the newest event a batch (offsets `start` → `end`) read; None: it read none."""
+    schedule = Schedule.of_offset(end)
+    times = [int(schedule.times_us(np.array([last - 1], dtype=np.int64), base)[0])
+             for first, last, base in zip(start["counters"], end["counters"], end["anchorCounters"]) if last > first]
+    return max(times) if times else None
+
+
 def _timestamp_us(text: str) -> int:
     parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return int(parsed.timestamp() * 1_000_000)
@@ -136,8 +145,9 @@ class Collector:
 
     def __init__(self, query, *, total_events: int, partitions: int, payload_bytes: int,
                  metrics_path: str | None = None, metrics_offset: int = 0, commit_id: str | None = None,
-                 stages=None) -> None:
+                 stages=None, batch_latency: bool = False) -> None:
         self.query = query
+        self.batch_latency = batch_latency   # latency per micro-batch: newest input event's schedule → commit
         self.stages = stages   # `impulse.loadtest.stages.StagePlan` of a run with rateStages (its rate now), else None
         self.total = total_events
         self.limits = list(split_limit(total_events, partitions))
@@ -265,11 +275,21 @@ class Collector:
             size = rows * self.row_bytes
             retried = retried_rows = dead_lettered = 0
             delivery.record_value(ack_us - start_us, rows)
+        if metrics is not None and "rows" in metrics:
+            output_rows = int(metrics["rows"])
+        else:
+            counted = (data.get("sink") or {}).get("numOutputRows", -1)
+            output_rows = int(counted) if counted is not None and int(counted) >= 0 else None
+        if self.batch_latency:
+            latency = LatencyHistogram()
+            newest = newest_schedule_us(start, end)
+            if newest is not None:
+                latency.record_value(max(0, ack_us - newest), 1)
         delivered = sum(end["counters"])
         batch = Batch(int(data["batchId"]), start_us, end_us, ack_us, rows, delivered,
                       max(0, self.due(ack_us) - delivered), max(0, sum(latest["counters"]) - delivered), size,
                       retried, durations, latency.to_dict(), schedule.to_dict(), delivery.to_dict(), retried_rows,
-                      dead_lettered)
+                      dead_lettered, output_rows)
         return batch
 
 

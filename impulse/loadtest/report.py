@@ -31,8 +31,16 @@ from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
 from impulse.loadtest.session import describe
+from impulse.loadtest.transform import describe as describe_query
 
 __all__ = ["summary_text", "ramp_text", "stages_lines", "report_document", "write_report"]
+
+
+_LATENCY_DEFINITIONS = {  # the summary's line when the latency is not each event's end to end
+    "event-time": "event-time: the output's --event-time-column → the sink's acknowledgement, per output row",
+    "micro-batch": "per micro-batch: its newest input event's schedule → the batch's commit (the output keeps no "
+                   "timestamp; give --event-time-column for event-time latency)",
+}
 
 
 def _ms(value: float) -> str:
@@ -44,6 +52,8 @@ def _latency_lines(result: LoadResult) -> list[str]:
     names = [name for name, _ in PERCENTILES] + ["max"]
     lines = ["  " + f"{'latency (ms)':<24}" + "".join(f"{n:>10}" for n in names)]
     for part, title in LATENCY_PARTS:
+        if part == "latency" and result.latency_definition != "end-to-end":
+            title = result.latency_definition  # the run's latency: event-time or per micro-batch
         values = percentiles_ms(result.histogram(part))
         lines.append(f"    {title:<22}" + "".join(f"{_ms(values[n]):>10}" for n in names))
     return lines
@@ -76,11 +86,13 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"impulse-load summary{' of ' + repr(name) if name else ''}: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
         *([f"  on {describe(result.deployment)}"] if result.deployment else []),
+        *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
         *([f"  schema: {c.schema}" + (f"; {len(c.source_options)} source options" if c.source_options else "")]
           if c.schema else []),
         f"  {'':<24}{'target':>14}{'achieved':>14}",
         f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
         f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",
+        *([f"  {'output rows':<24}{'':>14}{result.output_rows:>14,}"] if result.output_rows is not None else []),
         f"  {'errors':<24}{'':>14}{result.errors:>14,}",
         f"  {'dead-lettered':<24}{'':>14}{result.dead_lettered:>14,}",
         f"  {'MB (Arrow)':<24}{'':>14}{result.bytes / 2**20:>14,.1f}",
@@ -90,6 +102,8 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         *([f"  rateStages: {c.stages.text}"] if stages else []),
         *stages,
         "",
+        *([f"  latency: {_LATENCY_DEFINITIONS[result.latency_definition]}"]
+          if result.latency_definition != "end-to-end" else []),
         *_latency_lines(result),
         "",
         f"  {'Spark phase (ms)':<24}{'mean':>10}{'max':>10}",
@@ -102,9 +116,15 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         lines += ["", f"  thresholds: {sum(c.passed for c in checks)} of {len(checks)} passed"]
         lines += [f"    {'pass' if check.passed else 'FAIL'}  {check.threshold.text:<{width}}  measured {check.measured}"
                   for check in checks]
+    if result.check is not None:
+        lines += ["", *("  " + line for line in result.check.lines())]
     if result.receiver is not None:
         rows = result.receiver["rows"]
-        check = "= the committed events" if rows == result.events else f"≠ {result.events:,} committed events"
+        if c.transform is None and c.sql is None:
+            check = "= the committed events" if rows == result.events else f"≠ {result.events:,} committed events"
+        else:
+            out = result.output_rows
+            check = "= the output rows" if rows == out else f"≠ {out if out is not None else '?':,} output rows"
         lines += ["", f"  embedded receiver: {rows:,} rows accepted in {result.receiver['requests']:,} requests "
                       f"({result.receiver['duplicates']:,} duplicates ignored) {check}"]
     return "\n".join(lines)
@@ -116,6 +136,7 @@ def ramp_text(ramp: RampResult) -> str:
     lines = [
         f"impulse-load ramp: {c.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"{ramp.ramp.step_duration_s:g}s per step; sustained = {ramp.bound}",
+        *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
         f"  {'target/s':>12}{'achieved/s':>12}{'events':>12}{'errors':>8}{'p50 ms':>10}{'p99 ms':>10}"
         f"{'p99.9 ms':>10}{'max ms':>10}  sustained",
     ]

@@ -9,13 +9,17 @@ Sequence of `run_load`:
    of a third-party sink, the one-time warm-up.
 3. The query: ``impulse`` with ``eventsPerSecond``, ``numPartitions``, ``payloadBytes`` and
    ``limit`` = rate × duration (``startTime`` unset: the schedule starts when the first batch is
-   planned; ``downtime`` default), written to the sink with a new checkpoint, a processing-time
-   trigger, and for the project's sinks ``metricsPath``.
+   planned; ``downtime`` default), or the ``nexmark`` source paced the same way, through the user's
+   query if there is one (`impulse.loadtest.transform`: ``--transform`` / ``--sql``, its output mode),
+   written to the sink with a new checkpoint, a processing-time trigger, and for the project's sinks
+   ``metricsPath``.
 4. Watching, a few times a second: new batches (`impulse.loadtest.metrics.Collector`), the display,
    and the end: every event delivered (the normal end: the stream ran dry, the query is idle), the
    query failed, a stop was requested (Ctrl-C: the harness waits up to 10 s for the running batch
    to finish, so nothing is cut in half; a second Ctrl-C stops at once), or the drain time ran out.
-5. The query is stopped and the run's last progress read: a `LoadResult`.
+5. The query is stopped and the run's last progress read: a `LoadResult`; with ``--check`` the target
+   is then read back and compared with the query over a batch read of the same events
+   (`impulse.loadtest.check`).
 
 Counting is exact: the report's events are the events of committed batches, which is what a
 target deduplicating per event (or written exactly once by our sinks) holds — except after a
@@ -44,6 +48,11 @@ from impulse.loadtest.session import deployment, make_session, warm_up
 from impulse.loadtest.stages import StageResult, stage_results
 from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
+from impulse.loadtest.check import readback, run_check
+from impulse.loadtest.transform import apply as apply_transform
+from impulse.loadtest.transform import check_mode, latency_definition, output_mode, ship, with_event_time
+from impulse.loadtest.transform import resolve as resolve_transform
+from impulse.loadtest.transform import start as start_query
 
 __all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options", "describe_run"]
 
@@ -97,6 +106,8 @@ class LoadResult:
     error: str | None = None
     receiver: dict | None = None       # the embedded receiver's counts for this run (webhook default)
     deployment: dict | None = None     # where it ran: `impulse.loadtest.session.deployment`
+    latency_definition: str = "end-to-end"   # or event-time / micro-batch (`impulse.loadtest.transform`)
+    check: Any = None                  # `impulse.loadtest.check.CheckResult` of --check (None without it)
     _histograms: dict = field(default_factory=dict, repr=False)   # merged histograms (and stages), computed once
 
     @property
@@ -111,6 +122,12 @@ class LoadResult:
     def events(self) -> int:
         """Events delivered and committed."""
         return self.batches[-1].delivered if self.batches else 0
+
+    @property
+    def output_rows(self) -> int | None:
+        """Rows the sink acknowledged (the project's sinks, or Spark's count for others); None when unknown."""
+        counts = [b.output_rows for b in self.batches]
+        return None if not counts or any(c is None for c in counts) else sum(counts)
 
     @property
     def errors(self) -> int:
@@ -213,6 +230,8 @@ class LoadResult:
             "sustained": self.verdict.sustained,
         }
         out.update({_LATENCY_KEYS[name]: value for name, value in latency.items()})
+        out["outputRows"] = self.output_rows
+        out["latencyDefinition"] = self.latency_definition
         if self.receiver is not None:
             out["receiverRows"] = self.receiver["rows"]
         return out
@@ -230,6 +249,9 @@ class LoadResult:
             "error": self.error,
             "verdict": {"sustained": self.verdict.sustained, "reasons": list(self.verdict.reasons)},
             "thresholds": [check.to_dict() for check in self.checks],
+            "check": self.check.to_json() if self.check is not None else None,
+            "checkDetail": ({"basis": self.check.basis, "examples": dict(self.check.examples)}
+                            if self.check is not None else None),
             "latencyMs": percentiles_ms(self.latency),
             "scheduleDelayMs": percentiles_ms(self.schedule_delay),
             "deliveryMs": percentiles_ms(self.delivery),
@@ -251,10 +273,12 @@ _HARNESS_SOURCE_OPTIONS = {"eventspersecond": "--rate", "delay": "--rate", "nump
 
 
 def impulse_options(config: LoadConfig) -> dict[str, str]:
-    """The options of the impulse source for a run (validated like the source will)."""
+    """The options of the run's source, ``impulse`` or ``nexmark`` (validated like the source will)."""
     for key in config.source_options:
         if key.lower() in _HARNESS_SOURCE_OPTIONS:
             raise LoadError(f"--source-option {key}: set by the harness from {_HARNESS_SOURCE_OPTIONS[key.lower()]}")
+    if config.source == "nexmark":
+        return _nexmark_options(config)
     options = {
         **config.source_options,
         "numPartitions": str(config.partitions),
@@ -271,6 +295,22 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
         ImpulseOptions.from_options(options)
     except ConnectorError as exc:
         raise LoadError(f"impulse: {exc}") from exc
+    return options
+
+
+def _nexmark_options(config: LoadConfig) -> dict[str, str]:
+    """The ``nexmark`` source's options of a run: its events paced like impulse's (no payload column)."""
+    from impulse.nexmark.source import NexmarkOptions
+
+    options = {**config.source_options, "numPartitions": str(config.partitions), "limit": str(config.total_events)}
+    if config.stages is None:
+        options["eventsPerSecond"] = repr(float(config.rate))
+    if config.max_events_per_trigger:
+        options["maxEventsPerTrigger"] = str(config.max_events_per_trigger)
+    try:
+        NexmarkOptions.from_options(options)
+    except ConnectorError as exc:
+        raise LoadError(f"nexmark: {exc}") from exc
     return options
 
 
@@ -323,14 +363,19 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     ``config.abort_on_fail`` the run stops (outcome ``aborted``) once a threshold failed for good.
     """
     config.validate()
+    transform = resolve_transform(config)
+    mode = output_mode(config, transform)
+    check_mode(config.sink, mode)
     target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
     source_options = impulse_options(config)
+    reader = readback(config.sink, target.options, mode, receiver) if config.check else None
     spark = spark or make_session(config.master, remote=config.remote)
     check_format(spark, config.sink)
     if config.warmup:
         if display is not None:
             display.line("warming up (Spark's Python workers; nothing is sent to the sink)…")
         warm_up(spark, config.partitions, config.sink)
+    ship(spark, transform)
 
     workdir = tempfile.mkdtemp(prefix="impulse-load-")
     checkpoint = config.checkpoint_dir or os.path.join(workdir, "checkpoint")
@@ -344,12 +389,21 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     received_before = receiver.counts() if receiver is not None else None
 
     trigger_ms = round(config.trigger_s * 1000)
-    source = spark.readStream.format("impulse").options(**source_options)
+    source = spark.readStream.format(config.source).options(**source_options)
     schema = impulse_schema_for(spark, config)
     if schema is not None:
         source = source.schema(schema)
+    try:
+        output = apply_transform(spark, transform, source.load())
+        definition = latency_definition(config, output)
+        if definition != "end-to-end" and not target.reports_metrics:
+            definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
+        output = with_event_time(config, output, type(spark).__module__.startswith("pyspark.sql.connect"))
+    except LoadError:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     writer = (
-        source.load()
+        output
         .writeStream.format(config.sink).options(**sink_options)
         .option("checkpointLocation", checkpoint)
         .queryName(f"impulse-load-{os.getpid()}-{int(time.time() * 1000)}")
@@ -358,11 +412,20 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     if display is not None:
         display.start(label or _label(config), config.rate, config.total_events)
     started_us = _now_us()
-    query = writer.start()
+    try:
+        if reader is not None:
+            reader.prepare()
+        query = start_query(writer, mode, transform)
+    except LoadError:
+        if display is not None:
+            display.finish()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
                           payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                           metrics_offset=metrics_offset,
-                          commit_id=_option(sink_options, "commitId") or str(query.id), stages=config.stages)
+                          commit_id=_option(sink_options, "commitId") or str(query.id), stages=config.stages,
+                          batch_latency=definition == "micro-batch")
     if exporter is not None:
         exporter.attach(collector, config, run_id=str(query.id))
     outcome, error = "completed", None
@@ -373,19 +436,31 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     finally:
         try:
             if query.isActive:
-                query.stop()
+                # a check reads the target: a running micro-batch (a no-data one moving the watermark) finishes
+                if reader is None:
+                    query.stop()
+                else:
+                    _stop_between_batches(query, None)
             collector.poll(final=True)
         finally:
             if display is not None:
                 display.finish()
             shutil.rmtree(workdir, ignore_errors=True)
+    if outcome == "failed" and not collector.batches and re.search(r"does not support \w+ mode", error or ""):
+        # Spark refuses the output mode for this sink when the first batch runs, before anything is written
+        raise LoadError(f"--output-mode {mode}: Spark refuses it: {error}")
     if outcome in ("interrupted", "timed out") and collector.done:
         outcome = "completed"   # the last batch committed while the stop was waiting for it
     result = LoadResult(config=config, sink=config.sink, options=redact_options(config.options),
                         query_id=str(query.id), batches=collector.batches,
                         schedule_start_us=collector.schedule_start_us, started_us=started_us,
                         finished_us=_now_us(), outcome=outcome, error=error,
-                        deployment=deployment(spark, config.remote))
+                        deployment=deployment(spark, config.remote), latency_definition=definition)
+    if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
+        if display is not None:
+            display.line("checking: reading the target back and computing the answer over a batch read…")
+        result.check = run_check(spark, config, transform, mode, source_options, collector.schedule_start_us,
+                                 query, reader, schema)
     if receiver is not None and received_before is not None:
         after = receiver.counts()
         result.receiver = {"rows": after.rows - received_before.rows,

@@ -179,6 +179,22 @@ KEYS: tuple[Key, ...] = (
         "micro-batch (default: no limit)", "load", "N", minimum=1),
     Key("drain-timeout", "duration", _D.drain_timeout_s, "how long after the duration to wait for the last events "
         "(default max(30s, duration))", "load", "DURATION", zero=True),
+    # -- your own query
+    Key("source-format", "text", _D.source, "the events: impulse or nexmark (the Nexmark auction stream; "
+        "--source-option then sets the nexmark source's options)", "your own query", "NAME", flag="--source"),
+    Key("transform", "text", _D.transform, "your query between source and sink: MODULE:FUNCTION, called with the "
+        "events DataFrame, returning the DataFrame to write (MODULE from the working directory or PYTHONPATH, "
+        "shipped to the executors); nexmark:q0 … nexmark:q22 are the Nexmark queries", "your own query",
+        "MODULE:FUNCTION"),
+    Key("sql", "text", _D.sql, "your query as SQL over the temporary view events, e.g. \"SELECT … FROM events\"",
+        "your own query", "QUERY"),
+    Key("output-mode", "text", _D.output_mode, "append, update or complete (default append; a Nexmark query: its "
+        "own)", "your own query", "MODE"),
+    Key("event-time-column", "text", _D.event_time_column, "the output's event time (e.g. window.end): latency from "
+        "it to the sink's acknowledgement, and in append mode the rows --check counts are those final under the "
+        "last watermark (this column <= it)", "your own query", "COLUMN"),
+    Key("check", "bool", _D.check, "after the run read the target back and compare it with the query applied to a "
+        "batch read of the same events; a difference exits 99", "your own query"),
     # -- through Kafka (the production topology, `impulse.loadtest.via_kafka`)
     Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
         "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
@@ -528,7 +544,9 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
         source_options=source, thresholds=tuple(get("thresholds")), abort_on_fail=get("abort-on-fail"),
-        remote=get("remote"), create_topic=get("create-topic"),
+        remote=get("remote"), create_topic=get("create-topic"), source=get("source-format"),
+        transform=get("transform"), sql=get("sql"), output_mode=get("output-mode"),
+        event_time_column=get("event-time-column"), check=get("check"),
         via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
         pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))
     config.validate()
@@ -541,6 +559,9 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if config.thresholds:
             raise LoadError("--threshold checks a single run; with --ramp the highest sustained rate is the result "
                             "(bound it with --max-latency)")
+        if config.check:
+            raise LoadError("--check reads back a single run; with --ramp each step is a new query into the same "
+                            "target (check one rate without --ramp)")
         start, step, maximum = parse_ramp(get("ramp"))
         ramp = RampConfig(start, step, maximum, get("step-duration"))
         ramp.validate()

@@ -43,6 +43,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from connectors.latency import LatencyHistogram
@@ -51,6 +52,10 @@ from impulse.loadtest.metrics import Collector, percentiles_ms
 from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, pipeline_part,
                                              read_output)
 from impulse.loadtest.run import LoadResult, exception_text, impulse_options, impulse_schema_for
+from impulse.loadtest.transform import apply as apply_transform
+from impulse.loadtest.transform import output_mode as transform_output_mode
+from impulse.loadtest.transform import resolve as resolve_transform
+from impulse.loadtest.transform import ship
 from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via_watch import Watch, committed_ends
 
@@ -206,7 +211,7 @@ def _stop_quietly(query) -> None:
         pass
 
 
-def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, output_mode: str = "append",
+def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, output_mode: str | None = None,
                   event_time_column: str | None = None, spark=None, display=None, stop: Any = None,
                   label: str | None = None) -> ViaResult:
     """Run the topology of the module docstring; raises `LoadError` before any load for a bad value, a missing
@@ -214,9 +219,11 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
 
     The topology's settings come from `config`: ``via``, ``via_options``, ``decode``, ``pipeline_trigger``
     (default: ``trigger``), ``prefill``; the pipeline writes to ``sink`` with ``options``.
-    `transform`: the user's function, DataFrame → DataFrame (None: the input as it is); it receives the Kafka
-    source's DataFrame, or with ``decode`` the events. `output_mode`: ``append``, ``update`` or ``complete``.
-    `event_time_column`: the output's field that carries the scheduled time (default ``timestamp``). `spark`: a
+    `transform`: the user's function, DataFrame → DataFrame (default: the config's ``--transform`` / ``--sql``,
+    `impulse.loadtest.transform`; without one the input as it is); it receives the Kafka source's DataFrame, or with
+    ``decode`` the events. `output_mode`: ``append``, ``update`` or ``complete`` (default: the config's, else
+    append). `event_time_column`: the output's field that carries the scheduled time (default: the config's
+    ``--event-time-column``, else ``timestamp``). `spark`: a
     session with Spark's Kafka connector (`connectors.session.spark_kafka_session`; default: one is made).
     `stop`: as for `impulse.loadtest.run.run_load`. The result keeps the impulse options of the events written
     (`ViaResult.producer_options`, `ViaResult.prefill_options`) and the output topic (``via["outputTopic"]``,
@@ -228,6 +235,9 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     if config.via is None:
         raise LoadError("the Kafka topology needs --via kafka://HOST:PORT/TOPIC")
     via = parse_via(config.via, config.via_options)
+    query = resolve_transform(config) if transform is None else None
+    output_mode = output_mode or transform_output_mode(config, query)
+    event_time_column = event_time_column or config.event_time_column
     trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger,
                                      "--pipeline-trigger" if config.pipeline_trigger else "--trigger")
     decode, prefill = config.decode, config.prefill
@@ -254,6 +264,9 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     else:
         sink_options = dict(config.options)
     spark = spark or make_session(config.master, remote=config.remote, kafka=True)
+    if query is not None:
+        ship(spark, query)
+        transform = partial(apply_transform, spark, query)
     if config.warmup:
         if display is not None:
             display.line("warming up (Spark's Python workers; nothing is sent to the sinks)…")

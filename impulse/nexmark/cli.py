@@ -140,11 +140,11 @@ def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextI
     result = Result(q.name, int(options["limit"]), seconds, cores)
     if q.unchecked:
         return dataclasses.replace(result, check=f"not checked: {q.unchecked}")
-    from pyspark.sql import functions as F
+    from impulse.loadtest.check import compare, final_rows, last_watermark
 
     streamed = spark.table(name)
     events = spark.read.format("nexmark").options(**options).load()
-    watermark = _watermark(stream)
+    watermark = last_watermark(stream) or "1970-01-01 00:00:00"
     batch = q.answer(events, spark, watermark) if q.answer else q.build(events, spark)
     note = ""
     if q.latest_by:
@@ -153,16 +153,14 @@ def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextI
     if q.answer and not q.latest_by and q.final_after is None:
         note = f", by the watermark {watermark}"
     if q.final_after:
-        final = F.expr(f"{q.final_after} <= TIMESTAMP'{watermark}'")
-        streamed, batch = streamed.where(final), batch.where(final)
+        streamed, batch = final_rows(streamed, q.final_after, watermark), final_rows(batch, q.final_after, watermark)
         note = f", final by the watermark {watermark}"
-    batch = batch.select(*streamed.columns)
-    rows = streamed.count()
-    missing, extra = batch.exceptAll(streamed).count(), streamed.exceptAll(batch).count()
-    if missing or extra:
-        return dataclasses.replace(result, ok=False, check=f"DIFFERENT: {missing} rows of the batch answer missing, "
-                                                           f"{extra} rows not in it{note}")
-    return dataclasses.replace(result, check=f"ok ({rows:,} rows{note})")
+    checked = compare(batch.select(*streamed.columns), streamed)
+    if not checked.passed:
+        return dataclasses.replace(result, ok=False, check=f"DIFFERENT: {checked.lost} rows of the batch answer "
+                                                           f"missing, {checked.duplicated + checked.unexpected} rows "
+                                                           f"not in it{note}")
+    return dataclasses.replace(result, check=f"ok ({checked.delivered:,} rows{note})")
 
 
 def latest(rows, key: Sequence[str], latest_by: str):
@@ -172,14 +170,6 @@ def latest(rows, key: Sequence[str], latest_by: str):
 
     order = Window.partitionBy(*key).orderBy(F.expr(latest_by).desc())
     return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")
-
-
-def _watermark(stream) -> str:
-    for progress in reversed(stream.recentProgress):
-        watermark = (progress.get("eventTime") or {}).get("watermark")
-        if watermark:
-            return watermark.replace("T", " ").rstrip("Z")
-    return "1970-01-01 00:00:00"
 
 
 def _table(results: Sequence[Result]) -> str:

@@ -107,3 +107,26 @@ def test_a_bad_field_option_of_a_stream_reaches_the_client_intact(connect_sessio
         query.awaitTermination(120)
     text = str(caught.value)
     assert "OptionError" in text and "'fields.user_id.kind'" in text and "'uuid'" in text and "BIGINT" in text
+
+
+def test_load_harness_ships_a_user_module_to_the_server_and_checks_it(spark_connect, connect_session, tmp_path,
+                                                                       capsys, monkeypatch):
+    """A module in the client's working directory only, with a Python UDF: the server's workers import it because
+    the harness adds it as a pyfile artifact."""
+    name = f"connect_pipeline_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "from pyspark.sql import functions as F\n\n\n"
+        "@F.udf('string')\ndef parity(counter):\n    return 'even' if counter % 2 == 0 else 'odd'\n\n\n"
+        "def labelled(events):\n    return events.select('subtask_index', 'counter', parity('counter').alias('parity'))\n")
+    monkeypatch.chdir(tmp_path)
+    from impulse.loadtest.cli import main
+
+    code = main(["--remote", spark_connect.url, "--transform", f"{name}:labelled", "--check", "--rate", "200",
+                 "--duration", "2s", "--partitions", "2", "--drain-timeout", "5m", "--output", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out + captured.err[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["check"] == {"passed": True, "expected": 400, "delivered": 400, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}
+    assert "check: pass" in out

@@ -50,6 +50,20 @@ def finish(proc: subprocess.Popen, cwd: Path, timeout: float = 600) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+PIPELINE = """\
+from pyspark.sql import functions as F
+
+
+@F.udf("string")
+def parity(counter):
+    return "even" if counter % 2 == 0 else "odd"
+
+
+def labelled(events):
+    return events.select("subtask_index", "counter", parity("counter").alias("parity"))
+"""
+
+
 @pytest.fixture(scope="module")
 def run(spark_cluster, sink_adapters, tmp_path_factory):
     """One application for the end-to-end checks: each sink, the batch read, a restart from the checkpoint and
@@ -67,7 +81,13 @@ def run(spark_cluster, sink_adapters, tmp_path_factory):
               {**restart, "limit": 300},
               {"harness": ["--master", spark_cluster.master_url, "--rate", "200", "--duration", "2s",
                            "--drain-timeout", "5m", "--output", str(base / "report")]}]
+    # a user's module in the driver's working directory only: the executors import it because the harness ships it
+    (base / "cluster_pipeline.py").write_text(PIPELINE)
+    steps.append({"harness": ["--master", spark_cluster.master_url, "--transform", "cluster_pipeline:labelled",
+                              "--check", "--rate", "200", "--duration", "2s", "--drain-timeout", "5m",
+                              "--output", str(base / "report-transform")]})
     result = job(spark_cluster.master_url, steps, base)
+    result["transform_output"] = str(base / "report-transform")
     result["harness_output"] = str(base / "report")
     yield result, {sink: adapters[sink].read_back(space) for sink, space in spaces.items()}
     for sink, space in spaces.items():
@@ -155,3 +175,13 @@ def test_load_harness_on_the_master_names_the_deployment(run, spark_cluster):
     assert report["deployment"]["master"] == spark_cluster.master_url and report["deployment"]["remote"] is None
     assert report["deployment"]["executors"] == 2 and report["deployment"]["cores"] == 2
     assert f"on master {spark_cluster.master_url}, 2 executors, 2 cores" in done["stdout"]
+
+
+def test_load_harness_runs_a_user_module_on_the_executors_and_checks_it(run):
+    result, _ = run
+    done = result["steps"][8]
+    assert done["code"] == 0, done["stdout"][-3000:]
+    report = json.loads((Path(result["transform_output"]) / "report.json").read_text())
+    assert report["check"] == {"passed": True, "expected": 400, "delivered": 400, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}
+    assert report["deployment"]["executors"] == 2 and "check: pass" in done["stdout"]

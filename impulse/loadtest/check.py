@@ -1,0 +1,345 @@
+"""``--check``: the exact answer under load. The target is read back and compared with the query over a batch read.
+
+The events are a pure function of the source options and the timeline, so the harness reads the same events
+again with ``spark.read`` (the run's options, ``startTime`` pinned to the run's schedule start), applies the
+same transform (`impulse.loadtest.transform.build`) and compares the result with what the target holds:
+
+- **append**: every row delivered, as a multiset, against the rows of the batch answer that are final under the
+  stream's last watermark: with a finality rule (``--event-time-column COL``, or a Nexmark query's own), the
+  rows whose rule value is ≤ that watermark (Spark appends a window once the watermark passed its end, so the
+  windows still open when the run stopped are not expected); without one, every row (a filter, a projection, a
+  join with a static table or an inner stream-stream join appends each row when its input arrives).
+- **update / complete**: the final state per key, where the target keeps one row per key: redis-sink
+  ``target=string`` with ``keyColumn``, or ``target=hash`` with ``fieldColumn``; the values held are compared,
+  as a set of rows, with the whole batch answer. Other targets are refused before the load (exit 2). (Spark
+  writes the project's sinks, Python data sources, in append or complete mode only: update is refused.)
+
+Rows are compared as JSON: the target's values (the sinks render each row with `connectors.rows.json_objects`)
+are parsed with the answer's schema and both sides rendered by Spark's ``to_json``; counts per distinct row
+give `lost` (expected more often than delivered), `duplicated` (delivered more often than expected, for rows
+the answer has) and `unexpected` (delivered rows the answer does not have). A row the schema cannot parse is
+unexpected.
+
+Targets that can be read back (`readback`; anything else exits 2 before the load): the embedded HTTP
+receiver (webhook-sink without ``url``, NDJSON), redis-sink under a ``keyPrefix`` with the row as the value
+(no ``valueColumn``), and kafka-sink (every record a ``read_committed`` consumer sees,
+`connectors.kafka_topics.read_topic`). The target must hold nothing of the run's kind before it starts
+(a fresh ``keyPrefix``, an empty topic): checked before the load.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from impulse.loadtest.units import LoadError
+
+__all__ = ["CheckResult", "Readback", "readback", "compare", "last_watermark", "final_rows", "expected_answer",
+           "run_check", "EXAMPLES"]
+
+EXAMPLES = 3   # rows shown per kind of difference
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The comparison of the delivered rows with the expected ones (counts of rows; `examples`: up to
+    `EXAMPLES` rows, as JSON, per kind of difference; `basis`: what was compared, for the summary)."""
+
+    expected: int
+    delivered: int
+    lost: int
+    duplicated: int
+    unexpected: int
+    examples: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    basis: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.unexpected == 0
+
+    def to_json(self) -> dict:
+        """``{passed, expected, delivered, lost, duplicated, unexpected}`` (the report's ``check``)."""
+        return {"passed": self.passed, "expected": self.expected, "delivered": self.delivered, "lost": self.lost,
+                "duplicated": self.duplicated, "unexpected": self.unexpected}
+
+    def line(self) -> str:
+        """``check: pass`` or ``check: FAIL: expected N, delivered M: L lost, D duplicated, U unexpected``."""
+        if self.passed:
+            return "check: pass"
+        return (f"check: FAIL: expected {self.expected:,}, delivered {self.delivered:,}: {self.lost:,} lost, "
+                f"{self.duplicated:,} duplicated, {self.unexpected:,} unexpected")
+
+    def lines(self) -> list[str]:
+        """`line`, what was compared, and the example rows."""
+        out = [self.line() + (f" ({self.expected:,} rows: {self.basis})" if self.passed and self.basis else "")]
+        if not self.passed and self.basis:
+            out.append(f"  compared: {self.basis}")
+        for kind in ("lost", "duplicated", "unexpected"):
+            for row in self.examples.get(kind, ()):
+                out.append(f"  {kind}: {row}")
+        return out
+
+
+# ------------------------------------------------------------------------------------------- comparison
+
+def compare(expected, delivered, basis: str = "") -> CheckResult:
+    """Compare two DataFrames as multisets of rows (same column names; `delivered`'s are selected in `expected`'s
+    order); see the module docstring for the counts."""
+    from pyspark.sql import functions as F
+
+    columns = list(expected.columns)
+    key = F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))
+    if set(delivered.columns) >= set(columns):
+        delivered_rows = delivered.select(key.alias("row"))
+    else:  # not the answer's shape at all: every delivered row is unexpected
+        delivered_rows = delivered.select(F.to_json(F.struct("*")).alias("row"))
+    e = expected.select(key.alias("row")).groupBy("row").agg(F.count(F.lit(1)).alias("e"))
+    d = delivered_rows.groupBy("row").agg(F.count(F.lit(1)).alias("d"))
+    joined = e.join(d, "row", "full_outer").fillna(0, ["e", "d"]).cache()
+    try:
+        totals = joined.agg(
+            F.sum("e").alias("expected"), F.sum("d").alias("delivered"),
+            F.sum(F.greatest(F.col("e") - F.col("d"), F.lit(0))).alias("lost"),
+            F.sum(F.when(F.col("e") > 0, F.greatest(F.col("d") - F.col("e"), F.lit(0))).otherwise(0)).alias("dup"),
+            F.sum(F.when(F.col("e") == 0, F.col("d")).otherwise(0)).alias("unexpected")).first()
+        counts = {name: int(totals[name] or 0) for name in ("expected", "delivered", "lost", "dup", "unexpected")}
+        examples: dict[str, list[str]] = {}
+        for kind, condition in (("lost", F.col("e") > F.col("d")), ("duplicated", (F.col("e") > 0) & (F.col("d") > F.col("e"))),
+                                ("unexpected", F.col("e") == 0)):
+            if counts["dup" if kind == "duplicated" else kind]:
+                rows = joined.where(condition).orderBy("row").limit(EXAMPLES).collect()
+                examples[kind] = [f"{r['row']} (expected {r['e']}, delivered {r['d']})" for r in rows]
+    finally:
+        joined.unpersist()
+    return CheckResult(counts["expected"], counts["delivered"], counts["lost"], counts["dup"], counts["unexpected"],
+                       examples, basis)
+
+
+def last_watermark(query) -> str | None:
+    """The newest event-time watermark of a query's progress (``YYYY-MM-DD HH:MM:SS[.fff]``, UTC), None without one."""
+    for progress in reversed(list(query.recentProgress)):
+        watermark = (progress.get("eventTime") or {}).get("watermark")
+        if watermark:
+            return watermark.replace("T", " ").rstrip("Z")
+    return None
+
+
+def final_rows(frame, rule: str | None, watermark: str | None):
+    """`frame`'s rows that are final under `watermark`: ``rule <= watermark`` (all rows without a rule; none of a
+    rule's rows before the first watermark, Spark's 1970-01-01)."""
+    from pyspark.sql import functions as F
+
+    if rule is None:
+        return frame
+    return frame.where(F.expr(f"{rule} <= TIMESTAMP'{watermark or '1970-01-01 00:00:00'}'"))
+
+
+def expected_answer(spark, config, transform, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
+    """The query over a bounded batch read of the run's events (``startTime`` pinned to `schedule_start_us`)."""
+    from impulse.loadtest.transform import build
+
+    start = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=schedule_start_us)
+    options = {k: v for k, v in source_options.items() if k.lower() != "maxeventspertrigger"}
+    options["startTime"] = start.isoformat()
+    reader = spark.read.format(config.source).options(**options)
+    if schema is not None:
+        reader = reader.schema(schema)
+    return build(spark, config, transform, reader.load())
+
+
+def run_check(spark, config, transform, mode: str, source_options: Mapping[str, str], schedule_start_us: int,
+              query, reader: "Readback", schema=None) -> CheckResult:
+    """Read the target back (`reader`) and compare it with the expected answer (module docstring)."""
+    from impulse.loadtest.transform import connect_mode
+
+    with connect_mode(type(spark).__module__.startswith("pyspark.sql.connect")):
+        return _run_check(spark, config, transform, mode, source_options, schedule_start_us, query, reader, schema)
+
+
+def _run_check(spark, config, transform, mode, source_options, schedule_start_us, query, reader, schema):
+    from impulse.loadtest.transform import final_after
+
+    answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema)
+    if mode == "append":
+        rule, watermark = final_after(config, transform), last_watermark(query)
+        expected = final_rows(answer, rule, watermark)
+        basis = (f"append: the rows with {rule} ≤ the last watermark {watermark or 'none'}, as a multiset" if rule
+                 else "append: every row of the answer, as a multiset")
+    else:
+        expected = answer
+        basis = f"{mode}: the final state per key ({reader.describe()}) against the whole answer"
+    return compare(expected, parse_rows(spark, reader.values(), answer.schema), basis)
+
+
+def parse_rows(spark, values: Sequence[bytes], schema):
+    """JSON rows (bytes) as a DataFrame of `schema` (unparsable rows: every column null)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    loose = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
+    table = pa.table({"value": pa.array([bytes(v) for v in values], pa.binary())})
+    frame = spark.createDataFrame(table) if len(values) else spark.createDataFrame([], "value binary")
+    parsed = frame.select(F.from_json(F.col("value").cast("string"), loose).alias("r"))
+    return parsed.select(*[F.col(f"r.`{f.name}`").alias(f.name) for f in schema.fields])
+
+
+# ------------------------------------------------------------------------------------------------ targets
+
+class Readback:
+    """A target's content, read independently of the sink: `prepare` before the load (refuses a target that already
+    holds rows of the run's kind), `values` after it (every row as the JSON bytes the sink wrote)."""
+
+    keeps_state = False   # one row per key (update / complete can be checked)
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        pass
+
+    def values(self) -> list[bytes]:
+        raise NotImplementedError
+
+
+def _option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    return next((str(v) for k, v in options.items() if k.lower() == name.lower()), default)
+
+
+class ReceiverReadback(Readback):
+    """The embedded receiver (``record=True``): the NDJSON rows of the requests it accepted under the sink's path."""
+
+    def __init__(self, receiver, url: str) -> None:
+        self.receiver, self.path, self.start = receiver, urlsplit(url).path, 0
+
+    def describe(self) -> str:
+        return f"the embedded receiver's rows under {self.path}"
+
+    def prepare(self) -> None:
+        self.start = len(self.receiver.accepted_requests)
+
+    def values(self) -> list[bytes]:
+        rows: list[bytes] = []
+        for request in self.receiver.accepted_requests[self.start:]:
+            if request.path.split("?")[0] == self.path:
+                rows += [line for line in request.body.split(b"\n") if line.strip()]
+        return rows
+
+
+class RedisReadback(Readback):
+    """redis-sink's keys under ``keyPrefix`` (commit records excluded), each read by its type."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.url = _option(options, "url")
+        self.prefix = _option(options, "keyPrefix", "")
+        self.commit_prefix = _option(options, "commitKeyPrefix", "impulse:commit:")
+        self.target = _option(options, "target", "string")
+        self.keeps_state = ((self.target == "string" and _option(options, "keyColumn") is not None)
+                            or (self.target == "hash" and _option(options, "fieldColumn") is not None))
+
+    def describe(self) -> str:
+        return f"Redis {self.target} values under {self.prefix!r}"
+
+    def _client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url)
+
+    def _keys(self, client) -> list[bytes]:
+        commit = self.commit_prefix.encode()
+        return [k for k in client.scan_iter(match=f"{self.prefix}*", count=10_000) if not k.startswith(commit)]
+
+    def prepare(self) -> None:
+        client = self._client()
+        try:
+            keys = self._keys(client)
+        finally:
+            client.close()
+        if keys:
+            raise LoadError(f"--check: redis-sink's keyPrefix {self.prefix!r} already holds {len(keys):,} keys (e.g. "
+                            f"{keys[0].decode(errors='replace')!r}); the check compares everything under it: use a "
+                            "fresh keyPrefix")
+
+    def values(self) -> list[bytes]:
+        client = self._client()
+        try:
+            keys = self._keys(client)
+            out: list[bytes] = []
+            types = client.pipeline(transaction=False)
+            for key in keys:
+                types.type(key)
+            strings = []
+            for key, kind in zip(keys, types.execute()):
+                if kind == b"string":
+                    strings.append(key)
+                elif kind == b"list":
+                    out += client.lrange(key, 0, -1)
+                elif kind == b"hash":
+                    out += client.hvals(key)
+                elif kind == b"stream":
+                    out += [fields[b"value"] for _, fields in client.xrange(key)]
+            for i in range(0, len(strings), 10_000):
+                out += [v for v in client.mget(strings[i:i + 10_000]) if v is not None]
+            return out
+        finally:
+            client.close()
+
+
+class KafkaReadback(Readback):
+    """kafka-sink's topic, every record a ``read_committed`` consumer sees (`connectors.kafka_topics.read_topic`)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.topic = _option(options, "topic")
+        self.config: dict[str, Any] = {k[len("kafka."):]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+
+    def describe(self) -> str:
+        return f"the records of topic {self.topic!r}"
+
+    def _read(self) -> list:
+        from connectors.kafka_topics import read_topic
+
+        return read_topic(self.config, self.topic)
+
+    def prepare(self) -> None:
+        held = len(self._read())
+        if held:
+            raise LoadError(f"--check: topic {self.topic!r} already holds {held:,} records; the check compares every "
+                            "record of the topic: use a new topic (e.g. with --create-topic)")
+
+    def values(self) -> list[bytes]:
+        return [m.value() for m in self._read()]
+
+
+def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None) -> Readback:
+    """How `sink` with `options` is read back for ``--check``; `LoadError` (before any load) saying why it cannot be.
+    `receiver`: the embedded receiver (recording requests) webhook-sink writes to, if any."""
+    if sink == "webhook-sink":
+        url = _option(options, "url", "")
+        if receiver is None or not getattr(receiver, "record", False) or not url.startswith(receiver.url):
+            raise LoadError("--check reads webhook-sink's rows back from the embedded receiver only: leave out the "
+                            "url option (an HTTP server of yours cannot be read back)")
+        if _option(options, "format", "json") != "ndjson":
+            raise LoadError("--check reads the embedded receiver's NDJSON rows: leave out the format option")
+        reader: Readback = ReceiverReadback(receiver, url)
+    elif sink == "redis-sink":
+        if not _option(options, "keyPrefix"):
+            raise LoadError("--check reads redis-sink's keys back under its keyPrefix: set -o keyPrefix=NAME: (a "
+                            "prefix that holds nothing yet)")
+        if _option(options, "valueColumn") is not None or _option(options, "target", "string") not in (
+                "string", "list", "hash", "stream"):
+            raise LoadError("--check compares whole rows: redis-sink must write each row as its JSON value (no "
+                            "valueColumn) to target string, list, hash or stream")
+        reader = RedisReadback(options)
+    elif sink == "kafka-sink":
+        reader = KafkaReadback(options)
+    else:
+        raise LoadError(f"--check cannot read {sink} back: it reads the embedded receiver (webhook-sink without url), "
+                        "redis-sink and kafka-sink")
+    if mode != "append" and not reader.keeps_state:
+        raise LoadError(f"--check of output mode {mode} compares the final state per key, which only a target keeping "
+                        "one row per key holds: redis-sink with target=string and keyColumn=<the key column>, or "
+                        "target=hash and fieldColumn=<the key column>")
+    return reader
+

@@ -1,0 +1,54 @@
+"""Users' pipelines for the harness tests (``--transform tests.loadtest.pipelines:NAME``): each a function of the
+events DataFrame, returning the DataFrame to write."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+
+def evens(events):
+    """A filter and a projection."""
+    return events.where(F.col("counter") % 2 == 0).select("counter", "subtask_index", "timestamp")
+
+
+def per_second(events):
+    """A windowed aggregation with a watermark: events per 1-second window and partition (final once the watermark
+    passed the window's end)."""
+    return (events.withWatermark("timestamp", "1 second")
+            .groupBy(F.window("timestamp", "1 second"), "subtask_index").agg(F.count(F.lit(1)).alias("events"))
+            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    "subtask_index", "events"))
+
+
+def joined_with_itself(events):
+    """A stream-stream inner join: the events divisible by 2 with those divisible by 3, within a second."""
+    timed = events.withWatermark("timestamp", "2 seconds")
+    left = timed.where(F.col("counter") % 2 == 0).select("subtask_index", "counter", F.col("timestamp").alias("lt"))
+    right = timed.where(F.col("counter") % 3 == 0).select(F.col("subtask_index").alias("rs"),
+                                                          F.col("counter").alias("rc"), F.col("timestamp").alias("rt"))
+    return (left.join(right, F.expr("subtask_index = rs AND counter = rc AND rt BETWEEN lt AND lt + INTERVAL 1 SECOND"))
+            .select("subtask_index", "counter"))
+
+
+def loses_and_duplicates(events):
+    """A buggy pipeline that goes wrong in the stream only (as a bug a micro-batch boundary triggers would): it
+    drops the events whose counter % 50 is 7, writes those at 11 twice and those at 13 with a wrong counter."""
+    if not events.isStreaming:
+        return events.select("subtask_index", "counter")
+    kept = events.where(F.col("counter") % 50 != 7)
+    twice = kept.where(F.col("counter") % 50 == 11)
+    return (kept.unionByName(twice).select(
+        "subtask_index", F.when(F.col("counter") % 50 == 13, -F.col("counter")).otherwise(F.col("counter"))
+        .alias("counter")))
+
+
+def raises(events):
+    return events.select(1 / 0)
+
+
+def returns_a_number(events):
+    return 42
+
+
+def returns_a_batch_frame(events):
+    return events.sparkSession.range(3)
