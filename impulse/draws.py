@@ -256,8 +256,8 @@ def exponential(x: np.ndarray, mean: float) -> np.ndarray:
 class Table:
     """``index(v)`` = how many entries of an ascending `cumulative` are ≤ v (``np.searchsorted(…, 'right')``),
     by a guide table: `v` picks one of ``16 × len`` equal buckets, which holds a known start index and at
-    most `steps` entry boundaries. A few array passes instead of a binary search per value (numpy's
-    searchsorted costs ~17 ms per 1M values even over 5 entries)."""
+    most `steps` entry boundaries. A few array passes instead of a binary search per value (what numpy's
+    searchsorted costs even over 5 entries: bench/README.md, "Figures behind the code")."""
 
     def __init__(self, cumulative: np.ndarray) -> None:
         self.cumulative = np.asarray(cumulative, dtype=np.float64)

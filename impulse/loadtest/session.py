@@ -96,12 +96,11 @@ def warm_up(spark, partitions: int = 2, sink: str = "noop") -> None:
     Two tiny queries into the warm-up sink: one row per partition from the warm-up source (every Python
     worker, reader or writer, imports the impulse source's and the sink's modules), then `WARMUP_EVENTS`
     impulse events in micro-batches of `WARMUP_BATCH` (the JVM's per-batch and per-row paths of a
-    Python source and a Python sink get compiled: a run's first ~10 micro-batches took twice as long
-    as later ones without it). Nothing reaches the sink under test.
+    Python source and a Python sink get compiled before the measured query's first micro-batches).
+    Nothing reaches the sink under test.
 
-    Over Spark Connect only the first query runs: there the events query added ~30 s to a run and did
-    not shorten its first micro-batch (13 s against 10–12 s with the first query alone and 26–27 s
-    without a warm-up, on a loaded 2-core machine).
+    Over Spark Connect only the first query runs: there the events query lengthened a run without
+    shortening its first micro-batch (figures: bench/README.md, "Figures behind the code").
     """
     from impulse.loadtest.warmup import NAME, WarmupDataSource
 

@@ -2,15 +2,15 @@
 
 Spark starts a Python worker daemon per kind of Python work the first time it is needed (reading a
 Python source, planning a Python sink, writing, committing), and a forked worker imports the
-sink's module and client library on its first task. Under load that first micro-batch took 10–20 s
-here, all of it start-up: a load run would report it as the sink's latency. `warm_up` runs a few
+sink's module and client library on its first task: a load run would report that start-up as the
+sink's latency (what it costs: bench/README.md, "Figures behind the code"). `warm_up` runs a few
 rows from this source into this sink before the measured query, so those processes already exist
 and have the modules named in the ``modules`` option imported. Nothing reaches the target.
 
 Both ends import: a task reads in one pooled Python worker and writes in another, and a worker that
 read in the warm-up may write in the measured query's first micro-batch. When only the writers
-imported, half of the first batch's writers were cold: ``import redis`` alone took 250–400 ms of
-that batch (measured with the harness at 10,000 events/s, `local[2]`).
+imported, half of the first batch's writers were cold and imported the client library (``import redis``)
+inside the measured batch.
 """
 
 from __future__ import annotations
