@@ -322,3 +322,33 @@ def test_serve_kafka_creates_topics_and_sigterm_stops_its_jvm():
         for pid in children:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)  # a failed run must not leave its broker behind
+
+
+def test_schema_registry_fetched_once_into_the_cache():
+    from connectors.servers import APICURIO_VERSION, fetch_schema_registry
+
+    home = fetch_schema_registry()
+    assert (home / ".complete").is_file() and APICURIO_VERSION in home.name
+    runner = home / (home / ".runner").read_text().strip()
+    assert runner.is_file() and runner.name.endswith("-runner.jar")
+    assert fetch_schema_registry() == home
+
+
+@pytest.mark.integration
+def test_schema_registry_registers_and_refuses_what_its_subject_rule_refuses(schema_registry):
+    """Confluent's API: a schema registered under a subject gets an id that reads back the same text; with the
+    subject's compatibility set to BACKWARD, a new version adding a field without a default is refused (409)."""
+    import json
+
+    from connectors.servers import ServerError
+
+    subject = f"servers-{uuid.uuid4().hex[:8]}-value"
+    v1 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}
+    answer = schema_registry.request("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(v1)})
+    assert isinstance(answer["id"], int)
+    assert json.loads(schema_registry.request("GET", f"/schemas/ids/{answer['id']}")["schema"]) == v1
+    assert subject in schema_registry.subjects()
+    schema_registry.set_compatibility(subject, "BACKWARD")
+    v2 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}, {"name": "b", "type": "string"}]}
+    with pytest.raises(ServerError, match="HTTP 409"):
+        schema_registry.request("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(v2)})
