@@ -3,13 +3,17 @@
 `json_objects` renders each row of a record batch as one compact JSON object, keys in column order:
 integers and floats as numbers (NaN/inf as null), booleans, strings escaped, timestamps as ISO-8601
 UTC with microseconds (``2026-01-01T00:00:00.000000Z``), binary as base64, nulls as ``null``. Columns
-of nested types fall back to `json.dumps` per row (correct, slower).
+of nested types are rendered per row with the same conventions (maps as objects; a nested DECIMAL goes through a
+double), correct but slower.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
 import json
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -70,8 +74,31 @@ def _json_value(column: pa.Array) -> pa.Array:
     elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         text = pc.binary_join_element_wise('"', _base64(column), '"', "")
     else:
-        text = pa.array([json.dumps(v, default=str) for v in column.to_pylist()], pa.string())
+        values = column.to_pylist(maps_as_pydicts="lossy")
+        text = pa.array([json.dumps(_plain(v), ensure_ascii=False, separators=(",", ":")) for v in values], pa.string())
     return pc.fill_null(text, "null")
+
+
+def _plain(value):
+    """A nested value with the top-level columns' JSON conventions: timestamps ISO-8601 UTC with microseconds,
+    dates ISO, binary base64, decimals as numbers (through a double), maps as objects."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def json_objects(batch: pa.RecordBatch) -> pa.Array:

@@ -27,6 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.datasource import SinkDataSource
+from connectors.env import ENV_REF as _ENV_REF
+from connectors.env import resolve_env as _resolve_env
 from connectors.errors import (CommitError, DeliveryError, OptionError, PartitioningChangedError, SinkError,
                                TransientError, map_errors)
 from connectors.options import OptionReader
@@ -42,7 +44,6 @@ FORMATS = ("json", "ndjson")
 CONTENT_TYPES = {"json": "application/json", "ndjson": "application/x-ndjson"}
 DEFAULT_RETRY_ON = "408,429,5xx"
 _BODY_START = 200  # characters of a refused response's body quoted in the error
-_ENV_REF = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 _STATUS_MASK = re.compile(r"^[1-5][0-9x][0-9x]$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -57,15 +58,7 @@ def _import_requests():
 
 def resolve_env(value: str, *, what: str, where: str = "this executor") -> str:
     """Replace every ``${ENV:NAME}`` in `value` by the environment variable NAME (read now, here)."""
-
-    def lookup(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise SinkError(f"webhook-sink: {what} references the environment variable {name}, which is not set on "
-                            f"{where}; set it there (for executors: spark.executorEnv.{name})")
-        return os.environ[name]
-
-    return _ENV_REF.sub(lookup, value)
+    return _resolve_env(value, sink="webhook-sink", what=what, where=where)
 
 
 def _canonical_header(name: str) -> str:
