@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import http.cookiejar
 import json
-import os
 import re
 import socket
 import threading

@@ -121,14 +121,28 @@ def protobuf_message_class(schema: str):
 
 def _well_known_file(name: str) -> bytes:
     if name == "confluent/type/decimal.proto":
-        from confluent_kafka.schema_registry.confluent.type import decimal_pb2 as module
-    elif name == "google/type/date.proto":
+        return _confluent_decimal_file()
+    if name == "google/type/date.proto":
         from google.type import date_pb2 as module
     elif name == "google/protobuf/timestamp.proto":
         from google.protobuf import timestamp_pb2 as module
     else:
         raise ValueError(f"protobuf schema imports {name}, which this encoder does not know")
     return module.DESCRIPTOR.serialized_pb
+
+
+def _confluent_decimal_file() -> bytes:
+    """``confluent/type/decimal.proto`` (Confluent's decimal: the unscaled value as big-endian two's complement
+    bytes, its precision and scale), built here so that encoding needs only ``protobuf``."""
+    from google.protobuf import descriptor_pb2
+
+    F = descriptor_pb2.FieldDescriptorProto
+    message = descriptor_pb2.DescriptorProto(name="Decimal", field=[
+        F(name="value", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_BYTES, json_name="value"),
+        F(name="precision", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_UINT32, json_name="precision"),
+        F(name="scale", number=3, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32, json_name="scale")])
+    return descriptor_pb2.FileDescriptorProto(name="confluent/type/decimal.proto", package="confluent.type",
+                                              syntax="proto3", message_type=[message]).SerializeToString()
 
 
 def _protobuf_rows(rows: list[dict], schema: str) -> list[bytes]:
