@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["json_objects", "as_binary"]
+__all__ = ["json_objects", "as_binary", "python_rows", "python_values"]
 
 _ESCAPES = [("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\b", "\\b"), ("\f", "\\f")]
 
@@ -74,9 +74,45 @@ def _json_value(column: pa.Array) -> pa.Array:
     elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         text = pc.binary_join_element_wise('"', _base64(column), '"', "")
     else:
-        values = column.to_pylist(maps_as_pydicts="lossy")
+        values = python_values(column)
         text = pa.array([json.dumps(_plain(v), ensure_ascii=False, separators=(",", ":")) for v in values], pa.string())
     return pc.fill_null(text, "null")
+
+
+def _has_map(kind: pa.DataType) -> bool:
+    if pa.types.is_map(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_has_map(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _has_map(kind.value_type)
+    return False
+
+
+def _unmap(value, kind: pa.DataType):
+    if value is None:
+        return None
+    if pa.types.is_map(kind):
+        return {k: _unmap(v, kind.item_type) for k, v in value}
+    if pa.types.is_struct(kind):
+        return {f.name: _unmap(value[f.name], f.type) for f in kind}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [_unmap(v, kind.value_type) for v in value]
+    return value
+
+
+def python_values(column: pa.Array) -> list:
+    """``column.to_pylist()`` with maps as dicts (pyarrow gives lists of key/value pairs before 16)."""
+    values = column.to_pylist()
+    if not _has_map(column.type):
+        return values
+    return [_unmap(v, column.type) for v in values]
+
+
+def python_rows(batch: pa.RecordBatch) -> list[dict]:
+    """The rows of `batch` as dicts, maps as dicts (see `python_values`)."""
+    return python_values(pa.StructArray.from_arrays(batch.columns, names=batch.schema.names)) if batch.num_columns \
+        else [{} for _ in range(batch.num_rows)]
 
 
 def _plain(value):

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connectors.rows import as_binary, json_objects
+from connectors.rows import as_binary, json_objects, python_rows
 from .avro_columnar import encode_flat
 from .framing import frame, message_indexes
 
@@ -74,7 +74,7 @@ def encode_payloads(records: pa.RecordBatch | pa.StructArray | pa.Array, spec: E
         columnar = encode_flat(batch, _avro_json(spec.schema))
         if columnar is not None:
             return columnar
-    rows = batch.to_pylist(maps_as_pydicts="strict")
+    rows = python_rows(batch)
     if spec.format == "avro":
         return pa.array(_avro_rows(rows, spec.schema), pa.binary())
     return pa.array(_protobuf_rows(rows, spec.schema), pa.binary())

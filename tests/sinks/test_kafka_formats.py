@@ -12,6 +12,7 @@ from pyspark.sql.types import (ArrayType, IntegerType, LongType, MapType, String
                                StructType)
 
 from connectors.errors import OptionError, SinkError
+from connectors.rows import python_rows
 from sinks.kafka_formats import (EncodingSpec, SchemaMappingError, avro_schema, derived_schema, encode_batch, frame,
                                  header, json_schema, message_indexes, protobuf_descriptor, protobuf_message_class,
                                  record_full_name, registry_options, split_header, subject_name)
@@ -160,7 +161,7 @@ def _fastavro_payloads(struct, rows) -> list[bytes]:
 
     parsed = fastavro.parse_schema(json.loads(derived_schema("avro", struct)))
     out = []
-    for row in batch(struct, rows).to_pylist(maps_as_pydicts="strict"):
+    for row in python_rows(batch(struct, rows)):
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, parsed, row)
         out.append(buffer.getvalue())
