@@ -5,13 +5,13 @@ executors; `framing` adds the wire-format header; `registry` makes the registry 
 fastavro, protobuf and confluent-kafka's schema registry happen only where a format runs.
 """
 
-from .encode import FORMATS, REGISTRY_FORMATS, EncodingSpec, encode_batch, encode_payloads, protobuf_message_class
+from .encode import FORMATS, REGISTRY_FORMATS, EncodingSpec, RecordEncodeError, encode_batch, encode_payloads, protobuf_message_class
 from .framing import frame, header, message_indexes, split_header
 from .registry import (RegistryError, RegistryOptions, derived_schema, record_full_name, registry_options,
                        resolve_encoding, subject_name)
 from .schemas import SchemaMappingError, avro_schema, json_schema, protobuf_descriptor
 
-__all__ = ["FORMATS", "REGISTRY_FORMATS", "EncodingSpec", "RegistryError", "RegistryOptions", "SchemaMappingError",
+__all__ = ["FORMATS", "REGISTRY_FORMATS", "EncodingSpec", "RecordEncodeError", "RegistryError", "RegistryOptions", "SchemaMappingError",
            "avro_schema", "derived_schema", "encode_batch", "encode_payloads", "frame", "header", "json_schema",
            "message_indexes", "protobuf_descriptor", "protobuf_message_class", "record_full_name",
            "registry_options", "resolve_encoding", "split_header", "subject_name"]

@@ -25,10 +25,19 @@ from connectors.rows import as_binary, json_objects, python_rows
 from .avro_columnar import encode_flat
 from .framing import frame, message_indexes
 
-__all__ = ["FORMATS", "REGISTRY_FORMATS", "EncodingSpec", "encode_batch", "encode_payloads", "protobuf_message_class"]
+__all__ = ["FORMATS", "REGISTRY_FORMATS", "EncodingSpec", "RecordEncodeError", "encode_batch", "encode_payloads", "protobuf_message_class"]
 
 FORMATS = ("raw", "json", "avro", "protobuf", "json-schema")
 REGISTRY_FORMATS = ("avro", "protobuf", "json-schema")
+
+
+class RecordEncodeError(ValueError):
+    """A row does not fit the schema (a poison record): `row` is its index in the batch, the message names the
+    field and the reason as the encoder gave them."""
+
+    def __init__(self, row: int, fmt: str, reason: str) -> None:
+        self.row = row
+        super().__init__(f"row {row} does not fit the {fmt} schema: {reason}")
 
 
 @dataclass(frozen=True)
@@ -101,10 +110,13 @@ def _avro_rows(rows: list[dict], schema: str) -> list[bytes]:
     parsed = _parsed_avro(schema)
     out: list[bytes] = []
     buffer = io.BytesIO()
-    for row in rows:
+    for index, row in enumerate(rows):
         buffer.seek(0)
         buffer.truncate()
-        schemaless_writer(buffer, parsed, row)
+        try:
+            schemaless_writer(buffer, parsed, row)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise RecordEncodeError(index, "avro", f"{type(exc).__name__}: {exc}") from exc
         out.append(buffer.getvalue())
     return out
 
@@ -158,9 +170,12 @@ def _confluent_decimal_file() -> bytes:
 def _protobuf_rows(rows: list[dict], schema: str) -> list[bytes]:
     cls = protobuf_message_class(schema)
     out = []
-    for row in rows:
+    for index, row in enumerate(rows):
         message = cls()
-        _fill(message, row)
+        try:
+            _fill(message, row)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise RecordEncodeError(index, "protobuf", f"{type(exc).__name__}: {exc}") from exc
         out.append(message.SerializeToString(deterministic=True))
     return out
 

@@ -114,6 +114,20 @@ def record_full_name(fmt: str, schema: str) -> str:
     return title
 
 
+def _record_name(fmt: str, text: str, strategy: str) -> str:
+    """The record's full name when `strategy` needs one; else only checks that `text` parses."""
+    if strategy != "topic":
+        return record_full_name(fmt, text)
+    if fmt == "protobuf":
+        from google.protobuf import descriptor_pb2
+
+        if not descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True)).message_type:
+            raise ValueError("the file descriptor has no message")
+    elif not isinstance(json.loads(text), dict):
+        raise ValueError("a schema is a JSON object")
+    return ""
+
+
 def subject_name(strategy: str, topic: str, side: str, record_name: str) -> str:
     """The subject of `topic`'s `side` (``value``/``key``) under `strategy` (``topic``, ``record``,
     ``topic_record``), as Confluent's TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy name it."""
@@ -145,9 +159,10 @@ def resolve_encoding(fmt: str, struct: StructType, topic: str, options: Registry
     text = options.schema or derived_schema(fmt, struct, name or side.capitalize(), namespace)
     schema_option = f"{side}.schema"
     try:
-        record = record_full_name(fmt, text)
-    except (ValueError, KeyError, IndexError) as exc:
-        raise OptionError(schema_option, text[:200], f"a valid {fmt} schema ({exc})") from exc
+        record = _record_name(fmt, text, options.strategy)
+    except Exception as exc:  # JSON, base64 or protobuf's DecodeError: the text is not a schema of this format
+        expected = ("a base64 serialized FileDescriptorProto" if fmt == "protobuf" else f"a valid {fmt} schema")
+        raise OptionError(schema_option, text[:200], f"{expected} ({type(exc).__name__}: {exc})") from exc
     subject = subject_name(options.strategy, topic, side, record)
     schema = Schema(text, _SCHEMA_TYPES[fmt])
     url = options.client_conf.get("url")

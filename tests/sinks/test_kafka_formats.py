@@ -191,3 +191,15 @@ def test_columnar_avro_is_byte_identical_to_fastavro_for_flat_records():
     assert columnar is not None, "the flat schema fell back to fastavro: the test compares nothing"
     assert columnar.to_pylist() == _fastavro_payloads(FLAT, rows)
     assert encode_flat(batch(NESTED, NESTED_ROWS), json.loads(derived_schema("avro", NESTED))) is None
+
+
+def test_a_row_that_does_not_fit_an_explicit_schema_names_the_row():
+    from sinks.kafka_formats import RecordEncodeError
+
+    schema = json.dumps({"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                                   {"name": "name", "type": "string"}]})
+    rows = [{"id": 1, "name": "a"}, {"id": 2, "name": None}]
+    struct = StructType([StructField("id", LongType(), False), StructField("name", StringType(), True)])
+    with pytest.raises(RecordEncodeError, match="row 1 does not fit the avro schema") as info:
+        encode_batch(batch(struct, rows), EncodingSpec("avro", schema))
+    assert info.value.row == 1

@@ -202,7 +202,19 @@ def test_registry_down_is_a_clear_error():
         resolve_encoding("avro", FLAT, "orders", registry_options({"schema.registry.url": url}))
 
 
-def test_explicit_schema_that_is_not_a_schema_names_the_option(schema_registry):
-    with pytest.raises(OptionError, match="value.schema"):
-        resolve_encoding("avro", FLAT, _topic(), registry_options(_options(schema_registry,
-                                                                          **{"value.schema": "not json"})))
+def test_explicit_json_schema_without_title_is_refused_only_by_the_record_strategies(schema_registry):
+    text = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}}})
+    spec = resolve_encoding("json-schema", FLAT, _topic(), registry_options(_options(schema_registry,
+                                                                                     **{"value.schema": text})))
+    assert spec.schema == text
+    with pytest.raises(OptionError, match="'value.schema'.*title"):
+        resolve_encoding("json-schema", FLAT, _topic(), registry_options(_options(
+            schema_registry, **{"value.schema": text, "value.subject.name.strategy": "record"})))
+
+
+@pytest.mark.parametrize("fmt,text", [("avro", "not json"), ("protobuf", "syntax = 'proto3'; message M {}"),
+                                      ("json-schema", "[1]")])
+def test_explicit_schema_that_is_not_a_schema_names_the_option(schema_registry, fmt, text):
+    with pytest.raises(OptionError, match="'value.schema'"):
+        resolve_encoding(fmt, FLAT, _topic(), registry_options(_options(schema_registry, **{"value.schema": text})))
+
