@@ -1,10 +1,11 @@
-"""A vectorised Avro encoder for flat records: each column is encoded over its Arrow buffers with numpy (zigzag
-varints, little-endian floats, length-prefixed bytes, minimal two's-complement decimals, union branches for
-nullable fields), then the columns are joined row by row with pyarrow compute. No Python loop per row.
+"""A vectorised Avro encoder: each column is encoded over its Arrow buffers with numpy (zigzag varints,
+little-endian floats, length-prefixed bytes, minimal two's-complement decimals, union branches for nullable
+fields), nested records as the concatenation of their fields, arrays and maps as one block per row (items joined
+with pyarrow's list join); the columns are joined row by row with pyarrow compute. No Python loop per row.
 
-`encode_flat` returns None when the schema is not one it handles (a nested record, array or map field, a decimal
-wider than 18 digits, an Arrow column whose type does not match the field): the caller then encodes with
-fastavro. Its bytes are identical to fastavro's ``schemaless_writer`` for the same rows.
+`encode_columnar` returns None when the schema is not one it handles (a decimal wider than 18 digits, a union other
+than with null, an Arrow column whose type does not match the field): the caller then encodes with fastavro. Its
+bytes are identical to fastavro's ``schemaless_writer`` for the same rows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["encode_flat"]
+__all__ = ["encode_columnar"]
 
 _EMPTY = pa.scalar(b"", pa.binary())
 
@@ -99,12 +100,15 @@ def _column(column: pa.Array, kind: Any) -> pa.Array | None:
     return None
 
 
-def _field(column: pa.Array, kind: Any) -> pa.Array | None:
+def _field(column: pa.Array, kind: Any, relevant: np.ndarray | None = None) -> pa.Array | None:
+    """The encoded values of a field of type `kind`; `relevant` marks the rows whose value is written (a null
+    struct's children are not)."""
     if isinstance(kind, list):  # a union: only [null, T] or [T, null]
         if len(kind) != 2 or "null" not in kind:
             return None
         null_index = kind.index("null")
-        value = _column(column, kind[1 - null_index])
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        value = _value(column, kind[1 - null_index], valid if relevant is None else valid & relevant)
         if value is None:
             return None
         tag = pa.scalar(bytes([2 * (1 - null_index)]), pa.binary())
@@ -113,25 +117,73 @@ def _field(column: pa.Array, kind: Any) -> pa.Array | None:
             return tagged
         return pc.if_else(column.is_valid(), tagged, pa.scalar(bytes([2 * null_index]), pa.binary()))
     if column.null_count:
-        return None  # a null in a non-nullable field: fastavro names the error
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        if relevant is None or (nulls & relevant).any():
+            return None  # a null in a non-nullable field: fastavro names the error
+    return _value(column, kind, relevant)
+
+
+def _value(column: pa.Array, kind: Any, relevant: np.ndarray | None) -> pa.Array | None:
+    base = kind.get("type") if isinstance(kind, dict) else kind
+    if base == "record" and pa.types.is_struct(column.type):
+        return _record(column, kind, relevant)
+    if base == "array" and (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        counts, start, end = _extent(column)
+        items = _field(column.values.slice(start, end - start), kind["items"])
+        return None if items is None else _blocks(items, counts)
+    if base == "map" and pa.types.is_map(column.type):
+        counts, start, end = _extent(column)
+        keys, values = column.keys.slice(start, end - start), column.items.slice(start, end - start)
+        if not pa.types.is_string(keys.type):
+            return None
+        encoded_values = _field(values, kind["values"])
+        if encoded_values is None:
+            return None
+        entries = pc.binary_join_element_wise(_length_prefixed(keys), encoded_values, _EMPTY)
+        return _blocks(entries, counts)
     return _column(column, kind)
 
 
-def encode_flat(batch: pa.RecordBatch, schema: dict) -> pa.Array | None:
-    """One Avro payload per row of `batch` for the record `schema` (parsed JSON), fields matched by name; None if
-    the schema or a column type is outside what this encoder handles."""
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        return None
+def _extent(column: pa.Array) -> tuple[np.ndarray, int, int]:
+    """Entries per row of a list or map array and the range of its child array they cover. A null row may cover
+    entries: they are encoded too, and the union tag of the null row replaces the result."""
+    offsets = column.offsets.to_numpy()
+    return np.diff(offsets).astype(np.int64), int(offsets[0]), int(offsets[-1])
+
+
+def _blocks(items: pa.Array, counts: np.ndarray) -> pa.Array:
+    """Avro's array/map encoding per row: one block (its count, its items) then the end marker 0; an empty one is
+    the end marker alone (as fastavro writes)."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), items.cast(pa.binary())), _EMPTY)
+    end = pc.if_else(pa.array(counts > 0), pa.scalar(b"\x00", pa.binary()), _EMPTY)
+    return pc.binary_join_element_wise(_varints(counts), joined, end, _EMPTY)
+
+
+def _record(column: pa.StructArray, schema: dict, relevant: np.ndarray | None) -> pa.Array | None:
+    children = {column.type.field(i).name: child for i, child in enumerate(column.flatten())}
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    inner = valid if relevant is None else valid & relevant
     pieces = []
     for field in schema.get("fields", []):
-        if field["name"] not in batch.schema.names:
+        if field["name"] not in children:
             return None
-        encoded = _field(batch.column(field["name"]), field["type"])
+        encoded = _field(children[field["name"]], field["type"], inner)
         if encoded is None:
             return None
         pieces.append(encoded)
     if not pieces:
+        return pa.array([b""] * len(column), pa.binary())
+    return pc.binary_join_element_wise(*pieces, _EMPTY) if len(pieces) > 1 else pieces[0].cast(pa.binary())
+
+
+def encode_columnar(batch: pa.RecordBatch, schema: dict) -> pa.Array | None:
+    """One Avro payload per row of `batch` for the record `schema` (parsed JSON), fields matched by name (nested
+    records, arrays and string-keyed maps included); None if the schema or a column type is outside what this
+    encoder handles."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return None
+    if batch.num_columns == 0:
         return pa.array([b""] * batch.num_rows, pa.binary())
-    if len(pieces) == 1:
-        return pieces[0]
-    return pc.binary_join_element_wise(*pieces, _EMPTY)
+    return _record(pa.StructArray.from_arrays(batch.columns, names=batch.schema.names), schema, None)

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from connectors.rows import as_binary, json_objects, python_rows
-from .avro_columnar import encode_flat
+from .avro_columnar import encode_columnar
 from .framing import frame, message_indexes
 
 __all__ = ["FORMATS", "REGISTRY_FORMATS", "EncodingSpec", "RecordEncodeError", "encode_batch", "encode_payloads", "protobuf_message_class"]
@@ -80,7 +80,7 @@ def encode_payloads(records: pa.RecordBatch | pa.StructArray | pa.Array, spec: E
     if spec.format in ("json", "json-schema"):
         return json_objects(batch).cast(pa.binary())
     if spec.format == "avro":
-        columnar = encode_flat(batch, _avro_json(spec.schema))
+        columnar = encode_columnar(batch, _avro_json(spec.schema))
         if columnar is not None:
             return columnar
     rows = python_rows(batch)

@@ -8,7 +8,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import (ArrayType, IntegerType, LongType, MapType, StringType, StructField,
+from pyspark.sql.types import (ArrayType, DecimalType, IntegerType, LongType, MapType, StringType, StructField,
                                StructType)
 
 from connectors.errors import OptionError, SinkError
@@ -154,27 +154,27 @@ def test_encoding_spec_refuses_unknown_formats_and_missing_schemas():
 
 
 
-def _fastavro_payloads(struct, rows) -> list[bytes]:
+def _fastavro_payloads(struct, rows: list[dict]) -> list[bytes]:
     import io
 
     import fastavro
 
     parsed = fastavro.parse_schema(json.loads(derived_schema("avro", struct)))
     out = []
-    for row in python_rows(batch(struct, rows)):
+    for row in rows:
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, parsed, row)
         out.append(buffer.getvalue())
     return out
 
 
-def test_columnar_avro_is_byte_identical_to_fastavro_for_flat_records():
+def test_columnar_avro_is_byte_identical_to_fastavro():
     import datetime as dt
     import decimal
 
     import numpy as np
 
-    from sinks.kafka_formats.avro_columnar import encode_flat
+    from sinks.kafka_formats.avro_columnar import encode_columnar
 
     rng = np.random.default_rng(7)
     edge = [0, 1, -1, 63, -64, 64, -65, 127, 128, 1 << 31, -(1 << 31), (1 << 62), -(1 << 63), (1 << 63) - 1]
@@ -187,10 +187,16 @@ def test_columnar_avro_is_byte_identical_to_fastavro_for_flat_records():
         row["ts"] = None if i % 7 == 0 else dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
             microseconds=int(rng.integers(0, 1 << 62)) % (300 * 365 * 86400 * 10**6))
         rows.append(row)
-    columnar = encode_flat(batch(FLAT, rows), json.loads(derived_schema("avro", FLAT)))
+    columnar = encode_columnar(batch(FLAT, rows), json.loads(derived_schema("avro", FLAT)))
     assert columnar is not None, "the flat schema fell back to fastavro: the test compares nothing"
     assert columnar.to_pylist() == _fastavro_payloads(FLAT, rows)
-    assert encode_flat(batch(NESTED, NESTED_ROWS), json.loads(derived_schema("avro", NESTED))) is None
+    nested = batch(NESTED, NESTED_ROWS * 3)
+    for part in (nested, nested.slice(1, 5), nested.slice(4)):  # slices: offsets into the list and map children
+        encoded = encode_columnar(part, json.loads(derived_schema("avro", NESTED)))
+        assert encoded is not None and encoded.to_pylist() == _fastavro_payloads(NESTED, python_rows(part))
+    wide = StructType([StructField("d", DecimalType(30, 2), False)])  # beyond int64: fastavro's path
+    assert encode_columnar(batch(wide, [{"d": decimal.Decimal("1.00")}]), json.loads(derived_schema("avro", wide))) \
+        is None
 
 
 def test_a_row_that_does_not_fit_an_explicit_schema_names_the_row():
