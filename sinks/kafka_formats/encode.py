@@ -1,10 +1,11 @@
 """Encoding an Arrow record batch into one payload per row, for each record format, then framing it.
 
 ``raw`` and ``json`` are columnar (pyarrow compute, `connectors.rows`). ``json-schema`` is the same JSON, framed.
-``avro`` is columnar for flat records (`avro_columnar`: numpy over the Arrow buffers, byte-identical to fastavro);
-records with nested fields (or decimals wider than 18 digits) are written row by row with fastavro's compiled
-``schemaless_writer``. bench/README.md compares both with confluent-kafka's ``AvroSerializer``. ``protobuf`` builds one message per row from the file descriptor (upb's C implementation
-serialises). `EncodingSpec` is what the driver hands the executors: the format, the schema text the registry
+``avro`` is columnar (`avro_columnar`: numpy over the Arrow buffers, nested records, arrays and maps included,
+byte-identical to fastavro); a schema it does not handle (decimals wider than 18 digits, unions other than with
+null) is written row by row with fastavro's compiled ``schemaless_writer``; bench/README.md compares both with
+confluent-kafka's ``AvroSerializer``. ``protobuf`` builds one message per row from the file descriptor (upb's C
+implementation serialises). `EncodingSpec` is what the driver hands the executors: the format, the schema text the registry
 knows, the schema id; executors import the format's package only when they encode.
 """
 
