@@ -5,8 +5,8 @@
 byte-identical to fastavro); a schema it does not handle (decimals wider than 18 digits, unions other than with
 null) is written row by row with fastavro's compiled ``schemaless_writer``; bench/README.md compares both with
 confluent-kafka's ``AvroSerializer``. ``protobuf`` builds one message per row from the file descriptor (upb's C
-implementation serialises). `EncodingSpec` is what the driver hands the executors: the format, the schema text the registry
-knows, the schema id; executors import the format's package only when they encode.
+implementation serialises). `EncodingSpec` is what the driver hands the executors: the format, the schema text
+the registry knows, the schema id; executors import the format's package only when they encode.
 """
 
 from __future__ import annotations
