@@ -74,7 +74,7 @@ def frame(payloads: pa.Array, schema_id: int, indexes: bytes = b"") -> pa.Array:
                                                      pa.py_buffer(out)])
 
 
-def split_header(record: bytes, protobuf: bool = False) -> tuple[int, bytes]:
+def split_header(record: bytes) -> tuple[int, bytes]:
     """``(schema_id, payload)`` of one framed record (for a Protobuf record, `payload` still starts with the
     message indexes). ``ValueError`` if the magic byte is not 0."""
     if len(record) < 5 or record[0] != MAGIC_BYTE:
