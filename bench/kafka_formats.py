@@ -1,4 +1,4 @@
-"""Record-format encoders over the same rows, without Spark: `sinks.kafka_formats.encode_batch` (Arrow batch →
+"""Record-format encoders over the same rows, without Spark: `sinks.kafka.formats.encode_batch` (Arrow batch →
 framed records) for avro (flat: columnar; nested: fastavro per row) / protobuf / json-schema, against a plain
 confluent-kafka `AvroSerializer` loop per row (dicts prebuilt, not timed) over the same rows; the first 100
 records of each Avro pair are checked byte for byte. A Schema Registry is started here (Apicurio, `connectors.servers`) unless
@@ -26,7 +26,7 @@ from pyspark.sql.types import (DecimalType, DoubleType, IntegerType, LongType, S
                                TimestampType)
 
 from connectors.servers import SchemaRegistry
-from sinks.kafka_formats import encode_batch, registry_options, resolve_encoding
+from sinks.kafka.formats import encode_batch, registry_options, resolve_encoding
 
 SCHEMA = StructType([
     StructField("id", LongType(), False),

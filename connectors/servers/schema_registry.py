@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from connectors.servers.base import LOOPBACK, ServerError, _ProcessServer, cache_root, free_port
+from connectors.servers.base import LOOPBACK, ServerError, ProcessServer, cache_root, free_port
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "fetch_schema_registry"]
 
@@ -90,7 +90,7 @@ def fetch_schema_registry(quiet: bool = False) -> Path:
     return target
 
 
-class SchemaRegistry(_ProcessServer):
+class SchemaRegistry(ProcessServer):
     """Apicurio Registry on a free loopback port, in-memory (a restart forgets every schema).
 
     `url` is the Confluent-compatible base URL to give ``schema.registry.url`` or confluent-kafka's

@@ -13,7 +13,7 @@ from pyspark.sql.types import (ArrayType, DecimalType, IntegerType, LongType, Ma
 
 from connectors.errors import OptionError, SinkError
 from connectors.rows import python_rows
-from sinks.kafka_formats import (EncodingSpec, SchemaMappingError, avro_schema, derived_schema, encode_batch, frame,
+from sinks.kafka.formats import (EncodingSpec, SchemaMappingError, avro_schema, derived_schema, encode_batch, frame,
                                  header, json_schema, message_indexes, protobuf_descriptor, protobuf_message_class,
                                  record_full_name, registry_options, split_header, subject_name)
 from tests.sinks.formats_data import FLAT, FLAT_ROWS, NESTED, NESTED_ROWS, batch
@@ -174,7 +174,7 @@ def test_columnar_avro_is_byte_identical_to_fastavro():
 
     import numpy as np
 
-    from sinks.kafka_formats.avro_columnar import encode_columnar
+    from sinks.kafka.formats.avro_columnar import encode_columnar
 
     rng = np.random.default_rng(7)
     edge = [0, 1, -1, 63, -64, 64, -65, 127, 128, 1 << 31, -(1 << 31), (1 << 62), -(1 << 63), (1 << 63) - 1]
@@ -200,7 +200,7 @@ def test_columnar_avro_is_byte_identical_to_fastavro():
 
 
 def test_a_row_that_does_not_fit_an_explicit_schema_names_the_row():
-    from sinks.kafka_formats import RecordEncodeError
+    from sinks.kafka.formats import RecordEncodeError
 
     schema = json.dumps({"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
                                                                    {"name": "name", "type": "string"}]})

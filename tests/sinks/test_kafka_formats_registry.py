@@ -14,7 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from connectors.errors import OptionError
 from connectors.servers import free_port
-from sinks.kafka_formats import (RegistryError, encode_batch, protobuf_message_class,
+from sinks.kafka.formats import (RegistryError, encode_batch, protobuf_message_class,
                                  registry_options, resolve_encoding, split_header)
 from tests.sinks.formats_data import FLAT, FLAT_ROWS, NESTED, NESTED_ROWS, UTC, batch
 
