@@ -697,6 +697,37 @@ class KafkaSinkDataSource(SinkDataSource):
         dead-letter topic must take it (a larger ``max.message.bytes``), or the task fails. Without
         this option such a record fails the task naming its row and key, with nothing of the
         partition committed (exactly_once), and every replay fails the same way.
+    value.format : ``raw`` (default) | ``json`` | ``avro`` | ``protobuf`` | ``json-schema``
+        ``raw``: the ``value`` column as is, or the row as JSON without one (as above). Otherwise
+        the record is a ``value`` STRUCT column, or, without a ``value`` column, every column but
+        ``key``, ``topic``, ``partition`` and ``headers`` (``timestamp`` included: it is a Kafka
+        column only next to a ``value`` column), encoded as JSON or, for the last three, in
+        Confluent's wire format (magic byte 0, the 4-byte schema id, Protobuf's message indexes)
+        with the schema registered in the Schema Registry. Types map as the table in
+        `sinks.kafka.formats.schemas` (and the README) says.
+    key.format : the same, default ``raw``
+        For a ``key`` STRUCT column (``raw``: a string or binary ``key`` column as is).
+    schema.registry.url : str, required by avro, protobuf and json-schema
+        Confluent's REST API of the registry (Apicurio: ``http://host:port/apis/ccompat/v7``).
+        Every ``schema.registry.<name>`` option goes to confluent-kafka's ``SchemaRegistryClient``
+        (``basic.auth.user.info``, ``ssl.ca.location``…); ``${ENV:NAME}`` is read from the
+        driver's environment.
+    value.subject.name.strategy, key.subject.name.strategy : ``topic`` (default) | ``record`` | ``topic_record``
+        The subject: ``<topic>-value``, the record's full name, or ``<topic>-<full name>``.
+    auto.register.schemas : bool, default true
+        Register the schema (the subject's compatibility rule applies); false: it must be registered.
+    use.latest.version : bool, default false
+        Encode with the subject's latest schema instead of the one derived from the Spark schema.
+    value.schema, key.schema : str, optional
+        A schema text (Avro JSON, base64 of a serialized ``FileDescriptorProto``, JSON Schema) used
+        instead of the derived one. A row that does not fit it is dead-lettered with
+        ``deadLetterTopic`` (its JSON as the value, ``impulse.error.code`` ``SCHEMA_MISMATCH``), or
+        else fails the partition naming the row and the field.
+
+        The registry is asked on the driver, once per query start (the writer build): a bad option,
+        an unreachable registry or a schema the subject refuses fails the query before anything is
+        written. Executors only encode and frame with the schema id they were given, so a replayed
+        batch writes byte-identical records, through the same transactions.
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 
