@@ -20,7 +20,8 @@ from pyspark.sql import types as T
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.rows import json_objects
-from sinks.kafka.formats import FORMATS, REGISTRY_FORMATS, EncodingSpec, RecordEncodeError, encode_batch
+from sinks.kafka.formats import (FORMATS, REGISTRY_FORMATS, EncodingSpec, RecordEncodeError, SchemaMappingError,
+                                 encode_batch)
 from sinks.kafka.formats.registry import STRATEGIES, registry_options, resolve_encoding
 
 __all__ = ["KAFKA_COLUMNS", "SideEncoding", "Encodings", "read_formats", "resolve", "encode_side", "UNFIT"]
@@ -106,7 +107,11 @@ def resolve(reader: OptionReader, formats: dict[str, str], schema: T.StructType,
         if topic is None and options.strategy != "record":
             raise OptionError("topic", None, f"a topic: the subject of {side}.subject.name.strategy "
                               f"'{options.strategy}' is named after it (or use 'record'; one of {', '.join(STRATEGIES)})")
-        sides[side] = SideEncoding(side, resolve_encoding(fmt, struct, topic or "", options), fields)
+        try:
+            spec = resolve_encoding(fmt, struct, topic or "", options)
+        except SchemaMappingError as exc:  # a Spark type the format has no mapping for
+            raise OptionError(f"{side}.format", fmt, f"a format that can hold every column: {exc}") from exc
+        sides[side] = SideEncoding(side, spec, fields)
     return Encodings(**sides)
 
 
