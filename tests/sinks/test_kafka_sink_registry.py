@@ -188,3 +188,22 @@ def test_the_readme_avro_block_runs(spark, kafka_broker, schema_registry, tmp_pa
     assert isinstance(order["at"], dt.datetime) and order["at"].tzinfo is not None
     assert order["amount"] == Decimal(order["id"] * 125).scaleb(-2)
     assert order["customer"] == {"id": order["id"] % 7, "tier": "gold" if order["id"] % 2 == 0 else None}
+
+
+def test_use_latest_version_writes_with_the_subjects_schema(spark, kafka_broker, schema_registry):
+    topic = _topic(kafka_broker)
+    registered = {"type": "record", "name": "Legacy", "namespace": "shop", "fields": [
+        {"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"], "default": None}]}
+    schema_id = schema_registry.request("POST", f"/subjects/{topic}-value/versions",
+                                        {"schema": json.dumps(registered)})["id"]
+    frame = spark.range(4).selectExpr("id", "IF(id % 2 = 0, 'even', NULL) AS name")
+    _write(frame, _options(kafka_broker, schema_registry, topic, **{
+        "value.format": "avro", "use.latest.version": "true", "auto.register.schemas": "false"}))
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    messages = kafka_broker.consume_all(topic)
+    assert {split_header(m.value())[0] for m in messages} == {schema_id}
+    reader = AvroDeserializer(_client(schema_registry))
+    assert sorted((r["id"], r["name"]) for r in (reader(m.value(), _ctx(topic)) for m in messages)) == \
+        [(0, "even"), (1, None), (2, "even"), (3, None)]
+    assert len(_client(schema_registry).get_versions(f"{topic}-value")) == 1  # nothing registered by the sink
