@@ -630,7 +630,7 @@ class KafkaSinkDataSource(SinkDataSource):
     value : string or binary, optional
         The record's value (null: a tombstone). Without a ``value`` column each row is sent as one
         JSON object holding every column (`connectors.rows.json_objects`: timestamps ISO-8601 UTC,
-        binary base64).
+        binary base64). A STRUCT with a ``value.format`` other than ``raw`` (see below).
     key : string or binary, optional
         The record's key. Records without a ``key`` or ``partition`` column are spread as the Java
         producer's sticky partitioner does (Spark's Kafka sink): each Arrow record batch (at most
