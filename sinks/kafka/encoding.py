@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from connectors.errors import OptionError
+from connectors.errors import OptionError, SinkError
 from connectors.options import OptionReader
 from connectors.rows import json_objects
 from sinks.kafka.formats import (FORMATS, REGISTRY_FORMATS, EncodingSpec, RecordEncodeError, SchemaMappingError,
@@ -32,6 +32,7 @@ KAFKA_COLUMNS = ("key", "topic", "partition", "headers")
 UNFIT = "SCHEMA_MISMATCH"
 
 _SIDES = ("value", "key")
+_EXTRAS = {"avro": "avro", "protobuf": "protobuf", "json-schema": "jsonschema"}  # setup.cfg's extra of each format
 _REGISTRY_OPTIONS = ("schema.registry.url", "auto.register.schemas", "use.latest.version",
                      "value.subject.name.strategy", "key.subject.name.strategy", "value.schema", "key.schema")
 
@@ -111,6 +112,9 @@ def resolve(reader: OptionReader, formats: dict[str, str], schema: T.StructType,
             spec = resolve_encoding(fmt, struct, topic or "", options)
         except SchemaMappingError as exc:  # a Spark type the format has no mapping for
             raise OptionError(f"{side}.format", fmt, f"a format that can hold every column: {exc}") from exc
+        except ImportError as exc:  # the format's extra is not installed on the driver
+            raise SinkError(f"kafka-sink: {side}.format '{fmt}' needs the '{_EXTRAS[fmt]}' extra: pip install "
+                            f"'impulse-connectors[{_EXTRAS[fmt]}]' on the driver and the executors ({exc})") from exc
         sides[side] = SideEncoding(side, spec, fields)
     return Encodings(**sides)
 
