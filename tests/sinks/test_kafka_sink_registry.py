@@ -82,12 +82,13 @@ def test_rows_read_back_by_confluent_deserializers(spark, kafka_broker, schema_r
         assert sorted(m.key() for m in messages) == sorted(str(r["id"]).encode() for r in rows)
 
 
-def test_record_strategy_with_an_avro_key(spark, kafka_broker, schema_registry):
-    topic = _topic(kafka_broker)
+@pytest.mark.parametrize("strategy", ["record", "topic_record"])
+def test_record_strategies_with_an_avro_key(spark, kafka_broker, schema_registry, strategy):
+    topic, namespace = _topic(kafka_broker), f"n{uuid.uuid4().hex[:6]}"
     frame = spark.range(5).selectExpr("named_struct('k', id) AS key", "named_struct('id', id, 'x', 'a') AS value")
     _write(frame, _options(kafka_broker, schema_registry, topic, **{
-        "value.format": "avro", "key.format": "avro", "value.subject.name.strategy": "record",
-        "value.schema": json.dumps({"type": "record", "name": "Event", "namespace": f"n{uuid.uuid4().hex[:6]}",
+        "value.format": "avro", "key.format": "avro", "value.subject.name.strategy": strategy,
+        "value.schema": json.dumps({"type": "record", "name": "Event", "namespace": namespace,
                                     "fields": [{"name": "id", "type": "long"}, {"name": "x", "type": "string"}]})}))
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
@@ -98,7 +99,8 @@ def test_record_strategy_with_an_avro_key(spark, kafka_broker, schema_registry):
     keys = [reader(m.key(), SerializationContext(topic, MessageField.KEY)) for m in messages]
     assert sorted(k["k"] for k in keys) == list(range(5))
     subjects = _client(schema_registry).get_subjects()
-    assert f"{topic}-key" in subjects and f"{topic}-value" not in subjects
+    value_subject = f"{namespace}.Event" if strategy == "record" else f"{topic}-{namespace}.Event"
+    assert {f"{topic}-key", value_subject} <= set(subjects) and f"{topic}-value" not in subjects
 
 
 def test_an_incompatible_schema_is_refused_at_start_with_nothing_written(spark, kafka_broker, schema_registry):
