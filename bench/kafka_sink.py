@@ -27,6 +27,17 @@ Every run is checked: a ``read_committed`` consumer must see every record writte
 way but not counted (their rates are listed under ``warmup_rates``); the medians are reported.
 
     python bench/kafka_sink.py --rows 1000000 --payload-bytes 100 --json
+
+``--value-format avro`` measures the record formats instead, on impulse's rows (``counter``, ``subtask_index``,
+``timestamp``, ``payload``: every column one record), three ways, no Spark, at_least_once, through a Schema
+Registry (``connectors.servers.SchemaRegistry``, or ``--schema-registry-url``):
+
+- ``sink_avro``: the sink's write path with ``value.format=avro`` (encoding and framing included);
+- ``sink_json``: the same rows through the same path as ``raw``: each row one JSON object;
+- ``plain_avro``: a confluent-kafka ``Producer`` loop that serialises each row with ``AvroSerializer`` (the same
+  registered schema; the rows as Python dicts are built before timing).
+
+    python bench/kafka_sink.py --value-format avro --rows 200000 --batches 3 --repeat 3 --json
 """
 
 from __future__ import annotations
@@ -79,6 +90,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="spark-sql-kafka version to use when the PySpark version cannot be resolved")
     parser.add_argument("--skip-spark-kafka", action="store_true", help="do not measure Spark's own Kafka sink")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--value-format", choices=["avro"], help="measure the record format against raw JSON and "
+                                                                 "a confluent-kafka AvroSerializer loop instead")
+    parser.add_argument("--schema-registry-url", help="with --value-format: a running registry (default: start one)")
     return parser.parse_args(argv)
 
 
@@ -155,6 +169,99 @@ def run_sink_write(broker, topic: str, batches: list) -> float:
     return time.perf_counter() - start
 
 
+def run_sink_format(broker, topic: str, batches: list, fmt: str, registry_url: str) -> float:
+    """Seconds the sink's write path (at_least_once, no Spark) takes for `batches` with ``value.format=fmt``
+    (the registry call of the writer build not included)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "deliveryGuarantee": "at_least_once",
+               "value.format": fmt, "schema.registry.url": registry_url,
+               **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}
+    sink = KafkaSinkDataSource(options).streamWriter(from_arrow_schema(batches[0].schema), False).sink
+    identity = WriteIdentity(f"bench-{uuid.uuid4().hex}", 0, 0, 0)
+    start = time.perf_counter()
+    conn = sink.open(identity)
+    try:
+        sink.write(conn, identity, iter(batches))
+    finally:
+        sink.close(conn)
+    return time.perf_counter() - start
+
+
+def run_plain_avro(broker, topic: str, rows: list[dict], schema: str, registry_url: str) -> float:
+    """Seconds a confluent-kafka loop takes to serialise `rows` with ``AvroSerializer`` (`schema`, the one the
+    sink derives, registered by the first call, untimed) and produce them, flushed."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serialize = AvroSerializer(SchemaRegistryClient({"url": registry_url}), schema)
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({**producer_settings(), "bootstrap.servers": broker.bootstrap,
+                         "delivery.report.only.error": True})
+    serialize(rows[0], context)  # the registration, once, untimed (the sink's happens in its writer build)
+    start = time.perf_counter()
+    for index, row in enumerate(rows):
+        value = serialize(row, context)
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if index % 1_000 == 0:
+            producer.poll(0)
+    while producer.flush(1.0):
+        pass
+    return time.perf_counter() - start
+
+
+def formats_main(args) -> int:
+    """``--value-format avro``: the sink with the format vs raw JSON vs a plain AvroSerializer loop."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from connectors.rows import python_rows
+    from connectors.servers import SchemaRegistry
+    from sinks.kafka.formats import derived_schema
+
+    layout = EventLayout(0, Schedule(0, 1.0), 0, None, args.payload_bytes)
+    total = args.rows * args.batches
+    batches = list(event_batches(0, 0, total, layout))
+    rows = [row for b in batches for row in python_rows(b)]
+    schema = derived_schema(args.value_format, from_arrow_schema(batches[0].schema), "Value")  # as the sink derives it
+    contenders = ("sink_avro", "sink_json", "plain_avro")
+    rates: dict[str, list[float]] = {c: [] for c in contenders}
+    warmup: dict[str, list[int]] = {c: [] for c in contenders}
+    broker = KafkaBroker({"log.flush.interval.messages": 2**63 - 1}, jvm_options=[], heap="1g")
+    registry = SchemaRegistry.external(args.schema_registry_url) if args.schema_registry_url else SchemaRegistry()
+    with broker, registry:
+        for label, counted, kind in rounds(list(contenders), args.repeat, args.warmup_rounds):
+            topic = broker.create_topic(f"bench-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}", partitions=2)
+            if kind == "plain_avro":
+                seconds = run_plain_avro(broker, topic, rows, schema, registry.url)
+            else:
+                seconds = run_sink_format(broker, topic, batches, "raw" if kind == "sink_json" else args.value_format,
+                                          registry.url)
+            got = landed(broker, topic)
+            if got != total:
+                raise RuntimeError(f"{kind}: {got} records visible to read_committed, {total} written")
+            broker.delete_topic(topic)
+            (rates[kind].append(total / seconds) if counted else warmup[kind].append(round(total / seconds)))
+            if not args.json:
+                print(f"{label} {kind:<12} {total / seconds:>12,.0f} records/s", flush=True)
+    result: dict = {"rows": args.rows, "rows_per_batch": args.rows, "batches": args.batches,
+                    "payload_bytes": args.payload_bytes, "repeat": args.repeat, "warmup_rounds": args.warmup_rounds,
+                    "warmup_rates": warmup, "value_format": args.value_format}
+    for kind in contenders:
+        result[kind] = {"records_per_s": round(statistics.median(rates[kind])), "runs": [round(r) for r in rates[kind]]}
+    avro, as_json, plain = (result[k]["records_per_s"] for k in contenders)
+    result["ratios"] = {"sink_avro_vs_sink_json": round(avro / as_json, 3),
+                        "sink_avro_vs_plain_avro": round(avro / plain, 3)}
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+    return 0
+
+
 def run_spark(spark, broker, topic: str, kind: str, args) -> tuple[float, dict]:
     """Steady-state records/s of one Spark query, and its mean phase times (ms per micro-batch)."""
     total = args.rows * (args.warmup + args.batches)
@@ -212,6 +319,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compression:
         OVERRIDES["compression.type"] = args.compression
+    if args.value_format:
+        return formats_main(args)
     contenders = [c for c in CONTENDERS if not (c == "spark_kafka" and args.skip_spark_kafka)]
     layout = EventLayout(0, Schedule(0, 1.0), 0, None, args.payload_bytes)
     plain_rows = args.rows * args.batches

@@ -80,6 +80,15 @@ def toxiproxy():
     yield from _serving(Toxiproxy.from_env())
 
 
+@pytest.fixture(scope="session")
+def schema_registry():
+    """A ``connectors.servers.SchemaRegistry`` (Apicurio Registry, in memory: ``.url`` is Confluent's API,
+    ``.set_compatibility()``, ``.request()``); ``SCHEMA_REGISTRY_URL`` points the tests at one someone else runs."""
+    from connectors.servers import SchemaRegistry
+
+    yield from _serving(SchemaRegistry.from_env())
+
+
 # --- Spark beyond one JVM. One standalone cluster and one Connect server per test worker, started by the
 # first test that asks; SPARK_MASTER_URL / SPARK_REMOTE point the tests at ones someone else runs, on this
 # machine (the sinks write to loopback servers, checkpoints are local paths). Stopping either fails if a

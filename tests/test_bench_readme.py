@@ -104,3 +104,20 @@ def test_the_figures_script_runs_to_its_end():
                             "histogram_vectorised_ms", "histogram_record_value_ms", "metadata_version_ms"}
     assert figures["gc_objects"] > 1000 and all(value >= 0 for value in figures.values())
     assert "python bench/figures.py" in (ROOT / "bench" / "README.md").read_text()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.kafka
+@pytest.mark.schema_registry
+def test_the_record_format_sink_benchmark_runs_to_its_end(schema_registry):
+    """bench/README.md's ``bench/kafka_sink.py --value-format avro`` command (not in the README's table: the
+    test above runs that script's other mode), tiny, against the test session's registry."""
+    [args] = re.findall(r"python bench/kafka_sink.py (--value-format avro[^\n`]*)", (ROOT / "bench" / "README.md")
+                        .read_text())
+    argv = shrunk(shlex.split(args), {**SMALL["bench/kafka_sink.py"], "--schema-registry-url": schema_registry.url})
+    done = subprocess.run([sys.executable, "bench/kafka_sink.py", *argv, "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    result = result_of(done.stdout)
+    assert result["rows"] == 1000 and all(r > 0 for r in ratios_in(result))

@@ -31,6 +31,8 @@ RUN = {
     ("## Redis sink", 1): "tests/sinks/test_redis.py::test_the_readme_leaderboard_block_keeps_each_games_ten_best_scores",
     ("## Kafka sink", 0): "tests/sinks/test_kafka.py::test_the_readme_kafka_blocks_run",
     ("## Kafka sink", 1): "tests/sinks/test_kafka.py::test_the_readme_kafka_blocks_run",
+    ("### Record formats and the Schema Registry", 0):
+        "tests/sinks/test_kafka_sink_registry.py::test_the_readme_avro_block_runs",
     ("## Batch writes", 0): "tests/sinks/test_sql.py::test_readme_batch_writes_run_and_rerun_writes_nothing_twice",
     ("## SQL", 0): "tests/sinks/test_sql.py::test_readme_sql_runs",
     ("## Webhook sink", 0): "tests/sinks/test_webhook_readme.py::test_the_readme_webhook_block_runs",

@@ -308,3 +308,69 @@ def test_serve_kafka_creates_topics_and_sigterm_stops_its_jvm():
         for pid in children:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)  # a failed run must not leave its broker behind
+
+
+def test_schema_registry_fetched_once_into_the_cache():
+    from connectors.servers import APICURIO_VERSION, fetch_schema_registry
+
+    home = fetch_schema_registry()
+    assert (home / ".complete").is_file() and APICURIO_VERSION in home.name
+    runner = home / (home / ".runner").read_text().strip()
+    assert runner.is_file() and runner.name.endswith("-runner.jar")
+    assert fetch_schema_registry() == home
+
+
+@pytest.mark.integration
+def test_schema_registry_registers_and_refuses_what_its_subject_rule_refuses(schema_registry):
+    """Confluent's API: a schema registered under a subject gets an id that reads back the same text; with the
+    subject's compatibility set to BACKWARD, a new version adding a field without a default is refused (409)."""
+    import json
+
+    from connectors.servers import ServerError
+
+    subject = f"servers-{uuid.uuid4().hex[:8]}-value"
+    v1 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}
+    answer = schema_registry.request("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(v1)})
+    assert isinstance(answer["id"], int)
+    assert json.loads(schema_registry.request("GET", f"/schemas/ids/{answer['id']}")["schema"]) == v1
+    assert subject in schema_registry.subjects()
+    schema_registry.set_compatibility(subject, "BACKWARD")
+    v2 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}, {"name": "b", "type": "string"}]}
+    with pytest.raises(ServerError, match="HTTP 409"):
+        schema_registry.request("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(v2)})
+
+
+def test_serve_schema_registry_answers_and_sigterm_stops_its_jvm():
+    """`python -m connectors.servers serve schema-registry` prints the Confluent API's URL once it answers, and
+    SIGTERM stops its JVM."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    root = Path(__file__).resolve().parents[1]
+    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", "schema-registry"], cwd=root,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    children: set[int] = set()
+    try:
+        ready = serve.stdout.readline()
+        assert "schema-registry ready at http://127.0.0.1:" in ready, ready + serve.stdout.read()[-3000:]
+        url = ready.split("ready at ")[1].split()[0]
+        assert url.endswith("/apis/ccompat/v7")
+        with urllib.request.urlopen(url + "/subjects", timeout=10) as response:
+            assert json.loads(response.read()) == []
+        children = _descendants(serve.pid)
+        assert any("java" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                   for pid in children if _alive(pid)), "no JVM under serve: the test checks nothing"
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0
+        wait_until(lambda: not any(_alive(pid) for pid in children), 60, 0.2, "serve's JVM to exit after SIGTERM")
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait(30)
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

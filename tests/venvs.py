@@ -38,7 +38,8 @@ def packaging_hash() -> str:
 
 def requirements(extras: tuple[str, ...] = ()) -> list[Requirement]:
     """setup.cfg's install_requires plus the given extras' requirements, those whose marker holds on this
-    interpreter, one per distribution (the first listing wins; the extras repeat the same ranges)."""
+    interpreter, one per distribution (the first listing's range wins, the extras asked by any listing are kept;
+    the extras repeat the same ranges)."""
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     lines = config["options"]["install_requires"].splitlines()
@@ -50,7 +51,8 @@ def requirements(extras: tuple[str, ...] = ()) -> list[Requirement]:
         if line:
             req = Requirement(line)
             if req.marker is None or req.marker.evaluate():
-                found.setdefault(req.name.lower(), req)
+                first = found.setdefault(req.name.lower(), req)
+                first.extras |= req.extras  # a later listing's extras still count (confluent-kafka[avro,…])
     return list(found.values())
 
 
@@ -62,7 +64,8 @@ def lowest(reqs: list[Requirement]) -> list[str]:
         floors = [s.version for s in req.specifier if s.operator in (">=", "==")]
         if len(floors) != 1:
             raise ValueError(f"setup.cfg: {req} needs exactly one '>=' (or '==') bound to test its lowest version")
-        pins.append(f"{req.name}=={floors[0]}")
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""  # e.g. confluent-kafka[avro,…]
+        pins.append(f"{req.name}{extras}=={floors[0]}")
     return pins
 
 

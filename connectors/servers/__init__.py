@@ -2,10 +2,10 @@
 
 One module per server: `connectors.servers.redis` (redis-server), `connectors.servers.kafka` (an Apache
 Kafka broker and the Maven fetcher of its jars), `connectors.servers.receiver` (the project's reference
-HTTP receiver), `connectors.servers.spark` (a Spark standalone cluster, a Spark Connect server) and
+HTTP receiver), `connectors.servers.schema_registry` (Apicurio Registry, Confluent's Schema Registry API), `connectors.servers.spark` (a Spark standalone cluster, a Spark Connect server) and
 `connectors.servers.toxiproxy` (Shopify's Toxiproxy, a fault-injecting TCP proxy, and its build) with
 `connectors.servers.tap` (a recording TCP relay); `connectors.servers.base` holds what they share. ``python -m connectors.servers`` is their command line (``fetch-kafka``,
-``fetch-toxiproxy``, ``serve <kind>``).
+``fetch-schema-registry``, ``fetch-toxiproxy``, ``serve <kind>``).
 
 Only the standard library is imported at module level; ``redis`` and ``confluent_kafka`` are imported when
 a server needs them, so the fetch commands work before the clients are installed.
@@ -15,11 +15,15 @@ from connectors.servers.base import LOOPBACK, ServerError, cache_root, free_port
 from connectors.servers.kafka import KAFKA_VERSION, KafkaBroker, fetch_kafka, kafka_jars_dir
 from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
+from connectors.servers.schema_registry import APICURIO_VERSION, SchemaRegistry, fetch_schema_registry
 from connectors.servers.spark import SparkConnectServer, SparkStandaloneCluster, processes_under, spark_home
 from connectors.servers.tap import Tap
 from connectors.servers.toxiproxy import TOXIPROXY_VERSION, Toxiproxy, fetch_toxiproxy
 
 __all__ = [
+    "APICURIO_VERSION",
+    "SchemaRegistry",
+    "fetch_schema_registry",
     "KAFKA_VERSION",
     "KafkaBroker",
     "LOOPBACK",

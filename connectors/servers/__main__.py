@@ -15,10 +15,12 @@ def main(argv: Iterable[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m connectors.servers", description=servers.__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache (no-op when present)")
+    sub.add_parser("fetch-schema-registry", help="download Apicurio Registry into the cache (no-op when present)")
     sub.add_parser("fetch-toxiproxy", help="build the pinned Toxiproxy server into the cache with `go install` "
                                            "(no-op when present)")
     serve = sub.add_parser("serve", help="run one server in the foreground until Ctrl-C or SIGTERM")
-    serve.add_argument("kind", choices=["kafka", "redis", "http", "spark-cluster", "spark-connect", "toxiproxy"])
+    serve.add_argument("kind", choices=["kafka", "redis", "http", "spark-cluster", "spark-connect", "toxiproxy",
+                                       "schema-registry"])
     serve.add_argument("--topic", action="append", default=[], type=_topic, metavar="NAME[:PARTITIONS]",
                        help="kafka: create this topic (default 1 partition) once the broker is up; repeatable. "
                             "The broker does not create topics on first use")
@@ -28,12 +30,16 @@ def main(argv: Iterable[str]) -> int:
     if args.command == "fetch-kafka":
         print(servers.fetch_kafka())
         return 0
+    if args.command == "fetch-schema-registry":
+        print(servers.fetch_schema_registry())
+        return 0
     if args.command == "fetch-toxiproxy":
         print(servers.fetch_toxiproxy())
         return 0
     server = {"kafka": servers.KafkaBroker, "redis": servers.RedisServer, "http": servers.Receiver,
               "spark-cluster": servers.SparkStandaloneCluster, "spark-connect": servers.SparkConnectServer,
-              "toxiproxy": servers.Toxiproxy}[args.kind]()
+              "toxiproxy": servers.Toxiproxy,
+              "schema-registry": servers.SchemaRegistry}[args.kind]()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server's JVM or process as Ctrl-C does
     with contextlib.suppress(KeyboardInterrupt), server:
         for name, partitions in args.topic:

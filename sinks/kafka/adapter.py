@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import logging
 from contextlib import contextmanager
 from typing import Iterator, Mapping
@@ -10,13 +12,17 @@ from typing import Iterator, Mapping
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, unused_port
 from connectors.kafka_topics import create_topic, read_topic
 from sinks.kafka.client import import_kafka_admin
+from sinks.kafka.formats import split_header
 
 __all__ = ["KafkaAdapter"]
 
 
 class KafkaAdapter(SinkAdapter):
     """The Kafka sink (exactly_once unless told otherwise), one topic of 2 partitions per namespace, read back
-    with a ``read_committed`` consumer (what an aborted transaction left in the log is not visible)."""
+    with a ``read_committed`` consumer (what an aborted transaction left in the log is not visible).
+
+    With `registry_url`, the records are written with ``value.format=avro`` through that Schema Registry and
+    decoded on reading back (`split_header`, the writer's schema from the registry by id, fastavro)."""
 
     format = "kafka-sink"
     #: below the 1 MB record limit of librdkafka (``message.max.bytes``) and the broker, JSON overhead included
@@ -29,7 +35,10 @@ class KafkaAdapter(SinkAdapter):
     network_stall_s = 6.0
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
-                 timeout_s: float = 60.0, broker=None, proxy_route: tuple[str, str] | None = None) -> None:
+                 timeout_s: float = 60.0, broker=None, proxy_route: tuple[str, str] | None = None,
+                 registry_url: str | None = None) -> None:
+        self.registry_url = registry_url
+        self._schemas: dict[int, object] = {}  # schema id → fastavro's parsed writer schema
         self.bootstrap, self.guarantee, self.partitions, self.timeout_s = bootstrap, guarantee, partitions, timeout_s
         self.skips_replays = guarantee == "exactly_once"  # at_least_once keeps no progress record: it rewrites
         self.target_server = broker  # optional: the broker behind `bootstrap` (``restart()`` keeping its log)
@@ -67,8 +76,9 @@ class KafkaAdapter(SinkAdapter):
         return {"bootstrap.servers": self.bootstrap, "logger": quiet, **extra}
 
     def options(self, namespace: str) -> Mapping[str, str]:
+        avro = {"value.format": "avro", "schema.registry.url": self.registry_url} if self.registry_url else {}
         return {"kafka.bootstrap.servers": self.bootstrap, "topic": self.topic(namespace),
-                "deliveryGuarantee": self.guarantee}
+                "deliveryGuarantee": self.guarantee, **avro}
 
     def prepare(self, namespace: str) -> None:
         self._create(self.topic(namespace))
@@ -87,8 +97,10 @@ class KafkaAdapter(SinkAdapter):
         small, dead = f"{self.topic(namespace)}-small", f"{self.topic(namespace)}-dead"
         self._create(small, {"max.message.bytes": "1000"})
         self._create(dead)
-        value = "to_json(struct(subtask_index, counter, CASE WHEN counter % 10 = 3 THEN repeat('x', 2000) END AS pad))"
-        return Poison(columns=[f"{value} AS value"], options={**self.options(namespace), "topic": small},
+        pad = "CASE WHEN counter % 10 = 3 THEN repeat('x', 2000) END AS pad"
+        columns = ["subtask_index", "counter", pad] if self.registry_url else \
+            [f"to_json(struct(subtask_index, counter, {pad})) AS value"]
+        return Poison(columns=columns, options={**self.options(namespace), "topic": small},
                       dead_letter={"deadLetterTopic": dead}, refused=lambda event: event[1] % 10 == 3,
                       read_back=lambda: self._read(small), read_dead_letters=lambda: self._read(dead),
                       words=("refuses row", "max.message.bytes"))
@@ -96,7 +108,22 @@ class KafkaAdapter(SinkAdapter):
     def _read(self, topic: str) -> list[tuple[int, int]]:
         """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows), once the transactions
         just committed are visible (`connectors.kafka_topics.read_topic`)."""
-        return events_from_json([m.value() for m in read_topic(self._client_config(), topic, timeout_s=self.timeout_s)])
+        values = [m.value() for m in read_topic(self._client_config(), topic, timeout_s=self.timeout_s)]
+        if not self.registry_url:
+            return events_from_json(values)
+        decoded = [self._decode_avro(v) for v in values]
+        return [(row["subtask_index"], row["counter"]) for row in decoded]
+
+    def _decode_avro(self, record: bytes) -> dict:
+        """A framed Avro record decoded with its writer's schema (asked from the registry once per id)."""
+        import fastavro
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        schema_id, payload = split_header(record)
+        if schema_id not in self._schemas:
+            text = SchemaRegistryClient({"url": self.registry_url}).get_schema(schema_id).schema_str
+            self._schemas[schema_id] = fastavro.parse_schema(json.loads(text))
+        return fastavro.schemaless_reader(io.BytesIO(payload), self._schemas[schema_id], None)
 
     def cleanup(self, namespace: str) -> None:
         admin = import_kafka_admin().AdminClient(self._client_config())  # kept alive until the deletions are done

@@ -24,6 +24,7 @@ from connectors.rows import as_binary, json_objects
 from sinks.kafka.client import (COORDINATOR_MOVING, REFUSED_AT_ONCE, handshake_errors, idle_admins, idle_checkers,
                                 idle_producers, import_kafka, import_kafka_admin, kafka_error_name, mapped,
                                 note_handshake_error, quietly, translate)
+from sinks.kafka.encoding import Encodings, encode_side, read_formats, resolve
 from sinks.kafka.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 from sinks.kafka.options import (CHECK_TIMEOUT_S, DEFAULT_TRANSACTIONAL_ID_PREFIX, GUARANTEES, KafkaOptions, check_log,
                                  log, transactional_id)
@@ -51,8 +52,11 @@ class Columns:
     timestamp: bool
 
     @classmethod
-    def of(cls, schema) -> "Columns":
+    def of(cls, schema, formats: Mapping[str, str] | None = None) -> "Columns":
+        """The Kafka columns of `schema`; with a side's format (``value.format``/``key.format``) other than
+        ``raw``, that side's column may be a STRUCT (`sinks.kafka.encoding` checks what it can encode)."""
         fields = {f.name: f.dataType for f in schema.fields}
+        formats = formats or {}
 
         def expect(name: str, ok: bool, expected: str) -> bool:
             if name in fields and not ok:
@@ -60,15 +64,19 @@ class Columns:
             return name in fields
 
         text = (T.StringType, T.BinaryType)
+
+        def encodable(side: str) -> tuple:
+            return text + (T.StructType,) if formats.get(side, "raw") != "raw" else text
         headers = fields.get("headers")
         headers_ok = (isinstance(headers, T.ArrayType) and isinstance(headers.elementType, T.StructType)
                       and [f.name for f in headers.elementType.fields] == ["key", "value"]
                       and isinstance(headers.elementType["key"].dataType, T.StringType)
                       and isinstance(headers.elementType["value"].dataType, text))
         return cls(
-            value=expect("value", isinstance(fields.get("value"), text), "string or binary (or no 'value' "
-                         "column: then each row is sent as a JSON object)"),
-            key=expect("key", isinstance(fields.get("key"), text), "string or binary"),
+            value=expect("value", isinstance(fields.get("value"), encodable("value")), "string or binary (or no "
+                         "'value' column: then each row is sent as a JSON object), or a STRUCT with a value.format"),
+            key=expect("key", isinstance(fields.get("key"), encodable("key")),
+                       "string or binary, or a STRUCT with a key.format"),
             topic=expect("topic", isinstance(fields.get("topic"), T.StringType), "string"),
             partition=expect("partition", isinstance(fields.get("partition"), (T.IntegerType, T.ShortType, T.ByteType,
                                                                                  T.LongType)), "an integer"),
@@ -89,6 +97,7 @@ class _Records:
     partitions: np.ndarray | None = None        # int32; -1: the partitioner picks
     timestamps: np.ndarray | None = None        # int64 ms since the epoch; 0: now
     headers: list | None = None                 # per record: [(key, value), …] or None
+    unfit: list | None = None                   # per record: why its row does not fit the schema, or None
 
     def take(self, topic: str, index: np.ndarray) -> "_Records":
         """The records at ``index`` (positions), for ``topic``."""
@@ -98,6 +107,7 @@ class _Records:
             None if self.partitions is None else self.partitions[index],
             None if self.timestamps is None else self.timestamps[index],
             None if self.headers is None else [self.headers[i] for i in index],
+            None if self.unfit is None else [self.unfit[i] for i in index],
         )
 
     def sizes(self) -> np.ndarray:
@@ -184,9 +194,10 @@ class KafkaSink(Sink):
 
     name = "kafka-sink"
 
-    def __init__(self, options: KafkaOptions, columns: Columns) -> None:
+    def __init__(self, options: KafkaOptions, columns: Columns, encodings: Encodings = Encodings()) -> None:
         self.options = options
         self.columns = columns
+        self.encodings = encodings  # resolved on the driver (registry ids included): executors only encode
         # Which idle clients (at_least_once producers, metadata clients) it may reuse: same settings.
         self._idle_key = tuple(sorted((k, str(v)) for k, v in options.producer_config().items()))
 
@@ -411,6 +422,11 @@ class KafkaSink(Sink):
     def _produce_admissible(self, conn: _Connection, identity: WriteIdentity, records: _Records) -> int:
         """Produce the records the topic takes; dead-letter (or refuse) the others. Returns how many were dead-lettered."""
         bad, reasons = self._limits_of(conn, records.topic).refusals(records)
+        if records.unfit is not None:  # rows that do not fit the schema: dead letters before any size check
+            refused_at = {int(i): r for i, r in zip(bad, reasons)}
+            refused_at.update({i: r for i, r in enumerate(records.unfit) if r is not None})
+            bad = np.array(sorted(refused_at), np.int64)
+            reasons = [refused_at[int(i)] for i in bad]
         if len(bad):
             refused = records.take(records.topic, bad)
             records = records.take(records.topic, np.setdiff1d(np.arange(len(records.values)), bad))
@@ -488,10 +504,19 @@ class KafkaSink(Sink):
         def column(name: str) -> pa.Array:
             return batch.column(names.index(name))
 
-        values = as_binary(column("value")) if cols.value else json_objects(batch).cast(pa.binary())
+        unfit = None
+        if self.encodings.value is not None:
+            values, unfit = encode_side(batch, self.encodings.value)
+        else:
+            values = as_binary(column("value")) if cols.value else json_objects(batch).cast(pa.binary())
         records = _Records(self.options.topic, values, np.arange(first_row, first_row + batch.num_rows, dtype=np.uint64))
-        if cols.key:
+        if self.encodings.key is not None:
+            records.keys, key_unfit = encode_side(batch, self.encodings.key)
+            if key_unfit is not None:
+                unfit = key_unfit if unfit is None else [v or k for v, k in zip(unfit, key_unfit)]
+        elif cols.key:
             records.keys = as_binary(column("key"))
+        records.unfit = unfit
         if cols.partition:
             records.partitions = pc.fill_null(column("partition").cast(pa.int32()), -1).to_numpy()
         if cols.headers:
@@ -605,7 +630,7 @@ class KafkaSinkDataSource(SinkDataSource):
     value : string or binary, optional
         The record's value (null: a tombstone). Without a ``value`` column each row is sent as one
         JSON object holding every column (`connectors.rows.json_objects`: timestamps ISO-8601 UTC,
-        binary base64).
+        binary base64). A STRUCT with a ``value.format`` other than ``raw`` (see below).
     key : string or binary, optional
         The record's key. Records without a ``key`` or ``partition`` column are spread as the Java
         producer's sticky partitioner does (Spark's Kafka sink): each Arrow record batch (at most
@@ -672,6 +697,37 @@ class KafkaSinkDataSource(SinkDataSource):
         dead-letter topic must take it (a larger ``max.message.bytes``), or the task fails. Without
         this option such a record fails the task naming its row and key, with nothing of the
         partition committed (exactly_once), and every replay fails the same way.
+    value.format : ``raw`` (default) | ``json`` | ``avro`` | ``protobuf`` | ``json-schema``
+        ``raw``: the ``value`` column as is, or the row as JSON without one (as above). Otherwise
+        the record is a ``value`` STRUCT column, or, without a ``value`` column, every column but
+        ``key``, ``topic``, ``partition`` and ``headers`` (``timestamp`` included: it is a Kafka
+        column only next to a ``value`` column), encoded as JSON or, for the last three, in
+        Confluent's wire format (magic byte 0, the 4-byte schema id, Protobuf's message indexes)
+        with the schema registered in the Schema Registry. Types map as the table in
+        `sinks.kafka.formats.schemas` (and the README) says.
+    key.format : the same, default ``raw``
+        For a ``key`` STRUCT column (``raw``: a string or binary ``key`` column as is).
+    schema.registry.url : str, required by avro, protobuf and json-schema
+        Confluent's REST API of the registry (Apicurio: ``http://host:port/apis/ccompat/v7``).
+        Every ``schema.registry.<name>`` option goes to confluent-kafka's ``SchemaRegistryClient``
+        (``basic.auth.user.info``, ``ssl.ca.location``…); ``${ENV:NAME}`` is read from the
+        driver's environment.
+    value.subject.name.strategy, key.subject.name.strategy : ``topic`` (default) | ``record`` | ``topic_record``
+        The subject: ``<topic>-value``, the record's full name, or ``<topic>-<full name>``.
+    auto.register.schemas : bool, default true
+        Register the schema (the subject's compatibility rule applies); false: it must be registered.
+    use.latest.version : bool, default false
+        Encode with the subject's latest schema instead of the one derived from the Spark schema.
+    value.schema, key.schema : str, optional
+        A schema text (Avro JSON, base64 of a serialized ``FileDescriptorProto``, JSON Schema) used
+        instead of the derived one. A row that does not fit it is dead-lettered with
+        ``deadLetterTopic`` (its JSON as the value, ``impulse.error.code`` ``SCHEMA_MISMATCH``), or
+        else fails the partition naming the row and the field.
+
+        The registry is asked on the driver, once per query start (the writer build): a bad option,
+        an unreachable registry or a schema the subject refuses fails the query before anything is
+        written. Executors only encode and frame with the schema id they were given, so a replayed
+        batch writes byte-identical records, through the same transactions.
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 
@@ -755,7 +811,8 @@ class KafkaSinkDataSource(SinkDataSource):
     def build(self, reader: OptionReader, schema) -> KafkaSink:
         """The sink of the options in `reader`, for rows of `schema`."""
         opts = KafkaOptions.read(reader)
-        columns = Columns.of(schema)
+        formats = read_formats(reader)
+        columns = Columns.of(schema, formats)
         if opts.topic is None and not columns.topic:
             raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
                                              "the rows a 'topic' column")
@@ -763,4 +820,5 @@ class KafkaSinkDataSource(SinkDataSource):
             raise OptionError("progressTopic", None, "an existing topic whose partition 0 keeps the progress "
                               "records of exactly_once (nothing is written into it); set 'progressTopic' or "
                               "'topic'")
-        return KafkaSink(opts, columns)
+        # Last, once the options are known good: the registry calls (nothing is written before they succeed).
+        return KafkaSink(opts, columns, resolve(reader, formats, schema, opts.topic))

@@ -3,12 +3,13 @@ where requests start."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from connectors.env import ENV_REF
+from connectors.env import resolve_env as resolve_env_of
 from connectors.errors import OptionError, SinkError, TransientError
 from connectors.options import OptionReader
 from connectors.redact import redact_url
@@ -21,22 +22,13 @@ METHODS = ("POST", "PUT", "PATCH")
 FORMATS = ("json", "ndjson")
 CONTENT_TYPES = {"json": "application/json", "ndjson": "application/x-ndjson"}
 DEFAULT_RETRY_ON = "408,429,5xx"
-ENV_REF = re.compile(r"\$\{ENV:([A-Za-z_][A-Za-z0-9_]*)\}")
 _STATUS_MASK = re.compile(r"^[1-5][0-9x][0-9x]$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
 def resolve_env(value: str, *, what: str, where: str = "this executor") -> str:
     """Replace every ``${ENV:NAME}`` in `value` by the environment variable NAME (read now, here)."""
-
-    def lookup(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise SinkError(f"webhook-sink: {what} references the environment variable {name}, which is not set on "
-                            f"{where}; set it there (for executors: spark.executorEnv.{name})")
-        return os.environ[name]
-
-    return ENV_REF.sub(lookup, value)
+    return resolve_env_of(value, sink="webhook-sink", what=what, where=where)
 
 
 def _canonical_header(name: str) -> str:

@@ -60,6 +60,25 @@ def test_kafka_run_counts_equal_the_records_in_the_topic(spark, kafka_broker, tm
     assert_report_files_of(result, tmp_path)
 
 
+@pytest.mark.kafka
+@pytest.mark.schema_registry
+def test_kafka_avro_run_counts_equal_the_records_decoded(spark, kafka_broker, schema_registry, tmp_path):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = f"load-{uuid.uuid4().hex[:8]}"
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap, "topic": topic, "value.format": "avro",
+               "schema.registry.url": schema_registry.url}
+    result = run_load(_config("kafka-sink", options, create_topic=2), spark=spark)
+
+    assert_result_plausible(result)
+    reader = AvroDeserializer(SchemaRegistryClient({"url": schema_registry.url}))
+    context = SerializationContext(topic, MessageField.VALUE)
+    rows = [reader(m.value(), context) for m in kafka_broker.consume_all(topic)]
+    assert len({(row["subtask_index"], row["counter"]) for row in rows}) == len(rows) == result.events
+
+
 @pytest.mark.webhook
 def test_webhook_run_counts_equal_the_rows_the_receiver_accepted(spark, http_receiver, tmp_path):
     path = f"/load-{uuid.uuid4().hex[:8]}"

@@ -645,7 +645,7 @@ def test_a_sasl_client_to_a_plaintext_listener_is_named_not_reported_unreachable
 def test_the_readme_kafka_blocks_run(spark, kafka_broker, tmp_path):
     """The README's Kafka sink blocks as written (the broker's address, a topic name and a checkpoint of the test's
     own filled in): the AdminClient block makes the topic with 4 partitions, the stream block writes into it."""
-    stream, create = [b.split("```", 1)[0] for b in section("## Kafka sink").split("```python\n")[1:]]
+    stream, create = [b.split("```", 1)[0] for b in section("## Kafka sink").split("```python\n")[1:3]]
     topic = _name("events")
 
     def filled(block: str) -> str:

@@ -32,3 +32,21 @@ class TestKafkaAtLeastOnceConformance(SinkConformance):
     @classmethod
     def adapter(cls, kafka_broker):
         return KafkaAdapter(kafka_broker.bootstrap, guarantee="at_least_once")
+
+
+class TestKafkaAvroConformance(SinkConformance):
+    """value.format=avro through the Schema Registry, read back by decoding every record, on a reduced matrix
+    for CI time (the write path below the encoding is the one the exactly_once class covers in full): the plain
+    write, the replayed batch, a driver killed mid-stream, one crash after the write, poison records, metrics."""
+
+    pytestmark = pytest.mark.schema_registry
+    fault_cases = (("after_write", "crash", 0),)
+    test_large_batch = test_empty_partition = test_batches_without_rows = test_unusual_data = None
+    test_unknown_option_fails_at_start = test_bad_fault_plan_fails_at_start = test_bad_options_fail_at_start = None
+    test_unreachable_target_fails_at_start = test_commit_twice = test_two_commit_ids_into_one_target = None
+    test_repartition_after_crash = test_target_restarted_mid_batch = test_slow_target = None
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def adapter(cls, kafka_broker, schema_registry):
+        return KafkaAdapter(kafka_broker.bootstrap, registry_url=schema_registry.url)
