@@ -166,3 +166,53 @@ def test_plan_keeps_each_slot_s_rows_in_input_order():
     with pytest.raises(ValueError, match="one key per command"):
         plan(keys, encoded.slice(1), commit_key_prefix="p:", commit_id="q", partition=2, batch_id=5, record_value=b"5")
     assert np.all(np.diff([w.slot for w in writes]) > 0)
+
+
+def test_another_attempt_writing_a_group_s_record_first_fences_this_one(redis_cluster):
+    from connectors.errors import FencedError
+
+    namespace = f"cw-{uuid.uuid4().hex[:8]}"
+    keys, encoded, _ = _lists(namespace, 1, 5)
+    writes = _plan(namespace, keys, encoded)
+    other = redis_cluster.client()
+
+    class Racing(ClusterWriter):
+        def _decide(self, conn, group, report, redirected):
+            decision = super()._decide(conn, group, report, redirected)  # WATCH, GET (no record yet), MULTI queued
+            other.set(group.record_key, b"0 5:other")  # the other attempt commits in between
+            return decision
+
+    writer = Racing(redis_cluster.url)
+    try:
+        with pytest.raises(FencedError, match="another attempt of this partition wrote it"):
+            writer.write(writes)
+        assert writer.write(writes).skipped == 1  # its replay finds the other attempt's record
+    finally:
+        writer.close()
+        other.close()
+    assert _read_lists(redis_cluster, namespace, 1) == {f"{namespace}:list:0": []}  # nothing of the fenced one
+
+
+def test_a_primary_killed_between_two_writes_loses_no_acknowledged_group_with_min_replicas(redis_cluster):
+    namespace = f"cw-{uuid.uuid4().hex[:8]}"
+    keys, encoded, _ = _lists(namespace, 30, 300)
+    writes = _plan(namespace, keys, encoded)
+    half = len(writes) // 2
+    writer = ClusterWriter(redis_cluster.url, min_replicas=1, redirect_timeout_s=60)
+    try:
+        assert writer.write(writes[:half]).applied == half  # acknowledged: on a replica too
+        redis_cluster.kill_primary(writes[0].slot)  # SIGKILL; its replica takes over
+        tries = 0
+        while True:  # what the commit protocol's writeRetries do: retry the whole partition
+            tries += 1
+            try:
+                report = writer.write(writes)
+                break
+            except TransientError:
+                assert tries < 20
+    finally:
+        writer.close()
+        redis_cluster.revive()
+    assert tries >= 2, "the first write after the kill should have lost its connection to the dead primary"
+    assert report.skipped + report.applied == len(writes)
+    assert _read_lists(redis_cluster, namespace, 30) == _expected(30, 300, namespace)
