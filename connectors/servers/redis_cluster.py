@@ -120,7 +120,7 @@ class RedisCluster(_Server):
         host, _, port = address.rpartition(":")
         return redis.Redis(host=host, port=int(port), socket_timeout=10, socket_connect_timeout=5, **kwargs)
 
-    def _ask(self, *command, address: str | None = None):
+    def execute(self, *command, address: str | None = None):
         """Run `command` on `address`, or on the first running node that answers; the reply as Redis sent it.
         An error reply raises ``redis.ResponseError``; no node answering raises `ServerError`."""
         import redis
@@ -156,7 +156,7 @@ class RedisCluster(_Server):
     def topology(self, address: str | None = None) -> list[ClusterNode]:
         """Every node as `address` (default: any running node) sees it in ``CLUSTER NODES``; failed nodes are
         listed with ``connected`` false."""
-        text = self._ask("CLUSTER NODES", address=address)
+        text = self.execute("CLUSTER NODES", address=address)
         if isinstance(text, bytes):
             text = text.decode()
         nodes = []
@@ -193,7 +193,7 @@ class RedisCluster(_Server):
 
     def node_for_key(self, key: bytes | str) -> ClusterNode:
         """The primary serving `key`'s slot (``CLUSTER KEYSLOT``, computed by the server)."""
-        return self.node_for_slot(int(self._ask("CLUSTER KEYSLOT", key)))
+        return self.node_for_slot(int(self.execute("CLUSTER KEYSLOT", key)))
 
     def server_of(self, node: ClusterNode) -> RedisServer:
         """The `RedisServer` process behind `node` (clusters this process started)."""
@@ -278,7 +278,7 @@ class RedisCluster(_Server):
             views = set()
             for address in addresses:
                 try:
-                    info = self._ask("CLUSTER INFO", address=address)
+                    info = self.execute("CLUSTER INFO", address=address)
                     info = info.decode() if isinstance(info, bytes) else info
                     if "cluster_state:ok" not in info or "cluster_slots_assigned:16384" not in info:
                         last.append(f"{address}: {info.splitlines()[0]}")
@@ -289,7 +289,7 @@ class RedisCluster(_Server):
                     if len(seen) < len(addresses):
                         last.append(f"{address} sees {len(seen)} of {len(addresses)} nodes connected")
                         return False
-                    replication = self._ask("INFO", "replication", address=address)
+                    replication = self.execute("INFO", "replication", address=address)
                     replication = replication.decode() if isinstance(replication, bytes) else replication
                     if "role:slave" in replication and "master_link_status:up" not in replication:
                         last.append(f"{address}: replica link to its primary not up")
@@ -346,20 +346,20 @@ class RedisCluster(_Server):
         target = next(n for n in self.topology() if n.id == target_id)
         if target.id == source.id:
             return
-        self._ask("CLUSTER", "SETSLOT", slot, "IMPORTING", source.id, address=target.address)
-        self._ask("CLUSTER", "SETSLOT", slot, "MIGRATING", target.id, address=source.address)
+        self.execute("CLUSTER", "SETSLOT", slot, "IMPORTING", source.id, address=target.address)
+        self.execute("CLUSTER", "SETSLOT", slot, "MIGRATING", target.id, address=source.address)
         if finish:
             self.finish_migration(slot, source, target, batch=batch)
 
     def finish_migration(self, slot: int, source: ClusterNode, target: ClusterNode, *, batch: int = 100) -> None:
         """Move the keys of `slot` still on `source` to `target`, then give the slot to `target` everywhere."""
         while True:
-            keys = self._ask("CLUSTER", "GETKEYSINSLOT", slot, batch, address=source.address)
+            keys = self.execute("CLUSTER", "GETKEYSINSLOT", slot, batch, address=source.address)
             if not keys:
                 break
-            self._ask("MIGRATE", target.host, target.port, "", 0, 10_000, "KEYS", *keys, address=source.address)
+            self.execute("MIGRATE", target.host, target.port, "", 0, 10_000, "KEYS", *keys, address=source.address)
         for node in [target, source, *(n for n in self.primaries() if n.id not in (source.id, target.id))]:
-            self._ask("CLUSTER", "SETSLOT", slot, "NODE", target.id, address=node.address)
+            self.execute("CLUSTER", "SETSLOT", slot, "NODE", target.id, address=node.address)
         self.wait_healthy()
 
     def reshard(self, slots: int, source: ClusterNode | str, target: ClusterNode | str, timeout: float = 300) -> str:
