@@ -38,7 +38,7 @@ from connectors.errors import DeliveryError, FencedError, TransientError
 from sinks.redis_slots import SLOTS, commit_record_keys, group_by_slot, key_slots
 from sinks.resp import command, packed
 
-__all__ = ["ClusterWriter", "SlotWrite", "WriteReport", "plan"]
+__all__ = ["ClusterWriter", "SlotWrite", "WriteReport", "cluster_enabled", "plan"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,17 @@ def plan(keys: pa.Array, encoded: pa.Array, *, commit_key_prefix: str, commit_id
     records = commit_record_keys(commit_key_prefix, commit_id, partition, groups.slots).to_pylist()
     return [SlotWrite(slot=int(slot), commands=groups.take(encoded, g), record_key=records[g],
                       record_value=record_value, batch_id=batch_id) for g, slot in enumerate(groups.slots)]
+
+
+def cluster_enabled(url: str, timeout_s: float = 10.0) -> bool:
+    """Whether the node at `url` runs in cluster mode (``INFO cluster`` → ``cluster_enabled:1``): what option
+    ``cluster=auto`` asks once, on the driver. Connection errors propagate (redis-py's)."""
+    redis = _import_redis()
+    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=min(timeout_s, 5.0))
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    finally:
+        client.close()
 
 
 def _import_redis():

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from connectors.errors import TransientError
-from sinks.redis_cluster_writer import ClusterWriter, plan
+from sinks.redis_cluster_writer import ClusterWriter, cluster_enabled, plan
 from sinks.redis_slots import key_slot
 from sinks.resp import commands
 
@@ -216,3 +216,8 @@ def test_a_primary_killed_between_two_writes_loses_no_acknowledged_group_with_mi
     assert tries >= 2, "the first write after the kill should have lost its connection to the dead primary"
     assert report.skipped + report.applied == len(writes)
     assert _read_lists(redis_cluster, namespace, 30) == _expected(30, 300, namespace)
+
+
+def test_cluster_enabled_tells_a_cluster_node_from_a_single_node(redis_cluster, redis_server):
+    assert cluster_enabled(redis_cluster.url) is True
+    assert cluster_enabled(redis_server.url) is False
