@@ -10,6 +10,7 @@ import pytest
 
 from connectors.servers import (
     KAFKA_VERSION,
+    RedisCluster,
     RedisServer,
     fetch_kafka,
     free_port,
@@ -81,16 +82,6 @@ def test_redis_without_persistence_keeps_data_over_a_restart_not_over_a_stop():
 # ------------------------------------------------------------------------------------------ Redis Cluster
 
 
-def _redis_cli(address: str, *args: str) -> str:
-    """`redis-cli -c` (follows MOVED/ASK) against one node: a reader independent of redis-py."""
-    import subprocess
-
-    host, _, port = address.rpartition(":")
-    result = subprocess.run(["redis-cli", "-c", "-h", host, "-p", port, "--no-raw", *args], capture_output=True,
-                            text=True, timeout=30, check=True)
-    return result.stdout.strip()
-
-
 @pytest.mark.integration
 @pytest.mark.redis
 def test_redis_cluster_has_three_primaries_with_a_replica_each_and_serves_every_slot(redis_cluster):
@@ -107,8 +98,8 @@ def test_redis_cluster_has_three_primaries_with_a_replica_each_and_serves_every_
             client.set(key, key.upper())
         owners = {redis_cluster.node_for_key(key).id for key in keys}
         assert owners == {node.id for node in primaries}, "60 keys should land on every primary"
-        entry = primaries[0].address
-        assert [_redis_cli(entry, "GET", key) for key in keys] == [f'"{key.upper()}"' for key in keys]
+        read = redis_cluster.cli(commands=[f"GET {key}" for key in keys], address=primaries[0].address)
+        assert read.splitlines() == [f'"{key.upper()}"' for key in keys]
     finally:
         client.close()
 
@@ -136,7 +127,7 @@ def test_redis_cluster_half_migrated_slot_answers_ask_then_moved_once_done(redis
         with pytest.raises(redis.exceptions.MovedError) as moved:
             on_source.execute_command("GET", key)
         assert (moved.value.slot_id, f"{moved.value.host}:{moved.value.port}") == (slot, target.address)
-        assert _redis_cli(source.address, "GET", key) == '"before"'
+        assert redis_cluster.cli("GET", key, address=source.address) == '"before"'
     finally:
         on_source.close()
         if redis_cluster.node_for_slot(slot).id != source.id:  # leave the slot where it was
@@ -159,7 +150,7 @@ def test_redis_cluster_kill_primary_promotes_its_replica_with_the_acknowledged_w
     try:
         new = redis_cluster.kill_primary(slot)
         assert new.id == replica.id
-        assert _redis_cli(new.address, "GET", key) == '"acknowledged"'
+        assert redis_cluster.cli("GET", key, address=new.address) == '"acknowledged"'
     finally:
         redis_cluster.revive()
     again = {node.id: node for node in redis_cluster.topology()}
@@ -185,7 +176,7 @@ def test_redis_cluster_reshard_moves_slots_and_their_keys(redis_cluster):
         after = {slot for first, last in now.slots for slot in range(first, last + 1)}
         moved = before - after
         assert len(moved) == 5 and all(redis_cluster.node_for_slot(slot).id == target.id for slot in moved)
-        assert [_redis_cli(source.address, "GET", key) for key in keys.values()] == ['"moved"'] * len(keys)
+        assert redis_cluster.cli(commands=[f"GET {key}" for key in keys.values()]).splitlines() == ['"moved"'] * len(keys)
         assert moved <= set(keys), "redis-cli moves the source's first slots"
         assert [on_target.get(keys[slot]) for slot in sorted(moved)] == [b"moved"] * 5  # served there, no MOVED
         assert [on_source.get(keys[slot]) for slot in sorted(set(keys) - moved)] == [b"moved"] * (len(keys) - 5)
@@ -213,7 +204,7 @@ def test_serve_redis_cluster_prints_its_nodes_and_sigterm_stops_them():
         ready = serve.stdout.readline()
         assert "redis-cluster ready at redis://" in ready, ready + serve.stdout.read()[-3000:]
         entry = ready.split("ready at redis://")[1].split()[0]
-        assert "cluster_state:ok" in _redis_cli(entry, "CLUSTER", "INFO")
+        assert "cluster_state:ok" in RedisCluster.external(f"redis://{entry}").cli("CLUSTER", "INFO")
         pids = [int(line.split()[0]) for line in subprocess.run(
             ["pgrep", "-P", str(serve.pid), "-a", "redis-server"], capture_output=True, text=True).stdout.splitlines()]
         assert len(pids) == 6, pids

@@ -144,6 +144,21 @@ class RedisCluster(_Server):
                 client.close()
         raise ServerError(f"{self.name}: no node answered {command[0]!r} (last error: {last!r})")
 
+    def cli(self, *args: str, commands: list[str] | None = None, address: str | None = None) -> str:
+        """The output of ``redis-cli -c --no-raw`` (it follows MOVED and ASK itself: a reader independent of
+        redis-py) on `address` (default: a running node): one command from `args`, or many, one per line of
+        `commands` (fed on stdin: one process for a whole read-back). Replies as redis-cli prints them (strings
+        quoted), without its "-> Redirected to …" notices."""
+        where = address or self._live_addresses()[0]
+        host, _, port = where.rpartition(":")
+        result = subprocess.run(["redis-cli", "-c", "-h", host, "-p", port, "--no-raw", *args], capture_output=True,
+                                text=True, timeout=300, check=False,
+                                input="\n".join(commands) + "\n" if commands is not None else None)
+        if result.returncode != 0:
+            raise ServerError(f"{self.name}: redis-cli {' '.join(args)} failed (exit {result.returncode}): "
+                              f"{result.stderr[-2000:]}")
+        return "\n".join(line for line in result.stdout.strip().splitlines() if not line.startswith("-> Redirected to"))
+
     def _live_addresses(self) -> list[str]:
         if self._external is not None:
             from urllib.parse import urlsplit

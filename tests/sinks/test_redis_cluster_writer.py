@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import uuid
 
@@ -33,13 +32,11 @@ def _plan(namespace: str, keys: pa.Array, encoded: pa.Array, batch: int = 0, com
 
 def _read_lists(cluster, namespace: str, n_keys: int) -> dict[str, list[str]]:
     """Every list as `redis-cli -c` (an independent reader following MOVED) sees it."""
-    host, _, port = cluster.url.removeprefix("redis://").rpartition(":")
     out = {}
     for i in range(n_keys):
         key = f"{namespace}:list:{i}"
-        result = subprocess.run(["redis-cli", "-c", "-h", host, "-p", port, "--raw", "LRANGE", key, "0", "-1"],
-                                capture_output=True, text=True, timeout=30, check=True)
-        out[key] = result.stdout.split()
+        lines = cluster.cli("LRANGE", key, "0", "-1").splitlines()
+        out[key] = [] if lines == ["(empty array)"] else [line.split(") ", 1)[1].strip('"') for line in lines]
     return out
 
 
