@@ -13,9 +13,11 @@ each with its own commit record in that slot (the layout of `sinks.redis_slots`)
 3. ``EXEC`` answers nil when the record changed since WATCH (another attempt of the partition wrote it):
    `FencedError`; ``EXECABORT`` (a redirection found at EXEC) → retried as in 2.; an error inside the result means
    Redis applied part of the group: `DeliveryError`.
-4. With ``min_replicas`` ≥ 1, once a node's groups are done: ``WAIT <min_replicas> <timeout>``; fewer replicas
-   acknowledging is a `TransientError` (the caller's retry then finds the groups' records and skips them, or
-   rewrites those a failover lost), so an acknowledged partition is on a replica before Spark hears of it.
+4. With ``min_replicas`` ≥ 1, once a node's groups are done: one more write (a group's record set to itself), then
+   ``WAIT <min_replicas> <timeout>``; fewer replicas acknowledging is a `TransientError` (the caller's retry then
+   finds the groups' records and skips them, or rewrites those a failover lost, and WAITs again: the extra write
+   makes that WAIT cover records an earlier connection wrote), so an acknowledged partition is on a replica before
+   Spark hears of it.
 
 ``ASK`` is not followed into the importing node: a group's keys may still be split between the two nodes while
 its slot moves (the source answers ASK for the record, absent there, while the data keys are still there), and
@@ -41,9 +43,10 @@ from sinks.resp import command, packed
 __all__ = ["ClusterWriter", "SlotWrite", "WriteReport", "cluster_enabled", "plan"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SlotWrite:
-    """One slot group of a partition: its RESP-encoded commands (every key in `slot`) and its commit record."""
+    """One slot group of a partition: its RESP-encoded commands (every key in `slot`) and its commit record.
+    Compared by identity."""
 
     slot: int
     commands: pa.Array   #: binary, one complete RESP command per value
@@ -72,6 +75,10 @@ def plan(keys: pa.Array, encoded: pa.Array, *, commit_key_prefix: str, commit_id
     records = commit_record_keys(commit_key_prefix, commit_id, partition, groups.slots).to_pylist()
     return [SlotWrite(slot=int(slot), commands=groups.take(encoded, g), record_key=records[g],
                       record_value=record_value, batch_id=batch_id) for g, slot in enumerate(groups.slots)]
+
+
+# KEYS[1]: a commit record. Sets it to its own value (a no-op write that is replicated like any other).
+_RESET = b"local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[1], v) end return 0"
 
 
 def cluster_enabled(url: str, timeout_s: float = 10.0) -> bool:
@@ -200,6 +207,9 @@ class ClusterWriter:
                     self.owners = np.zeros(0, np.int32)  # refreshed by the retry
                     raise TransientError(f"redis-sink: lost the cluster node {address[0]}:{address[1]} while "
                                          f"writing ({exc}); the retry reads each group's commit record first") from exc
+                except BaseException:
+                    self._drop(address)  # replies of a group already sent are unread: the connection is out of step
+                    raise
             pending = retry
             if pending:
                 if time.monotonic() >= deadline:
@@ -225,10 +235,18 @@ class ClusterWriter:
             if group is None:
                 break
             decision, decision_group = self._decide(conn, group, report, redirected), group
-        if self.min_replicas and report.applied:
+        done = [g for g in groups if g not in redirected]
+        if self.min_replicas and done:
+            # WAIT counts this connection's writes only. A retry that found every group recorded wrote nothing, yet
+            # those records may be the ones an earlier WAIT found unreplicated: one write of this connection (a
+            # record set to itself, atomically) after them makes the WAIT cover them (replication is in order).
+            barrier = command(b"EVAL", _RESET, b"1", done[0].record_key)
             wait_s = self.timeout_s / 2  # the reply must come back before the socket times out
-            conn.send_packed_command([command(b"WAIT", str(self.min_replicas).encode(),
-                                              str(max(1, int(wait_s * 1000))).encode())], check_health=False)
+            conn.send_packed_command([barrier, command(b"WAIT", str(self.min_replicas).encode(),
+                                                       str(max(1, int(wait_s * 1000))).encode())], check_health=False)
+            reset = _replies(conn, 1)[0]
+            if isinstance(reset, Exception):
+                raise TransientError(f"redis-sink: the write before WAIT on {conn.host}:{conn.port} failed: {reset}")
             acknowledged = conn.read_response()
             if acknowledged < self.min_replicas:
                 raise TransientError(

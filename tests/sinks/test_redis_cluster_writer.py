@@ -195,26 +195,57 @@ def test_a_primary_killed_between_two_writes_loses_no_acknowledged_group_with_mi
     keys, encoded, _ = _lists(namespace, 30, 300)
     writes = _plan(namespace, keys, encoded)
     half = len(writes) // 2
-    writer = ClusterWriter(redis_cluster.url, min_replicas=1, redirect_timeout_s=60)
+    writer = ClusterWriter(redis_cluster.url, min_replicas=1, timeout_s=2, redirect_timeout_s=60)
     try:
         assert writer.write(writes[:half]).applied == half  # acknowledged: on a replica too
-        redis_cluster.kill_primary(writes[0].slot)  # SIGKILL; its replica takes over
-        tries = 0
-        while True:  # what the commit protocol's writeRetries do: retry the whole partition
-            tries += 1
-            try:
-                report = writer.write(writes)
-                break
-            except TransientError:
-                assert tries < 20
+        redis_cluster.kill_primary(writes[0].slot)  # SIGKILL; its replica takes over, with no replica of its own
+        with pytest.raises(TransientError, match="lost the cluster node|only 0 replica"):
+            writer.write(writes)
+        with pytest.raises(TransientError, match="only 0 replica"):  # the promoted primary alone is not enough
+            writer.write(writes)
+        redis_cluster.revive()  # the killed node rejoins as the replica of the promoted one
+        report = writer.write(writes)  # what the commit protocol's writeRetries do: the whole partition again
     finally:
         writer.close()
         redis_cluster.revive()
-    assert tries >= 2, "the first write after the kill should have lost its connection to the dead primary"
-    assert report.skipped + report.applied == len(writes)
+    assert report.skipped + report.applied == len(writes) and report.skipped >= half
     assert _read_lists(redis_cluster, namespace, 30) == _expected(30, 300, namespace)
 
 
 def test_cluster_enabled_tells_a_cluster_node_from_a_single_node(redis_cluster, redis_server):
     assert cluster_enabled(redis_cluster.url) is True
     assert cluster_enabled(redis_server.url) is False
+
+
+def test_a_retry_that_finds_every_group_recorded_still_waits_for_the_replica(redis_cluster):
+    """WAIT counts the writes of its own connection: the retry after a shortfall writes nothing new, and must still
+    not return before the replica has the records the earlier attempt wrote."""
+    import os
+    import signal
+
+    namespace = f"cw-{uuid.uuid4().hex[:8]}"
+    keys, encoded, _ = _lists(namespace, 1, 5)
+    writes = _plan(namespace, keys, encoded)
+    replica = redis_cluster.server_of(redis_cluster.replicas_of(redis_cluster.node_for_slot(writes[0].slot))[0])
+    os.kill(replica.proc.pid, signal.SIGSTOP)  # the replica stops acknowledging (too briefly to be failed over)
+    try:
+        first = ClusterWriter(redis_cluster.url)
+        try:
+            assert first.write(writes).applied == 1  # minReplicas 0: acknowledged by the primary alone
+        finally:
+            first.close()
+        retry = ClusterWriter(redis_cluster.url, min_replicas=1, timeout_s=1)
+        try:
+            with pytest.raises(TransientError, match=r"only 0 replica\(s\)"):
+                retry.write(writes)
+        finally:
+            retry.close()
+    finally:
+        os.kill(replica.proc.pid, signal.SIGCONT)
+    retry = ClusterWriter(redis_cluster.url, min_replicas=1)
+    try:
+        report = retry.write(writes)
+    finally:
+        retry.close()
+    assert (report.applied, report.skipped) == (0, 1)
+    assert _read_lists(redis_cluster, namespace, 1) == _expected(1, 5, namespace)
