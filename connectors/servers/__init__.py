@@ -1,6 +1,7 @@
 """Real servers on free loopback ports for the tests, the benchmarks and a sink author's conformance runs.
 
-One module per server: `connectors.servers.redis` (redis-server), `connectors.servers.kafka` (an Apache
+One module per server: `connectors.servers.redis` (redis-server), `connectors.servers.redis_cluster` (a Redis
+Cluster of redis-servers), `connectors.servers.kafka` (an Apache
 Kafka broker and the Maven fetcher of its jars), `connectors.servers.receiver` (the project's reference
 HTTP receiver), `connectors.servers.spark` (a Spark standalone cluster, a Spark Connect server) and
 `connectors.servers.toxiproxy` (Shopify's Toxiproxy, a fault-injecting TCP proxy, and its build) with
@@ -15,15 +16,18 @@ from connectors.servers.base import LOOPBACK, ServerError, cache_root, free_port
 from connectors.servers.kafka import KAFKA_VERSION, KafkaBroker, fetch_kafka, kafka_jars_dir
 from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
+from connectors.servers.redis_cluster import ClusterNode, RedisCluster
 from connectors.servers.spark import SparkConnectServer, SparkStandaloneCluster, processes_under, spark_home
 from connectors.servers.tap import Tap
 from connectors.servers.toxiproxy import TOXIPROXY_VERSION, Toxiproxy, fetch_toxiproxy
 
 __all__ = [
     "KAFKA_VERSION",
+    "ClusterNode",
     "KafkaBroker",
     "LOOPBACK",
     "Receiver",
+    "RedisCluster",
     "RedisServer",
     "ServerError",
     "SparkConnectServer",
