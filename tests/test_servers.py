@@ -158,7 +158,7 @@ def test_redis_cluster_kill_primary_promotes_its_replica_with_the_acknowledged_w
 @pytest.mark.integration
 @pytest.mark.redis
 def test_redis_cluster_reshard_moves_slots_and_their_keys(redis_cluster):
-    from sinks.redis_slots import slot_tag
+    from sinks.redis.slots import slot_tag
 
     source, target = redis_cluster.primaries()[:2]
     before = {slot for first, last in source.slots for slot in range(first, last + 1)}

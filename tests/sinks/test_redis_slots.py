@@ -1,4 +1,4 @@
-"""Hash slots of whole key arrays, the grouping by slot and the per-slot commit record keys (sinks/redis_slots.py)."""
+"""Hash slots of whole key arrays, the grouping by slot and the per-slot commit record keys (sinks/redis/slots.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from redis.crc import key_slot as redis_py_key_slot
 
-from sinks.redis_slots import (
+from sinks.redis.slots import (
     SLOTS,
     check_commit_key_prefix,
     commit_record_key,

@@ -1,5 +1,5 @@
 """The per-slot transactions of the cluster writer prototype against a real Redis Cluster, read back with
-`redis-cli -c` (sinks/redis_cluster_writer.py)."""
+`redis-cli -c` (sinks/redis/cluster.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from connectors.errors import TransientError
-from sinks.redis_cluster_writer import ClusterWriter, cluster_enabled, plan
-from sinks.redis_slots import key_slot
-from sinks.resp import commands
+from sinks.redis.cluster import ClusterWriter, cluster_enabled, plan
+from sinks.redis.slots import key_slot
+from sinks.redis.resp import commands
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -226,15 +226,17 @@ def test_a_retry_that_finds_every_group_recorded_still_waits_for_the_replica(red
     namespace = f"cw-{uuid.uuid4().hex[:8]}"
     keys, encoded, _ = _lists(namespace, 1, 5)
     writes = _plan(namespace, keys, encoded)
-    replica = redis_cluster.server_of(redis_cluster.replicas_of(redis_cluster.node_for_slot(writes[0].slot))[0])
+    primary = redis_cluster.node_for_slot(writes[0].slot)
+    replica = redis_cluster.server_of(redis_cluster.replicas_of(primary)[0])
+    url = f"redis://{primary.address}"  # not redis_cluster.url: after a failover that may be the replica stopped
     os.kill(replica.proc.pid, signal.SIGSTOP)  # the replica stops acknowledging (too briefly to be failed over)
     try:
-        first = ClusterWriter(redis_cluster.url)
+        first = ClusterWriter(url)
         try:
             assert first.write(writes).applied == 1  # minReplicas 0: acknowledged by the primary alone
         finally:
             first.close()
-        retry = ClusterWriter(redis_cluster.url, min_replicas=1, timeout_s=1)
+        retry = ClusterWriter(url, min_replicas=1, timeout_s=1)
         try:
             with pytest.raises(TransientError, match=r"only 0 replica\(s\)"):
                 retry.write(writes)

@@ -1,7 +1,7 @@
 """A prototype of the Redis sink's cluster mode: a partition's rows written as one fenced MULTI/EXEC per hash slot,
-each with its own commit record in that slot (the layout of `sinks.redis_slots`), on the node serving the slot.
+each with its own commit record in that slot (the layout of `sinks.redis.slots`), on the node serving the slot.
 
-`plan` turns a partition (each row's key and its RESP-encoded command, `sinks.resp.commands`) into `SlotWrite`s;
+`plan` turns a partition (each row's key and its RESP-encoded command, `sinks.redis.resp.commands`) into `SlotWrite`s;
 `ClusterWriter.write` applies them. Per slot group, on one connection to the slot's primary:
 
 1. ``WATCH <record>``, ``GET <record>``, ``MULTI``, the group's commands, ``SET <record> <value>`` — sent in one
@@ -37,8 +37,9 @@ import pyarrow as pa
 from urllib.parse import urlsplit
 
 from connectors.errors import DeliveryError, FencedError, TransientError
-from sinks.redis_slots import SLOTS, commit_record_keys, group_by_slot, key_slots
-from sinks.resp import command, packed
+from connectors.registry import import_extra
+from sinks.redis.slots import SLOTS, commit_record_keys, group_by_slot, key_slots
+from sinks.redis.resp import command, packed
 
 __all__ = ["ClusterWriter", "SlotWrite", "WriteReport", "cluster_enabled", "plan"]
 
@@ -50,7 +51,7 @@ class SlotWrite:
 
     slot: int
     commands: pa.Array   #: binary, one complete RESP command per value
-    record_key: bytes    #: `sinks.redis_slots.commit_record_key` of the slot
+    record_key: bytes    #: `sinks.redis.slots.commit_record_key` of the slot
     record_value: bytes  #: ``b"<batch> <fingerprint>"`` (the single-node sink's record text)
     batch_id: int
 
@@ -93,11 +94,7 @@ def cluster_enabled(url: str, timeout_s: float = 10.0) -> bool:
 
 
 def _import_redis():
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise DeliveryError("the redis sink needs redis-py: pip install 'impulse-connectors[redis]'") from exc
-    return redis
+    return import_extra("redis", "redis", "the redis sink", "redis-py")
 
 
 class ClusterWriter:
@@ -148,6 +145,12 @@ class ClusterWriter:
         if conn is not None:
             conn.disconnect()
 
+    def __enter__(self) -> "ClusterWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         """Disconnect from every node (drops any WATCH or open MULTI with the connection)."""
         for address in list(self._connections):
@@ -178,6 +181,48 @@ class ClusterWriter:
             self.nodes, self.owners = nodes, owners
             return owners
         raise TransientError(f"redis-sink: no node of the cluster answered CLUSTER SLOTS (last error: {last!r})")
+
+    def run(self, requests: Sequence[tuple[int, bytes, int]]) -> list[list]:
+        """Send idempotent commands (reads, a ``SET`` of a fixed value, a script that only reads) to the owners of
+        their slots: each request is ``(slot, RESP-encoded commands, how many replies)``; one write per node. A
+        request redirected (``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``) is sent again once the slot map is
+        refreshed, for up to ``redirect_timeout_s``. Returns each request's replies (an error reply as its
+        exception), in the order of `requests`. Raises `TransientError` when a node is lost or still redirects."""
+        redis = _import_redis()
+        if not len(self.owners):
+            self.refresh()
+        out: list[list | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        deadline = time.monotonic() + self.redirect_timeout_s
+        while pending:
+            by_node: dict[int, list[int]] = {}
+            for i in pending:
+                by_node.setdefault(int(self.owners[requests[i][0]]), []).append(i)
+            retry = by_node.pop(-1, [])
+            for node, indexes in by_node.items():
+                address = self.nodes[node]
+                try:
+                    conn = self._connection(address)
+                    conn.send_packed_command([requests[i][1] for i in indexes], check_health=False)
+                    for i in indexes:
+                        replies = _replies(conn, requests[i][2])
+                        if any(isinstance(r, Exception) and _redirect(r) for r in replies):
+                            self.redirects += 1
+                            retry.append(i)
+                        else:
+                            out[i] = replies
+                except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                    self._drop(address)
+                    self.owners = np.zeros(0, np.int32)
+                    raise TransientError(f"redis-sink: lost the cluster node {address[0]}:{address[1]} ({exc})") from exc
+            pending = retry
+            if pending:
+                if time.monotonic() >= deadline:
+                    raise TransientError(f"redis-sink: slot {requests[pending[0]][0]} still redirected after "
+                                         f"{self.redirect_timeout_s:g}s (migrating or failing over)")
+                time.sleep(0.05)
+                self.refresh()
+        return out  # type: ignore[return-value]
 
     # -- writing ------------------------------------------------------------------------------------
     def write(self, writes: Sequence[SlotWrite]) -> WriteReport:
