@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.servers.base import ServerError, _Server, free_port, wait_until
+from connectors.servers.base import ServerError, Server, free_port, wait_until
 from connectors.servers.redis import RedisServer
 
 __all__ = ["ClusterNode", "RedisCluster"]
@@ -37,7 +37,7 @@ class ClusterNode:
         return any(first <= slot <= last for first, last in self.slots)
 
 
-class RedisCluster(_Server):
+class RedisCluster(Server):
     """A Redis Cluster of ``primaries`` primaries with ``replicas`` replicas each, one ``redis-server`` per node
     (`RedisServer` with ``--cluster-enabled yes``: its own dir, port and ``nodes.conf``), on free loopback ports.
 
