@@ -1,4 +1,4 @@
-"""A prototype of the Redis sink's cluster mode: a partition's rows written as one fenced MULTI/EXEC per hash slot,
+"""The Redis sink's cluster mode (`sinks.redis.sink.RedisSink` with ``cluster``): a partition's rows written as one fenced MULTI/EXEC per hash slot,
 each with its own commit record in that slot (the layout of `sinks.redis.slots`), on the node serving the slot.
 
 `plan` turns a partition (each row's key and its RESP-encoded command, `sinks.redis.resp.commands`) into `SlotWrite`s;

@@ -496,6 +496,12 @@ class RedisSinkDataSource(SinkDataSource):
         uses it (``SET`` replaces any type).
     timeout : duration, default ``10s``
         Socket timeout of every Redis call.
+    cluster : ``auto`` (default) | ``true`` | ``false``
+        Whether `url` names a node of a Redis Cluster; ``auto`` asks it (``INFO cluster``) once, on the
+        driver when the query starts. In cluster mode ``commitKeyPrefix`` must contain no ``{``.
+    minReplicas : int ≥ 0, default 0, cluster mode only
+        After each node's transactions, ``WAIT`` until this many replicas have them; fewer is a
+        `TransientError` (retried: the retry skips the groups recorded and waits again).
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 
@@ -514,6 +520,12 @@ class RedisSinkDataSource(SinkDataSource):
     (``writeRetries``): the retry first looks at the commit record, so an EXEC that was applied but
     whose reply was lost is not repeated. Durability is the server's: with ``appendfsync always``
     an acknowledged EXEC survives a crash of Redis.
+
+    In cluster mode a partition is one such transaction per hash slot its keys fall in, each with its own
+    record ``<commitKeyPrefix>{<slot tag>}<commit id>:<partition>`` in that slot, then the summary record
+    ``<commitKeyPrefix><commit id>:<partition>`` (the layout: `sinks.redis.slots`; the writing, MOVED and
+    ASK: `sinks.redis.cluster`). A replay skips the partition on its summary, else exactly the groups
+    recorded. The whole partition is grouped before its first group is written (memory: its size).
 
     Commands are RESP-encoded with pyarrow for a whole record batch and sent in one write per batch;
     a partition's transaction is held by the server until EXEC (memory: the partition's size).
@@ -551,15 +563,18 @@ class RedisSinkDataSource(SinkDataSource):
         try:
             cluster = sink.cluster  # cluster=auto: asked here, once per URL and driver process
         except TransientError:
-            cluster = opts.cluster != "false"  # unreachable: check() says so; executors ask again if it comes back
+            cluster = None  # unreachable: check() says so; the executors ask again once it is back
         if cluster:
+            if not opts.url.startswith("redis://"):
+                raise OptionError("url", redact_url(opts.url), "a redis:// URL in cluster mode (TLS and unix sockets "
+                                  "are not supported for a cluster yet)")
             try:
                 check_commit_key_prefix(opts.commit_key_prefix)
             except ValueError as exc:
                 raise OptionError("commitKeyPrefix", opts.commit_key_prefix,
                                   "a prefix without '{' in cluster mode (each commit record is '<commitKeyPrefix>"
                                   "{<slot tag>}<commit id>:<partition>', its first '{' the slot tag's)") from exc
-        elif opts.min_replicas:
+        elif cluster is False and opts.min_replicas:
             raise OptionError("minReplicas", opts.min_replicas, f"0: {redact_url(opts.url)} is a single node (not a "
                               "cluster), where the sink does not WAIT for replicas")
         return sink

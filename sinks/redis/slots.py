@@ -34,20 +34,20 @@ WATCH, as on one node. A reply that was lost (connection dropped after EXEC was 
 that group's record again, on the slot's current owner; MOVED/ASK before EXEC mean nothing of the group was
 applied (the node refuses at queue time or EXECABORTs), so the group is sent again where the reply points.
 
-The partition-wide records stay where they are: ``<commitKeyPrefix><Q>:partitions`` (SADD of P, written before the
-groups, idempotent) and ``<commitKeyPrefix><Q>:batch`` (the driver's record); each is a single key, in its own slot.
-The single-node record ``<commitKeyPrefix><Q>:<P>`` can become the partition's *summary*, ``SET`` once every group
-is applied (and WAITed for): a replay that finds it at this batch skips the partition with one GET, and only a
-partition cut between two groups reads its groups' records; `Sink.committed_beyond` reads the summaries (a
-partition cut before its summary is then not seen there, one more case of what the protocol's docstring says it
-does not catch).
+The partition-wide records stay where they are, each a single key in its own slot: ``<commitKeyPrefix><Q>:batch``
+(the driver's record); ``<commitKeyPrefix><Q>:partitions`` (SADD of P) and the single-node record
+``<commitKeyPrefix><Q>:<P>``, which is the partition's *summary*, both written once every group is applied (and
+WAITed for): a replay that finds the summary at this batch skips the partition with one GET, and only a partition
+cut between two groups reads its groups' records; `Sink.committed_beyond` reads the summaries (a partition cut
+before its summary is then not seen there, one more case of what the protocol's docstring says it does not catch).
 
 What else goes into a group, so that it stays in one slot: the per-key commands of a record batch (``LTRIM``,
-``ZREMRANGEBYRANK``, ``EXPIRE`` of each distinct key) join their key's group after its rows (give `key_slots` the
-row keys followed by the distinct keys: the stable grouping keeps them last); the dead letters (``XADD
-<deadLetterKey>``) join the group of ``deadLetterKey``'s slot (made for them if no row key is there); the key-type
-check before queueing and the check inside the transaction (the single-node sink's record script) run per group,
-on the group's keys, with a record script that does not touch ``<Q>:partitions`` (another slot).
+``ZREMRANGEBYRANK``, ``EXPIRE`` of each distinct key) join their key's group after its rows (the row keys followed
+by the distinct keys: the stable grouping keeps them last); the dead letters (``XADD <deadLetterKey>``) join the
+group of ``deadLetterKey``'s slot (made for them if no row key is there); the key-type check before queueing runs
+per slot, on the slot's primary. The group's record is a plain ``SET`` in its transaction: unlike the single-node
+record script it does not check the types again, so a type another client changes between the check and EXEC
+fails the task (Redis applied the group in part) and a replay skips that group.
 
 Row order: a group keeps its rows in their input order (`group_by_slot` is a stable sort), so a list, a stream or a
 changelog (``opColumn``) sees a key's rows in order; rows of different keys in different slots have no order

@@ -88,6 +88,8 @@ def test_auto_finds_the_cluster_once_and_refuses_what_a_cluster_cannot_take(redi
         sink(redis_server.url, minReplicas="1")
     with pytest.raises(OptionError, match="cluster"):
         sink(redis_cluster.url, cluster="maybe")
+    with pytest.raises(OptionError, match="url.*redis:// URL in cluster mode"):
+        sink("rediss://127.0.0.1:1", cluster="true")
 
 
 def test_a_list_partition_lands_once_on_all_primaries_and_a_replay_skips_it(redis_cluster):
