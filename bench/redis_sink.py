@@ -16,7 +16,8 @@ and writes the same rows there two more ways, the cluster's keys deleted in betw
 - ``cluster_plain``: a redis-py ``RedisCluster`` ``pipeline()`` loop (it splits each execute by node) over the
   prebuilt keys and values, executed every ``--chunk`` commands;
 - ``cluster_sink``: the sink's write path in cluster mode (``cluster=true``: the partition grouped by slot, one
-  MULTI/EXEC with its commit record per slot group, `sinks.redis.cluster`), fed the same record batches.
+  atomic script with its commit record per slot group, a node's groups in one write: `sinks.redis.cluster`), fed
+  the same record batches.
 
 Example::
 

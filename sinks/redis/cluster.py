@@ -1,26 +1,27 @@
-"""The Redis sink's cluster mode (`sinks.redis.sink.RedisSink` with ``cluster``): a partition's rows written as one fenced MULTI/EXEC per hash slot,
-each with its own commit record in that slot (the layout of `sinks.redis.slots`), on the node serving the slot.
+"""The Redis sink's cluster mode (`sinks.redis.sink.RedisSink` with ``cluster``): a partition's rows written as one
+atomic, fenced script per hash slot, each with its own commit record in that slot (the layout of
+`sinks.redis.slots`), on the node serving the slot.
 
 `plan` turns a partition (each row's key and its RESP-encoded command, `sinks.redis.resp.commands`) into `SlotWrite`s;
-`ClusterWriter.write` applies them. Per slot group, on one connection to the slot's primary:
+`ClusterWriter.write` applies them. On one connection per primary, all of a node's groups in one write:
 
-1. ``WATCH <record>``, ``GET <record>``, ``MULTI``, the group's commands, ``SET <record> <value>`` — sent in one
-   write (together with the previous group's ``EXEC``: one round trip per group);
-2. the replies decide: the record holds this batch or a later one → ``DISCARD`` (the group was applied by an
-   earlier attempt: skipped); a redirection (``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``) of any of them →
-   ``DISCARD``, nothing of the group was applied, the group is retried on the slot's owner once the slot map is
-   refreshed; otherwise ``EXEC``;
-3. ``EXEC`` answers nil when the record changed since WATCH (another attempt of the partition wrote it):
-   `FencedError`; ``EXECABORT`` (a redirection found at EXEC) → retried as in 2.; an error inside the result means
-   Redis applied part of the group: `DeliveryError`.
-4. With ``min_replicas`` ≥ 1, once a node's groups are done: one more write (a group's record set to itself), then
+1. each group is one ``EVAL`` of `_GROUP` (`group_script`) declaring the group's record and every key its commands
+   touch: it reads the record and, when it holds this batch or a later one, does nothing (the group was applied by
+   an earlier or a concurrent attempt: skipped); otherwise it runs the group's commands and sets the record. A
+   script runs whole or not at all (Redis runs nothing else meanwhile), so the check and the write cannot be
+   separated by another attempt, as WATCH would otherwise have to ensure;
+2. a redirection (``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``) means nothing of the group ran: it is sent again
+   to the slot's owner once the slot map is refreshed; a command Redis refused inside the script (the rest ran, and
+   the record is set) is a `DeliveryError`;
+3. with ``min_replicas`` ≥ 1, once a node's groups are done: one more write (a group's record set to itself), then
    ``WAIT <min_replicas> <timeout>``; fewer replicas acknowledging is a `TransientError` (the caller's retry then
    finds the groups' records and skips them, or rewrites those a failover lost, and WAITs again: the extra write
    makes that WAIT cover records an earlier connection wrote), so an acknowledged partition is on a replica before
    Spark hears of it.
 
 ``ASK`` is not followed into the importing node: a group's keys may still be split between the two nodes while
-its slot moves (the source answers ASK for the record, absent there, while the data keys are still there), and
+its slot moves (the source answers ``ASK`` when none of the script's declared keys is there any more,
+``TRYAGAIN`` when some are), and
 writing the group on the target would split a list or a stream in two. The group waits (polling the slot map,
 bounded by ``redirect_timeout_s``) until the migration ends and ``MOVED`` names the new owner. A lost
 connection is never guessed about: it raises `TransientError`, and the retry reads each group's record first.
@@ -34,9 +35,10 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from urllib.parse import urlsplit
 
-from connectors.errors import DeliveryError, FencedError, TransientError
+from connectors.errors import DeliveryError, TransientError
 from connectors.registry import import_extra
 from sinks.redis.slots import SLOTS, commit_record_keys, group_by_slot, key_slots
 from sinks.redis.resp import command, packed
@@ -54,12 +56,15 @@ class SlotWrite:
     record_key: bytes    #: `sinks.redis.slots.commit_record_key` of the slot
     record_value: bytes  #: ``b"<batch> <fingerprint>"`` (the single-node sink's record text)
     batch_id: int
+    keys: pa.Array | None = None  #: the distinct keys the commands touch (declared to the group's script)
+    args: pa.Array | None = None  #: `commands` as script arguments (`script_args`); None: computed when sent
+    argv: int | None = None  #: how many bulk strings `args` holds (`_bulk_strings`); None: counted when sent
 
 
 @dataclass
 class WriteReport:
     """What `ClusterWriter.write` did: groups applied now, groups skipped (an earlier attempt applied them),
-    redirections followed (MOVED/ASK/TRYAGAIN/CLUSTERDOWN/EXECABORT replies met)."""
+    redirections followed (MOVED/ASK/TRYAGAIN/CLUSTERDOWN replies met)."""
 
     applied: int = 0
     skipped: int = 0
@@ -74,8 +79,65 @@ def plan(keys: pa.Array, encoded: pa.Array, *, commit_key_prefix: str, commit_id
         raise ValueError(f"{len(keys)} keys for {len(encoded)} commands: one key per command")
     groups = group_by_slot(key_slots(keys))
     records = commit_record_keys(commit_key_prefix, commit_id, partition, groups.slots).to_pylist()
-    return [SlotWrite(slot=int(slot), commands=groups.take(encoded, g), record_key=records[g],
-                      record_value=record_value, batch_id=batch_id) for g, slot in enumerate(groups.slots)]
+    ordered = encoded.take(pa.array(groups.order))  # each group's commands a contiguous (zero-copy) slice
+    args = script_args(ordered)
+    counts = _bulk_strings(args)
+    argv = np.add.reduceat(counts, groups.bounds[:-1]).tolist() if len(groups) else []
+    distinct = pc.unique(keys)
+    by_slot = group_by_slot(key_slots(distinct))  # the same slots as `groups`, in the same (ascending) order
+    distinct = distinct.take(pa.array(by_slot.order))
+    out = []
+    for g, slot in enumerate(groups.slots.tolist()):
+        start, end = int(groups.bounds[g]), int(groups.bounds[g + 1])
+        first, last = int(by_slot.bounds[g]), int(by_slot.bounds[g + 1])
+        out.append(SlotWrite(slot=slot, commands=ordered.slice(start, end - start), record_key=records[g],
+                             record_value=record_value, batch_id=batch_id, keys=distinct.slice(first, last - first),
+                             args=args.slice(start, end - start), argv=argv[g]))
+    return out
+
+
+def script_args(encoded: pa.Array) -> pa.Array:
+    """RESP-encoded commands as `_GROUP`'s arguments: each command's ``*<argc>`` header turned into a bulk string
+    ``<argc>`` (its arguments are bulk strings already), so a group's commands pass as they are, vectorised."""
+    args = pc.replace_substring_regex(encoded, r"^\*(\d)\r\n", "$1\r\n\\1\r\n")
+    return pc.replace_substring_regex(args, r"^\*(\d\d)\r\n", "$2\r\n\\1\r\n")
+
+
+# A slot group's transaction. KEYS: the group's record, then every key its commands touch; ARGV: the batch, the
+# record's value, then each command as its argument count followed by its arguments. Returns -1 when the record
+# holds this batch or a later one (nothing done), else the errors of the commands Redis refused (empty: all applied).
+_GROUP = (b"local r = redis.call('GET', KEYS[1]) "
+          b"if r and tonumber(string.match(r, '^%d+')) >= tonumber(ARGV[1]) then return -1 end "
+          b"local errors = {} local i = 3 local n = #ARGV "
+          b"while i <= n do local argc = tonumber(ARGV[i]) "
+          b"local reply = redis.pcall(unpack(ARGV, i + 1, i + argc)) "
+          b"if type(reply) == 'table' and reply.err then errors[#errors + 1] = reply.err end "
+          b"i = i + argc + 1 end "
+          b"redis.call('SET', KEYS[1], ARGV[2]) return errors")
+
+
+def group_script(group: SlotWrite) -> bytes:
+    """The ``EVAL`` of `_GROUP` for `group`, RESP-encoded (its commands as `script_args`)."""
+    args = group.args if group.args is not None else script_args(group.commands)
+    keys = group.keys if group.keys is not None else pa.array([], pa.binary())
+    argv = group.argv if group.argv is not None else int(_bulk_strings(args).sum())
+    head = command(b"EVAL", _GROUP, str(1 + len(keys)).encode(), group.record_key, *keys.to_pylist(),
+                   str(group.batch_id).encode(), group.record_value)
+    count, _, rest = head.partition(b"\r\n")
+    return b"*" + str(int(count[1:]) + argv).encode() + b"\r\n" + rest + bytes(packed(args))
+
+
+def _bulk_strings(args: pa.Array) -> np.ndarray:
+    """How many bulk strings each command of `script_args` is (int64): 1 + its argument count, read from its
+    header bulk (``$1\r\n<n>`` or ``$2\r\n<nn>``)."""
+    if not len(args):
+        return np.zeros(0, np.int64)
+    offsets = np.frombuffer(args.buffers()[1], dtype=np.int32)[args.offset:args.offset + len(args)]
+    raw = np.frombuffer(args.buffers()[2], dtype=np.uint8)
+    width = raw[offsets + 1] - ord("0")  # digits of the argument count: 1 or 2
+    tens = np.where(width == 2, raw[offsets + 4] - ord("0"), 0).astype(np.int64)
+    ones = np.where(width == 2, raw[offsets + 5], raw[offsets + 4]).astype(np.int64) - ord("0")
+    return 1 + tens * 10 + ones
 
 
 # KEYS[1]: a commit record. Sets it to its own value (a no-op write that is replicated like any other).
@@ -152,7 +214,7 @@ class ClusterWriter:
         self.close()
 
     def close(self) -> None:
-        """Disconnect from every node (drops any WATCH or open MULTI with the connection)."""
+        """Disconnect from every node."""
         for address in list(self._connections):
             self._drop(address)
 
@@ -228,7 +290,7 @@ class ClusterWriter:
     def write(self, writes: Sequence[SlotWrite]) -> WriteReport:
         """Apply every group not applied yet (see the module docstring); returns what was done. Raises
         `TransientError` (connection lost, redirections beyond ``redirect_timeout_s``, ``WAIT`` shortfall: retry
-        the same writes), `FencedError`, `DeliveryError`."""
+        the same writes), `DeliveryError`."""
         redis = _import_redis()
         report = WriteReport()
         if not len(self.owners):
@@ -266,20 +328,26 @@ class ClusterWriter:
         return report
 
     def _write_node(self, conn, groups: list[SlotWrite], report: WriteReport) -> list[SlotWrite]:
-        """The groups of one node, one round trip each (a group's EXEC or DISCARD travels with the next group's
-        start). Returns the groups redirected (nothing of them applied)."""
+        """The groups of one node, each one `_GROUP` script, all sent in one write (one round trip for the node).
+        Returns the groups redirected (nothing of them applied)."""
+        conn.send_packed_command([b"".join(group_script(group) for group in groups)], check_health=False)
+        replies = _replies(conn, len(groups))
         redirected: list[SlotWrite] = []
-        decision = b""
-        decision_group: SlotWrite | None = None
-        for group in [*groups, None]:
-            start = self._start(group) if group is not None else b""
-            if decision or start:
-                conn.send_packed_command([decision, start], check_health=False)
-            if decision:
-                self._finish(conn, decision_group, decision, report, redirected)
-            if group is None:
-                break
-            decision, decision_group = self._decide(conn, group, report, redirected), group
+        for group, reply in zip(groups, replies):
+            if isinstance(reply, Exception):
+                if _redirect(reply):
+                    report.redirects += 1
+                    self.redirects += 1
+                    redirected.append(group)
+                    continue
+                raise DeliveryError(f"redis-sink: Redis refused slot {group.slot}'s group: {reply}")
+            if reply == -1:
+                report.skipped += 1
+            elif reply:
+                raise DeliveryError(f"redis-sink: Redis applied slot {group.slot}'s group in part: {len(reply)} of "
+                                    f"{len(group.commands)} commands failed, first: {reply[0]!r}")
+            else:
+                report.applied += 1
         done = [g for g in groups if g not in redirected]
         if self.min_replicas and done:
             # WAIT counts this connection's writes only. A retry that found every group recorded wrote nothing, yet
@@ -299,49 +367,6 @@ class ClusterWriter:
                     f"within {wait_s:g}s, minReplicas is {self.min_replicas}: a failover now could lose them; "
                     "retrying (the groups applied are skipped through their records)")
         return redirected
-
-    @staticmethod
-    def _start(group: SlotWrite) -> bytes:
-        return (command(b"WATCH", group.record_key) + command(b"GET", group.record_key) + command(b"MULTI")
-                + bytes(packed(group.commands)) + command(b"SET", group.record_key, group.record_value))
-
-    def _decide(self, conn, group: SlotWrite, report: WriteReport, redirected: list[SlotWrite]) -> bytes:
-        """Read the replies of a group's start; the command that ends it: EXEC, or DISCARD (skipped, redirected)."""
-        replies = _replies(conn, 3 + len(group.commands) + 1)
-        watch, record, multi, *queued = replies
-        errors = [r for r in replies if isinstance(r, Exception)]
-        if errors:
-            if any(_redirect(e) for e in errors):
-                report.redirects += 1
-                self.redirects += 1
-                redirected.append(group)
-                return command(b"DISCARD") if not isinstance(multi, Exception) else command(b"UNWATCH")
-            raise DeliveryError(f"redis-sink: Redis refused a command of slot {group.slot}'s group: {errors[0]}")
-        if record is not None and int(record.split(b" ")[0]) >= group.batch_id:
-            report.skipped += 1
-            return command(b"DISCARD")
-        return command(b"EXEC")
-
-    def _finish(self, conn, group: SlotWrite, decision: bytes, report: WriteReport,
-                redirected: list[SlotWrite]) -> None:
-        reply = _replies(conn, 1)[0]
-        if decision != command(b"EXEC"):
-            return
-        if reply is None:
-            raise FencedError(f"redis-sink: the commit record {group.record_key!r} changed while slot {group.slot}'s "
-                              "group was written: another attempt of this partition wrote it; this one wrote nothing")
-        if isinstance(reply, Exception):
-            if _redirect(reply):
-                report.redirects += 1
-                self.redirects += 1
-                redirected.append(group)
-                return
-            raise DeliveryError(f"redis-sink: EXEC of slot {group.slot}'s group failed: {reply}")
-        errors = [r for r in reply if isinstance(r, Exception)]
-        if errors:
-            raise DeliveryError(f"redis-sink: Redis applied slot {group.slot}'s group in part: {len(errors)} of "
-                                f"{len(reply)} commands failed, first: {errors[0]}")
-        report.applied += 1
 
 
 def _redirect(exc: Exception) -> bool:

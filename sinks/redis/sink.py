@@ -256,7 +256,7 @@ class RedisSink(Sink):
         return ClusterWriter(self.options.url, timeout_s=self.options.timeout_s, min_replicas=self.options.min_replicas)
 
     def _cluster_write(self, writer: ClusterWriter, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
-        """Cluster mode: the whole partition's commands grouped by hash slot, each group one fenced MULTI/EXEC with its
+        """Cluster mode: the whole partition's commands grouped by hash slot, each group one atomic script with its
         own commit record in its slot (`sinks.redis.cluster`), then the partition's summary record ``<Q>:<P>`` and its
         id in ``<Q>:partitions``. Returns the rows sent to ``deadLetterKey``."""
         expected = KEY_TYPES.get(self.options.target, "")
@@ -521,7 +521,7 @@ class RedisSinkDataSource(SinkDataSource):
     whose reply was lost is not repeated. Durability is the server's: with ``appendfsync always``
     an acknowledged EXEC survives a crash of Redis.
 
-    In cluster mode a partition is one such transaction per hash slot its keys fall in, each with its own
+    In cluster mode a partition is one atomic script per hash slot its keys fall in, each with its own
     record ``<commitKeyPrefix>{<slot tag>}<commit id>:<partition>`` in that slot, then the summary record
     ``<commitKeyPrefix><commit id>:<partition>`` (the layout: `sinks.redis.slots`; the writing, MOVED and
     ASK: `sinks.redis.cluster`). A replay skips the partition on its summary, else exactly the groups

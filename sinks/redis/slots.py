@@ -25,14 +25,13 @@ tags or not). `commit_record_key` builds it; `commit_record_keys` builds those o
 ``commitKeyPrefix`` must then contain no ``{``: the record's first ``{`` must be the slot tag's
 (`check_commit_key_prefix`; an `OptionError` in the sink at start).
 
-A group's transaction (the slot's node, one connection): ``WATCH <record>``, ``GET <record>``; when the record
-holds this batch (or a later one) the group is skipped, as a partition is on one node — the fingerprint checked as
-`connectors.protocol` does; otherwise ``MULTI``, the group's commands (with the key-type check of the single-node
-sink, in the group's slot), the record, ``EXEC``. A replayed batch therefore skips exactly the groups that were
-applied, whatever crashed between two of them; a concurrent attempt of the same partition is fenced per group by
-WATCH, as on one node. A reply that was lost (connection dropped after EXEC was sent) is resolved by reading
-that group's record again, on the slot's current owner; MOVED/ASK before EXEC mean nothing of the group was
-applied (the node refuses at queue time or EXECABORTs), so the group is sent again where the reply points.
+A group's transaction (the slot's node; `sinks.redis.cluster`): one script that reads the record and, unless it
+holds this batch or a later one (the group is then skipped, as a partition is on one node), runs the group's
+commands and sets the record, atomically. A replayed batch therefore skips exactly the groups that were applied,
+whatever crashed between two of them; a concurrent attempt of the same partition cannot apply a group twice (the
+check and the write are one script). A reply that was lost (connection dropped after the script was sent) is
+resolved by running the group again on the slot's current owner, which reads the record first; MOVED/ASK/TRYAGAIN
+mean nothing of the group ran, so the group is sent again where the slot map points.
 
 The partition-wide records stay where they are, each a single key in its own slot: ``<commitKeyPrefix><Q>:batch``
 (the driver's record); ``<commitKeyPrefix><Q>:partitions`` (SADD of P) and the single-node record
@@ -45,9 +44,9 @@ What else goes into a group, so that it stays in one slot: the per-key commands 
 ``ZREMRANGEBYRANK``, ``EXPIRE`` of each distinct key) join their key's group after its rows (the row keys followed
 by the distinct keys: the stable grouping keeps them last); the dead letters (``XADD <deadLetterKey>``) join the
 group of ``deadLetterKey``'s slot (made for them if no row key is there); the key-type check before queueing runs
-per slot, on the slot's primary. The group's record is a plain ``SET`` in its transaction: unlike the single-node
-record script it does not check the types again, so a type another client changes between the check and EXEC
-fails the task (Redis applied the group in part) and a replay skips that group.
+per slot, on the slot's primary. The group's script does not check the types again as the single-node record
+script does, so a type another client changes between the check and the script fails the task (Redis applied
+the group in part) and a replay skips that group.
 
 Row order: a group keeps its rows in their input order (`group_by_slot` is a stable sort), so a list, a stream or a
 changelog (``opColumn``) sees a key's rows in order; rows of different keys in different slots have no order
