@@ -10,9 +10,19 @@ One run starts one ``redis-server`` (no persistence) and writes the same impulse
 - ``spark``: impulse → ``redis-sink`` through Spark (``local[2]``, 2 partitions), steady-state
   micro-batches only: rows / Σ triggerExecution (source generation and Spark's overhead included).
 
+With ``--cluster`` it also starts a Redis Cluster (3 primaries, 3 replicas, `connectors.servers.RedisCluster`)
+and writes the same rows there two more ways, the cluster's keys deleted in between:
+
+- ``cluster_plain``: a redis-py ``RedisCluster`` ``pipeline()`` loop (it splits each execute by node) over the
+  prebuilt keys and values, executed every ``--chunk`` commands;
+- ``cluster_sink``: the sink's write path in cluster mode (``cluster=true``: the partition grouped by slot, one
+  atomic script with its commit record per slot group, a node's groups in one write: `sinks.redis.cluster`), fed
+  the same record batches.
+
 Example::
 
     python bench/redis_sink.py --rows 1000000 --payload-bytes 100 --json
+    python bench/redis_sink.py --rows 300000 --skip-spark --cluster
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from connectors.options import OptionReader  # noqa: E402
 from connectors.protocol import WriteIdentity  # noqa: E402
 from connectors.rows import json_objects  # noqa: E402
-from connectors.servers import RedisServer  # noqa: E402
+from connectors.servers import RedisCluster, RedisServer  # noqa: E402
 from connectors.session import local_session
 from impulse.events import EventLayout, event_batches  # noqa: E402
 from impulse.schedule import Schedule  # noqa: E402
@@ -44,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--chunk", type=int, default=10_000, help="commands per pipeline execute() of the plain loop")
     parser.add_argument("--spark-batches", type=int, default=4, help="measured micro-batches of the Spark run")
     parser.add_argument("--skip-spark", action="store_true", help="measure plain and sink only")
+    parser.add_argument("--cluster", action="store_true", help="also write to a Redis Cluster (cluster_plain, "
+                                                                    "cluster_sink)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     return parser.parse_args(argv)
 
@@ -70,8 +82,8 @@ def _ids(batch):
     return [f"{s}:{c}" for s, c in zip(batch.column("subtask_index").to_pylist(), batch.column("counter").to_pylist())]
 
 
-def run_sink(url: str, batches) -> tuple[float, RedisSink, WriteIdentity]:
-    sink = RedisSink(RedisOptions.read(OptionReader({"url": url, "keyPrefix": "b:"}, name="redis sink")))
+def run_sink(url: str, batches, **options: str) -> tuple[float, RedisSink, WriteIdentity]:
+    sink = RedisSink(RedisOptions.read(OptionReader({"url": url, "keyPrefix": "b:", **options}, name="redis sink")))
     identity = WriteIdentity("bench", 0, 0, 0)
     start = time.perf_counter()
     conn = sink.open(identity)
@@ -109,6 +121,35 @@ def run_spark(url: str, rows: int, payload_bytes: int, batches: int) -> tuple[fl
     return sum(p["numInputRows"] for p in progress) / seconds, phases
 
 
+def run_cluster(args, batches) -> dict:
+    """The cluster contenders: rows/s of the redis-py RedisCluster pipeline loop and of the sink's cluster write
+    path, each checked by counting the keys on every primary."""
+    cluster = RedisCluster()
+    cluster.start()
+    try:
+        client = cluster.client()
+        plain_s = run_plain(client, batches, args.chunk)
+        assert _count(client, "b:*") == args.rows
+        _flush(client)
+        sink_s, sink, identity = run_sink(cluster.url, batches, cluster="true")
+        assert _count(client, "b:*") == args.rows
+        assert client.get(sink.partition_key(identity)) is not None  # the partition's summary record
+        client.close()
+    finally:
+        cluster.close()
+    result = {"cluster_plain_rows_per_s": args.rows / plain_s, "cluster_sink_rows_per_s": args.rows / sink_s}
+    result["cluster_sink_vs_plain"] = result["cluster_sink_rows_per_s"] / result["cluster_plain_rows_per_s"]
+    return result
+
+
+def _count(client, pattern: str) -> int:
+    return sum(1 for _ in client.scan_iter(match=pattern, count=10_000, target_nodes=client.PRIMARIES))
+
+
+def _flush(client) -> None:
+    client.flushall(target_nodes=client.PRIMARIES)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     server = RedisServer()
@@ -131,6 +172,8 @@ def main(argv=None) -> int:
             rate, phases = run_spark(server.url, args.rows, args.payload_bytes, args.spark_batches)
             result.update(spark_rows_per_s=rate, spark_vs_plain=rate / result["plain_rows_per_s"],
                           spark_phase_ms=phases)
+        if args.cluster:
+            result.update(run_cluster(args, batches))
     finally:
         server.close()
     if args.json:
@@ -143,6 +186,10 @@ def main(argv=None) -> int:
         if "spark_rows_per_s" in result:
             print(f"impulse -> redis-sink, Spark : {result['spark_rows_per_s']:>12,.0f} rows/s  "
                   f"({result['spark_vs_plain']:.2f}x plain; 2 partitions, micro-batches of {args.rows} rows)")
+        if "cluster_plain_rows_per_s" in result:
+            print(f"cluster: redis-py RedisCluster pipeline loop : {result['cluster_plain_rows_per_s']:>12,.0f} rows/s")
+            print(f"cluster: redis-sink write path (cluster=true): {result['cluster_sink_rows_per_s']:>12,.0f} rows/s  "
+                  f"({result['cluster_sink_vs_plain']:.2f}x the cluster loop)")
     return 0
 
 

@@ -59,6 +59,16 @@ def redis_server():
 
 
 @pytest.fixture(scope="session")
+def redis_cluster():
+    """A ``connectors.servers.RedisCluster``: 3 primaries, 3 replicas (``.url``, ``.client()``, ``.node_for_slot()``,
+    ``.kill_primary()``, ``.revive()``, ``.migrate_slot()``, ``.reshard()``); ``REDIS_CLUSTER_URL`` names one
+    someone else runs (the tests that kill or move nodes then fail)."""
+    from connectors.servers import RedisCluster
+
+    yield from _serving(RedisCluster.from_env())
+
+
+@pytest.fixture(scope="session")
 def kafka_broker():
     """A ``connectors.servers.KafkaBroker`` (``.bootstrap``, ``.create_topic()``, ``.consume_all()``, ``.restart()``)."""
     # a second listener advertised at a proxy's port: the conformance suite's network cases put Toxiproxy there

@@ -29,6 +29,7 @@ RUN = {
     ("## Nexmark", 0): "tests/impulse/test_generated.py::test_the_readme_cookbook_runs",
     ("## Redis sink", 0): "tests/sinks/test_redis.py::test_the_readme_redis_block_runs",
     ("## Redis sink", 1): "tests/sinks/test_redis.py::test_the_readme_leaderboard_block_keeps_each_games_ten_best_scores",
+    ("### Redis Cluster", 0): "tests/sinks/test_redis_cluster_sink.py::test_the_readme_cluster_block_runs",
     ("## Kafka sink", 0): "tests/sinks/test_kafka.py::test_the_readme_kafka_blocks_run",
     ("## Kafka sink", 1): "tests/sinks/test_kafka.py::test_the_readme_kafka_blocks_run",
     ("### Record formats and the Schema Registry", 0):

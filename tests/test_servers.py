@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from connectors.conformance.network import cut_points
-from connectors.servers import KAFKA_VERSION, RedisServer, fetch_kafka, free_port, kafka_jars_dir, wait_until
+from connectors.servers import KAFKA_VERSION, RedisCluster, RedisServer, fetch_kafka, free_port, kafka_jars_dir, wait_until
 from connectors.servers.tap import DOWN, UP, Tap
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -75,6 +75,144 @@ def test_redis_without_persistence_keeps_data_over_a_restart_not_over_a_stop():
         (server.dir / "dump.rdb").unlink()
         server.start()
         assert server.client().get("k") is None
+
+
+# ------------------------------------------------------------------------------------------ Redis Cluster
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_cluster_has_three_primaries_with_a_replica_each_and_serves_every_slot(redis_cluster):
+    primaries = redis_cluster.primaries()
+    assert len(primaries) == 3
+    assert sorted(slot for node in primaries for first, last in node.slots for slot in range(first, last + 1)) \
+        == list(range(16384))
+    assert all(len(redis_cluster.replicas_of(node)) == 1 for node in primaries)
+    client = redis_cluster.client()
+    try:
+        prefix = f"test-servers:{uuid.uuid4().hex}"
+        keys = [f"{prefix}:{i}" for i in range(60)]
+        for key in keys:
+            client.set(key, key.upper())
+        owners = {redis_cluster.node_for_key(key).id for key in keys}
+        assert owners == {node.id for node in primaries}, "60 keys should land on every primary"
+        read = redis_cluster.cli(commands=[f"GET {key}" for key in keys], address=primaries[0].address)
+        assert read.splitlines() == [f'"{key.upper()}"' for key in keys]
+    finally:
+        client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_cluster_half_migrated_slot_answers_ask_then_moved_once_done(redis_cluster):
+    import redis
+
+    key = f"test-servers:{uuid.uuid4().hex}"
+    slot = int(redis_cluster.execute("CLUSTER", "KEYSLOT", key))
+    source = redis_cluster.node_for_slot(slot)
+    target = next(node for node in redis_cluster.primaries() if node.id != source.id)
+    on_source = redis_cluster.node_client(source.address)
+    try:
+        on_source.set(key, b"before")
+        redis_cluster.migrate_slot(slot, target, finish=False)
+        missing = f"{{{key}}}:absent"  # same slot, not on the source: the source sends the client to the target
+        with pytest.raises(redis.exceptions.AskError) as ask:
+            on_source.execute_command("GET", missing)
+        assert (ask.value.slot_id, f"{ask.value.host}:{ask.value.port}") == (slot, target.address)
+        assert on_source.get(key) == b"before"  # keys still on the source are served there
+        redis_cluster.finish_migration(slot, source, target)
+        assert redis_cluster.node_for_slot(slot).id == target.id
+        with pytest.raises(redis.exceptions.MovedError) as moved:
+            on_source.execute_command("GET", key)
+        assert (moved.value.slot_id, f"{moved.value.host}:{moved.value.port}") == (slot, target.address)
+        assert redis_cluster.cli("GET", key, address=source.address) == '"before"'
+    finally:
+        on_source.close()
+        if redis_cluster.node_for_slot(slot).id != source.id:  # leave the slot where it was
+            redis_cluster.migrate_slot(slot, source)
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_cluster_kill_primary_promotes_its_replica_with_the_acknowledged_writes(redis_cluster):
+    key = f"test-servers:{uuid.uuid4().hex}"
+    slot = int(redis_cluster.execute("CLUSTER", "KEYSLOT", key))
+    old = redis_cluster.node_for_slot(slot)
+    replica = redis_cluster.replicas_of(old)[0]
+    on_old = redis_cluster.node_client(old.address)
+    try:
+        on_old.set(key, b"acknowledged")
+        assert on_old.execute_command("WAIT", 1, 10_000) == 1  # on the replica before the primary dies
+    finally:
+        on_old.close()
+    try:
+        new = redis_cluster.kill_primary(slot)
+        assert new.id == replica.id
+        assert redis_cluster.cli("GET", key, address=new.address) == '"acknowledged"'
+    finally:
+        redis_cluster.revive()
+    again = {node.id: node for node in redis_cluster.topology()}
+    assert again[old.id].connected and not again[old.id].primary and again[old.id].primary_id == replica.id
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_redis_cluster_reshard_moves_slots_and_their_keys(redis_cluster):
+    from sinks.redis.slots import slot_tag
+
+    source, target = redis_cluster.primaries()[:2]
+    before = {slot for first, last in source.slots for slot in range(first, last + 1)}
+    tag = uuid.uuid4().hex
+    keys = {slot: f"{{{slot_tag(slot)}}}:test-servers:{tag}" for slot in sorted(before)[:20]}  # one key per slot
+    on_source = redis_cluster.node_client(source.address)
+    on_target = redis_cluster.node_client(target.address)
+    try:
+        for key in keys.values():
+            on_source.set(key, b"moved")
+        redis_cluster.reshard(5, source, target)
+        now = next(n for n in redis_cluster.topology() if n.id == source.id)
+        after = {slot for first, last in now.slots for slot in range(first, last + 1)}
+        moved = before - after
+        assert len(moved) == 5 and all(redis_cluster.node_for_slot(slot).id == target.id for slot in moved)
+        assert redis_cluster.cli(commands=[f"GET {key}" for key in keys.values()]).splitlines() == ['"moved"'] * len(keys)
+        assert moved <= set(keys), "redis-cli moves the source's first slots"
+        assert [on_target.get(keys[slot]) for slot in sorted(moved)] == [b"moved"] * 5  # served there, no MOVED
+        assert [on_source.get(keys[slot]) for slot in sorted(set(keys) - moved)] == [b"moved"] * (len(keys) - 5)
+    finally:
+        on_source.close()
+        on_target.close()
+        still = next(n for n in redis_cluster.topology() if n.id == source.id)
+        for slot in sorted(before - {s for first, last in still.slots for s in range(first, last + 1)}):
+            redis_cluster.migrate_slot(slot, source)  # back where they were (a reshard back might pick others)
+    assert all(redis_cluster.node_for_slot(slot).id == source.id for slot in moved)
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_serve_redis_cluster_prints_its_nodes_and_sigterm_stops_them():
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", "redis-cluster"], cwd=root,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids: list[int] = []
+    try:
+        ready = serve.stdout.readline()
+        assert "redis-cluster ready at redis://" in ready, ready + serve.stdout.read()[-3000:]
+        entry = ready.split("ready at redis://")[1].split()[0]
+        assert "cluster_state:ok" in RedisCluster.external(f"redis://{entry}").cli("CLUSTER", "INFO")
+        pids = [int(line.split()[0]) for line in subprocess.run(
+            ["pgrep", "-P", str(serve.pid), "-a", "redis-server"], capture_output=True, text=True).stdout.splitlines()]
+        assert len(pids) == 6, pids
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0
+        wait_until(lambda: not any(_alive(pid) for pid in pids), 30, 0.1, "the cluster's nodes to exit")
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait(30)
 
 
 # --------------------------------------------------------------------------------------------- Kafka

@@ -19,8 +19,8 @@ def main(argv: Iterable[str]) -> int:
     sub.add_parser("fetch-toxiproxy", help="build the pinned Toxiproxy server into the cache with `go install` "
                                            "(no-op when present)")
     serve = sub.add_parser("serve", help="run one server in the foreground until Ctrl-C or SIGTERM")
-    serve.add_argument("kind", choices=["kafka", "redis", "http", "spark-cluster", "spark-connect", "toxiproxy",
-                                       "schema-registry"])
+    serve.add_argument("kind", choices=["kafka", "redis", "redis-cluster", "http", "spark-cluster", "spark-connect",
+                                       "toxiproxy", "schema-registry"])
     serve.add_argument("--topic", action="append", default=[], type=_topic, metavar="NAME[:PARTITIONS]",
                        help="kafka: create this topic (default 1 partition) once the broker is up; repeatable. "
                             "The broker does not create topics on first use")
@@ -36,9 +36,9 @@ def main(argv: Iterable[str]) -> int:
     if args.command == "fetch-toxiproxy":
         print(servers.fetch_toxiproxy())
         return 0
-    server = {"kafka": servers.KafkaBroker, "redis": servers.RedisServer, "http": servers.Receiver,
-              "spark-cluster": servers.SparkStandaloneCluster, "spark-connect": servers.SparkConnectServer,
-              "toxiproxy": servers.Toxiproxy,
+    server = {"kafka": servers.KafkaBroker, "redis": servers.RedisServer, "redis-cluster": servers.RedisCluster,
+              "http": servers.Receiver, "spark-cluster": servers.SparkStandaloneCluster,
+              "spark-connect": servers.SparkConnectServer, "toxiproxy": servers.Toxiproxy,
               "schema-registry": servers.SchemaRegistry}[args.kind]()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server's JVM or process as Ctrl-C does
     with contextlib.suppress(KeyboardInterrupt), server:
@@ -46,6 +46,8 @@ def main(argv: Iterable[str]) -> int:
             server.create_topic(name, partitions)
         address = getattr(server, {"kafka": "bootstrap", "spark-cluster": "master_url"}.get(args.kind, "url"))
         where = f" (dir {server.dir})" if hasattr(server, "dir") else ""
+        if args.kind == "redis-cluster":
+            address += " (nodes: " + ", ".join(server.urls) + "; clients: redis-cli -c -p PORT)"
         topics = "".join(f"; topic {name} ({partitions} partitions)" for name, partitions in args.topic)
         print(f"{args.kind} ready at {address}{where}{topics}; Ctrl-C to stop", flush=True)
         signal.pause()

@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["LOOPBACK", "ROOT", "ServerError", "ProcessServer", "cache_root", "free_port", "quiet_logger", "tail",
+__all__ = ["LOOPBACK", "ROOT", "Server", "ServerError", "ProcessServer", "cache_root", "free_port", "quiet_logger", "tail",
            "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout (its tests/kafka/pom.xml pins the Kafka version)
@@ -80,7 +80,7 @@ def quiet_logger(name: str) -> logging.Logger:
     return logger
 
 
-_LIVE: "weakref.WeakSet[_Server]" = weakref.WeakSet()
+_LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
 
 
 @atexit.register
@@ -90,7 +90,7 @@ def _stop_leftovers() -> None:  # a crashed test session must not leave JVMs or 
             server.stop(timeout=10)
 
 
-class _Server:
+class Server:
     """Shared life cycle: a temp dir, ``start/stop/restart/close`` and the context-manager protocol."""
 
     name = "server"
@@ -143,7 +143,7 @@ class _Server:
         self.close()
 
 
-class ProcessServer(_Server):
+class ProcessServer(Server):
     """A server that is a child process whose stdout/stderr go to ``<dir>/<name>.out``.
 
     ``external(address)`` wraps one someone else runs instead (the address comes from the environment

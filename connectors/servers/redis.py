@@ -6,6 +6,7 @@ import contextlib
 import shutil
 import socket
 from pathlib import Path
+from typing import Sequence
 
 from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, free_port, tail
 
@@ -18,15 +19,17 @@ class RedisServer(ProcessServer):
     ``restart()`` keeps the data either way: without persistence it stops with ``SHUTDOWN SAVE`` (an RDB
     snapshot in its dir, which the new process loads); ``stop()`` and ``close()`` save nothing.
 
-    ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``).
+    ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``). ``extra_args`` are
+    appended to the command line (``["--cluster-enabled", "yes"]`` for a cluster node, `RedisCluster`).
     """
 
     name = "redis"
     external_env = "REDIS_URL"
 
-    def __init__(self, persistence: bool = False, port: int | None = None) -> None:
+    def __init__(self, persistence: bool = False, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
         super().__init__()
         self.persistence = persistence
+        self.extra_args = list(extra_args)
         self.port = port
         self.host = LOOPBACK
         self.log_path_ = self.dir / "redis.log"
@@ -76,6 +79,7 @@ class RedisServer(ProcessServer):
                 cmd += ["--appendonly", "yes", "--appendfsync", "always"]
             else:
                 cmd += ["--appendonly", "no"]
+            cmd += self.extra_args
             self._spawn(cmd)
             try:
                 self._wait_ready(self._ping, 20, f"PING on {self.url}")

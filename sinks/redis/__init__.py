@@ -1,5 +1,6 @@
 """The Redis sink: options.py (RedisOptions), resp.py (RESP commands encoded with Arrow), sink.py (RedisSink,
-RedisSinkDataSource), adapter.py (RedisAdapter). Names below resolve lazily (`sinks.lazy_names`)."""
+RedisSinkDataSource), slots.py (Redis Cluster hash slots, per-slot commit
+records), cluster.py (per-slot transactions on a Redis Cluster), adapter.py (RedisAdapter). Names below resolve lazily (`sinks.lazy_names`)."""
 
 from sinks import lazy_names
 

@@ -19,31 +19,36 @@ class RedisAdapter(SinkAdapter):
 
     `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
     ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
+    `cluster`: `url` names a node of a Redis Cluster (the sink finds out itself, ``cluster=auto``; the adapter
+    reads back through redis-py's ``RedisCluster``, and has no network route: a proxy in front of one node does
+    not stand in front of the cluster).
     """
 
     format = "redis-sink"
 
-    def __init__(self, url: str, target: str = "list", server=None) -> None:
-        self.url, self.target, self.target_server = url, target, server
-        self.client = import_redis().Redis.from_url(url)
+    def __init__(self, url: str, target: str = "list", server=None, cluster: bool = False) -> None:
+        self.url, self.target, self.target_server, self.cluster = url, target, server, cluster
+        redis = import_redis()
+        self.client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--url", required=True, help="redis:// URL of the target")
         parser.add_argument("--target", default="list", choices=("list", "string", "hash", "stream"),
                             help="the Redis data type to write (default: list)")
+        parser.add_argument("--cluster", action="store_true", help="the URL names a node of a Redis Cluster")
 
     @classmethod
     @contextmanager
     def from_arguments(cls, args: argparse.Namespace) -> Iterator["RedisAdapter"]:
-        yield cls(args.url, target=args.target)
+        yield cls(args.url, target=args.target, cluster=args.cluster)
 
     def options(self, namespace: str) -> Mapping[str, str]:
         return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
                 "commitKeyPrefix": f"commit:{namespace}:"}
 
-    def network_route(self) -> tuple[str, str | None]:
-        return host_port(self.url), None
+    def network_route(self) -> tuple[str, str | None] | None:
+        return None if self.cluster else (host_port(self.url), None)
 
     def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
         return {**self.options(namespace), "url": with_address(self.url, address)}
@@ -71,7 +76,8 @@ class RedisAdapter(SinkAdapter):
             values = [fields[b"value"] for _, fields in self.client.xrange(key)]
         else:
             keys = list(self.client.scan_iter(match=f"{key}*", count=10_000))
-            values = [v for i in range(0, len(keys), 10_000) for v in self.client.mget(keys[i:i + 10_000])]
+            mget = self.client.mget_nonatomic if self.cluster else self.client.mget
+            values = [v for i in range(0, len(keys), 10_000) for v in mget(keys[i:i + 10_000])]
         return events_from_json(values)
 
     def poison(self, namespace: str) -> Poison:

@@ -35,6 +35,8 @@ class RedisOptions:
     timeout_s: float
     dead_letter_key: str | None = None
     score_column: str | None = None
+    cluster: str = "auto"  #: ``auto`` (ask the node at `url` once, on the driver), ``true`` or ``false``
+    min_replicas: int = 0  #: cluster mode: replicas that must acknowledge each node's writes (``WAIT``)
 
     @classmethod
     def read(cls, reader: OptionReader) -> "RedisOptions":
@@ -56,6 +58,8 @@ class RedisOptions:
             timeout_s=reader.duration_us("timeout", 10_000_000) / 1e6,
             dead_letter_key=reader.string("deadLetterKey") or None,
             score_column=reader.string("scoreColumn"),
+            cluster=reader.choice("cluster", ("auto", "true", "false"), "auto"),
+            min_replicas=reader.integer("minReplicas", 0, minimum=0),
         )
         if opts.target != "string" and not (opts.key_prefix or opts.key_column):
             raise OptionError("keyPrefix", "", f"a key (keyPrefix, keyColumn or both) for target '{opts.target}': "
@@ -71,6 +75,9 @@ class RedisOptions:
                               "a numeric column for target 'zset' (each member's score)" if opts.target == "zset"
                               else f"no value for target '{opts.target}': scoreColumn applies to target zset")
         opts._check_dead_letter_key()
+        if opts.min_replicas and opts.cluster == "false":
+            raise OptionError("minReplicas", opts.min_replicas, "0 with cluster=false (WAIT for replicas is done in "
+                                                                "cluster mode)")
         return opts
 
     def _check_dead_letter_key(self) -> None:

@@ -3,6 +3,7 @@ sorted sets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 from typing import Any, Iterator, Sequence
 
@@ -18,8 +19,10 @@ from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity,
 from connectors.redact import redact_url
 from connectors.registry import import_extra
 from connectors.rows import as_binary, json_objects
+from sinks.redis.cluster import ClusterWriter, cluster_enabled, plan
 from sinks.redis.options import DELETES, RedisOptions
 from sinks.redis.resp import command, command_over, commands, packed
+from sinks.redis.slots import check_commit_key_prefix, group_by_slot, key_slot, key_slots
 
 __all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "import_redis"]
 
@@ -72,6 +75,14 @@ class RedisSink(Sink):
     def __init__(self, options: RedisOptions) -> None:
         self.options = options
 
+    @property
+    def cluster(self) -> bool:
+        """Whether `url` names a Redis Cluster: option ``cluster``, or with ``auto`` the node's answer (asked once per
+        URL and process: `RedisSinkDataSource.build` asks on the driver and ships the answer)."""
+        if self.options.cluster == "auto":
+            self.options = replace(self.options, cluster="true" if _cluster_enabled(self.options) else "false")
+        return self.options.cluster == "true"
+
     # -- driver ---------------------------------------------------------------------------------
     def _client(self):
         redis = import_redis()
@@ -103,6 +114,11 @@ class RedisSink(Sink):
             client.close()
 
     def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
+        if self.cluster:
+            key = self.batch_key(commit_id).encode()
+            with mapped(self.options.url), self._cluster_writer() as writer:
+                writer.run([(key_slot(key), command(b"EVAL", _RAISE_TO.encode(), b"1", key, str(batch_id).encode()), 1)])
+            return
         client = self._client()
         try:
             with mapped(self.options.url):
@@ -121,6 +137,8 @@ class RedisSink(Sink):
         return f"{self.options.commit_key_prefix}{commit_id}:partitions"
 
     def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
+        if self.cluster:
+            return self._cluster_committed_beyond(commit_id, batch_id, partitions)
         client = self._client()
         try:
             with mapped(self.options.url):
@@ -134,23 +152,32 @@ class RedisSink(Sink):
 
     # -- executor -------------------------------------------------------------------------------
     def open(self, identity: WriteIdentity) -> Any:
+        if self.cluster:
+            return self._cluster_writer()
         with mapped(self.options.url):
             client = self._client()
             return client, client.connection_pool.get_connection()
 
     def close(self, conn: Any) -> None:
+        if isinstance(conn, ClusterWriter):
+            conn.close()
+            return
         client, connection = conn
         connection.disconnect()  # drops any WATCH or half-sent MULTI with it
         client.close()
 
     def is_committed(self, conn: Any, identity: WriteIdentity) -> bool | Fingerprint:
-        _, connection = conn
-        with mapped(self.options.url):
-            key = self.partition_key(identity)
-            connection.send_command("WATCH", key)
-            connection.read_response()
-            connection.send_command("GET", key)
-            committed = connection.read_response()
+        key = self.partition_key(identity)
+        if isinstance(conn, ClusterWriter):  # the partition's summary record, written once all its groups are
+            with mapped(self.options.url):
+                [[committed]] = conn.run([(key_slot(key), command(b"GET", key.encode()), 1)])
+        else:
+            _, connection = conn
+            with mapped(self.options.url):
+                connection.send_command("WATCH", key)
+                connection.read_response()
+                connection.send_command("GET", key)
+                committed = connection.read_response()
         if committed is None:
             return False
         batch, _, fingerprint = committed.partition(b" ")
@@ -169,6 +196,8 @@ class RedisSink(Sink):
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
         """Write the partition and its commit record in one transaction; returns how many rows went to
         ``deadLetterKey`` (in the same transaction)."""
+        if isinstance(conn, ClusterWriter):
+            return self._cluster_write(conn, identity, batches)
         client, connection = conn
         expected = KEY_TYPES.get(self.options.target, "")
         written: list[pa.Array] = []  # the distinct keys written of each record batch, their types checked
@@ -222,6 +251,57 @@ class RedisSink(Sink):
             raise DeliveryError(f"redis-sink: {len(errors)} of {len(results)} commands failed, first: {errors[0]}")
         return dead
 
+    # -- cluster mode -----------------------------------------------------------------------------
+    def _cluster_writer(self) -> ClusterWriter:
+        return ClusterWriter(self.options.url, timeout_s=self.options.timeout_s, min_replicas=self.options.min_replicas)
+
+    def _cluster_write(self, writer: ClusterWriter, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
+        """Cluster mode: the whole partition's commands grouped by hash slot, each group one atomic script with its
+        own commit record in its slot (`sinks.redis.cluster`), then the partition's summary record ``<Q>:<P>`` and its
+        id in ``<Q>:partitions``. Returns the rows sent to ``deadLetterKey``."""
+        expected = KEY_TYPES.get(self.options.target, "")
+        encoded_all: list[pa.Array] = []
+        keys_all: list[pa.Array] = []
+        dead = 0
+        with mapped(self.options.url):
+            first_row = 0
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                keys = self._keys(batch, identity, first_row)
+                reasons = self._refusals(writer, identity, keys, first_row) if expected else None
+                if self.options.score_column:
+                    reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
+                encoded, kept, letters = self._commands(batch, identity, first_row, keys, reasons)
+                encoded_all += [encoded, letters]
+                keys_all += [_command_keys(kept, len(encoded)),
+                             pa.array([(self.options.dead_letter_key or "").encode()] * len(letters), pa.binary())]
+                dead += len(letters)
+                first_row += batch.num_rows
+            fingerprint = fingerprint_of(batches)
+            value = (f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)).encode()
+            if encoded_all:
+                writes = plan(pa.concat_arrays(keys_all), pa.concat_arrays(encoded_all),
+                              commit_key_prefix=self.options.commit_key_prefix, commit_id=identity.commit_id,
+                              partition=identity.partition_id, batch_id=identity.batch_id, record_value=value)
+                writer.write(writes)
+            summary, partitions = self.partition_key(identity).encode(), self.partitions_key(identity.commit_id).encode()
+            replies = writer.run([(key_slot(partitions), command(b"SADD", partitions, str(identity.partition_id).encode()), 1),
+                                  (key_slot(summary), command(b"SET", summary, value), 1)])
+        errors = [r for [r] in replies if isinstance(r, Exception)]
+        if errors:
+            raise DeliveryError(f"redis-sink: the summary record of {identity} was refused: {errors[0]}")
+        return dead
+
+    def _cluster_committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
+        key = self.partitions_key(commit_id).encode()
+        with mapped(self.options.url), self._cluster_writer() as writer:
+            [[members]] = writer.run([(key_slot(key), command(b"SMEMBERS", key), 1)])
+            beyond = sorted(p for p in map(int, members) if p >= partitions)
+            records = [f"{self.options.commit_key_prefix}{commit_id}:{p}".encode() for p in beyond]
+            replies = writer.run([(key_slot(r), command(b"GET", r), 1) for r in records])
+        return [p for p, [record] in zip(beyond, replies) if record is not None and int(record.split()[0]) >= batch_id]
+
     def _refusals(self, client, identity: WriteIdentity, keys: pa.Array, first_row: int) -> pa.Array | None:
         """Why Redis would refuse each row of a record batch (`keys`: each row's key): None when it refuses none,
         else ``"<error code>: <reason>"`` per row, null for the rows it takes. Without ``deadLetterKey`` a refused row raises
@@ -232,14 +312,19 @@ class RedisSink(Sink):
         expected = KEY_TYPES[self.options.target]
         dead_letter_key = self.options.dead_letter_key
         distinct = pc.unique(keys)
-        probe = client.connection_pool.get_connection()
-        try:
-            reply = _call(probe, command_over((b"EVAL", _WRONG_TYPES, str(len(distinct)).encode()), distinct,
-                                              (expected.encode(),)))
-            letters_type = _call(probe, command(b"TYPE", dead_letter_key.encode())) if reply and dead_letter_key \
-                else b"none"
-        finally:
-            client.connection_pool.release(probe)
+        if isinstance(client, ClusterWriter):
+            reply = _wrong_types_by_slot(client, distinct, expected.encode())
+            letters_type = client.run([(key_slot(dead_letter_key), command(b"TYPE", dead_letter_key.encode()), 1)])[0][0] \
+                if reply and dead_letter_key else b"none"
+        else:
+            probe = client.connection_pool.get_connection()
+            try:
+                reply = _call(probe, command_over((b"EVAL", _WRONG_TYPES, str(len(distinct)).encode()), distinct,
+                                                  (expected.encode(),)))
+                letters_type = _call(probe, command(b"TYPE", dead_letter_key.encode())) if reply and dead_letter_key \
+                    else b"none"
+            finally:
+                client.connection_pool.release(probe)
         if not reply:
             return None
         wrong = [distinct[int(i) - 1].as_py() for i in reply[::2]]
@@ -411,6 +496,12 @@ class RedisSinkDataSource(SinkDataSource):
         uses it (``SET`` replaces any type).
     timeout : duration, default ``10s``
         Socket timeout of every Redis call.
+    cluster : ``auto`` (default) | ``true`` | ``false``
+        Whether `url` names a node of a Redis Cluster; ``auto`` asks it (``INFO cluster``) once, on the
+        driver when the query starts. In cluster mode ``commitKeyPrefix`` must contain no ``{``.
+    minReplicas : int ≥ 0, default 0, cluster mode only
+        After each node's transactions, ``WAIT`` until this many replicas have them; fewer is a
+        `TransientError` (retried: the retry skips the groups recorded and waits again).
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 
@@ -429,6 +520,12 @@ class RedisSinkDataSource(SinkDataSource):
     (``writeRetries``): the retry first looks at the commit record, so an EXEC that was applied but
     whose reply was lost is not repeated. Durability is the server's: with ``appendfsync always``
     an acknowledged EXEC survives a crash of Redis.
+
+    In cluster mode a partition is one atomic script per hash slot its keys fall in, each with its own
+    record ``<commitKeyPrefix>{<slot tag>}<commit id>:<partition>`` in that slot, then the summary record
+    ``<commitKeyPrefix><commit id>:<partition>`` (the layout: `sinks.redis.slots`; the writing, MOVED and
+    ASK: `sinks.redis.cluster`). A replay skips the partition on its summary, else exactly the groups
+    recorded. The whole partition is grouped before its first group is written (memory: its size).
 
     Commands are RESP-encoded with pyarrow for a whole record batch and sent in one write per batch;
     a partition's transaction is held by the server until EXEC (memory: the partition's size).
@@ -462,7 +559,61 @@ class RedisSinkDataSource(SinkDataSource):
             if not isinstance(kind, NumericType):
                 raise OptionError("scoreColumn", opts.score_column, f"a numeric column (this one is {kind.simpleString()}"
                                   "): cast it, e.g. col('x').cast('double')")
-        return RedisSink(opts)
+        sink = RedisSink(opts)
+        try:
+            cluster = sink.cluster  # cluster=auto: asked here, once per URL and driver process
+        except TransientError:
+            cluster = None  # unreachable: check() says so; the executors ask again once it is back
+        if cluster:
+            if not opts.url.startswith("redis://"):
+                raise OptionError("url", redact_url(opts.url), "a redis:// URL in cluster mode (TLS and unix sockets "
+                                  "are not supported for a cluster yet)")
+            try:
+                check_commit_key_prefix(opts.commit_key_prefix)
+            except ValueError as exc:
+                raise OptionError("commitKeyPrefix", opts.commit_key_prefix,
+                                  "a prefix without '{' in cluster mode (each commit record is '<commitKeyPrefix>"
+                                  "{<slot tag>}<commit id>:<partition>', its first '{' the slot tag's)") from exc
+        elif cluster is False and opts.min_replicas:
+            raise OptionError("minReplicas", opts.min_replicas, f"0: {redact_url(opts.url)} is a single node (not a "
+                              "cluster), where the sink does not WAIT for replicas")
+        return sink
+
+
+_CLUSTER_MODE: dict[str, bool] = {}  # url → whether it is a cluster node, as asked by `_cluster_enabled`
+
+
+def _cluster_enabled(options: RedisOptions) -> bool:
+    """Whether the node at ``options.url`` runs in cluster mode, asked once per URL in this process."""
+    if options.url not in _CLUSTER_MODE:
+        with mapped(options.url):
+            _CLUSTER_MODE[options.url] = cluster_enabled(options.url, options.timeout_s)
+    return _CLUSTER_MODE[options.url]
+
+
+def _command_keys(keys: pa.Array, count: int) -> pa.Array:
+    """The key of each of `count` commands (`RedisSink._commands`): the rows' `keys`, then for each per-key command
+    kind (``LTRIM``, ``ZREMRANGEBYRANK``, ``EXPIRE``) the distinct keys again, in `pc.unique` order."""
+    if count == len(keys):
+        return keys
+    distinct = pc.unique(keys)
+    return pa.concat_arrays([keys, *[distinct] * ((count - len(keys)) // len(distinct))])
+
+
+def _wrong_types_by_slot(writer: ClusterWriter, keys: pa.Array, expected: bytes) -> list:
+    """`_WRONG_TYPES` over distinct `keys` of any slots: one script per slot (on its node, pipelined per node); the
+    reply as one script over all of them would give (1-based indexes into `keys`, then the type)."""
+    groups = group_by_slot(key_slots(keys))
+    requests = [(int(slot), command_over((b"EVAL", _WRONG_TYPES, str(len(groups.rows(g))).encode()),
+                                         groups.take(keys, g), (expected,)), 1) for g, slot in enumerate(groups.slots)]
+    out: list = []
+    for g, [reply] in enumerate(writer.run(requests)):
+        if isinstance(reply, Exception):
+            raise DeliveryError(f"redis-sink: Redis refused the key-type check: {reply}")
+        rows = groups.rows(g)
+        for index, kind in zip(reply[::2], reply[1::2]):
+            out += [int(rows[int(index) - 1]) + 1, kind]
+    return out
 
 
 def _scores(batch: pa.RecordBatch, column: str) -> pa.Array:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,18 @@ def test_cli_errors_exit_2_with_one_line(capsys):
     assert "option 'url'" in _error_of(capsys, "--sink", "webhook-sink", "-o", "url=ftp://example.com")
     assert "--rate" in _error_of(capsys, "--rate", "fast")
     assert "--ramp" in _error_of(capsys, "--sink", "noop", "--ramp", "10k:10k")
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_the_harness_runs_against_a_redis_cluster(spark, redis_cluster, tmp_path, capsys):
+    prefix = f"load-{uuid.uuid4().hex[:8]}:"
+    code = main(["--sink", "redis-sink", "-o", f"url={redis_cluster.url}", "-o", "cluster=true", "-o",
+                 f"keyPrefix={prefix}", "--duration", "3s", "--rate", "2000", "--output", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "impulse-load summary: redis-sink" in out and re.search(r"events\s+6,000\s+6,000", out)
+    # every event a string key of its own, on whichever primary: counted with redis-cli -c on each primary
+    landed = sum(len(redis_cluster.cli("--scan", "--pattern", f"{prefix}*", address=p.address).split())
+                 for p in redis_cluster.primaries())
+    assert landed == 6_000
