@@ -167,10 +167,16 @@ def describe(config: LoadConfig) -> str:
 
 
 def output_mode(config: LoadConfig, transform: Transform | None) -> str:
-    """``--output-mode``, or a Nexmark query's own mode, or ``append``."""
+    """``--output-mode``, or a Nexmark query's own mode, or ``append``. A Nexmark update stream whose check runs
+    in complete mode (q4, q17, …) runs in complete mode into the project's sinks, which take no update mode."""
     if config.output_mode is not None:
         return config.output_mode
-    return transform.nexmark.mode if transform is not None and transform.nexmark is not None else "append"
+    q = transform.nexmark if transform is not None else None
+    if q is None:
+        return "append"
+    if q.mode == "update" and q.check_mode == "complete" and config.sink in project_sinks():
+        return "complete"
+    return q.mode
 
 
 def check_mode(sink: str, mode: str) -> None:
