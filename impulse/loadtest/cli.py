@@ -153,7 +153,8 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
                     raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
                 prepare_topics(parse_via(config.via, config.via_options), config)
             else:
-                preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
+                preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
+                          output_known=transform is None)
             if config.check and config.via is None:
                 readback(config.sink, config.options, output_mode(config, transform), receiver)
             elif config.check:

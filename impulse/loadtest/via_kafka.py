@@ -259,7 +259,8 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
             prefill_opts["startTime"] = _iso_us(time.time_ns() // 1000)
     output_kind = prepare_topics(via, config)
     if config.sink not in ("kafka",):
-        target = preflight(config.sink, config.options, config.payload_bytes, None)
+        target = preflight(config.sink, config.options, config.payload_bytes, None,
+                           output_known=transform is None and resolved is None)
         sink_options = dict(target.options)
     else:
         sink_options = dict(config.options)

@@ -273,7 +273,7 @@ def test_nexmark_q4_runs_in_complete_mode_into_redis_and_passes_the_check_on_the
     assert code == 0, out
     check = report["check"]
     assert check["passed"] and check["expected"] > 0, out   # some categories have a closed auction
-    assert check["delivered"] == check["expected"] and "complete: the final state per key" in out
+    assert check["delivered"] == check["expected"] and "complete: q4's batch answer under the last watermark" in out
 
 
 @pytest.mark.integration
