@@ -167,15 +167,20 @@ def describe(config: LoadConfig) -> str:
 
 
 def output_mode(config: LoadConfig, transform: Transform | None) -> str:
-    """``--output-mode``, or a Nexmark query's own mode, or ``append``. A Nexmark update stream whose check runs
-    in complete mode (q4, q17, …) runs in complete mode into the project's sinks, which take no update mode."""
+    """``--output-mode``, or a Nexmark query's own mode, or ``append``. Into the project's sinks, which take no
+    update mode, a Nexmark update stream runs in complete mode when its check does (q4, q17, …), and in append
+    mode when each row it emits is its key's new state (`Query.latest_by`: q15, q16), which the check reduces to
+    the last row per key."""
     if config.output_mode is not None:
         return config.output_mode
     q = transform.nexmark if transform is not None else None
     if q is None:
         return "append"
-    if q.mode == "update" and q.check_mode == "complete" and config.sink in project_sinks():
-        return "complete"
+    if q.mode == "update" and config.sink in project_sinks():
+        if q.check_mode == "complete":
+            return "complete"
+        if q.latest_by:
+            return "append"
     return q.mode
 
 

@@ -50,13 +50,17 @@ def test_a_transform_that_cannot_be_used_is_refused_naming_the_flag_and_python_s
         resolve(LoadConfig(sql="  "))
 
 
-def test_a_nexmark_update_stream_checked_in_complete_mode_runs_in_complete_mode_into_the_project_s_sinks():
+def test_a_nexmark_update_stream_runs_in_a_mode_the_project_s_sinks_take():
     q4 = LoadConfig(source="nexmark", transform="nexmark:q4")
     assert output_mode(q4, resolve(q4)) == "complete"                       # webhook-sink takes no update
     noop = LoadConfig(source="nexmark", transform="nexmark:q4", sink="noop")
     assert output_mode(noop, resolve(noop)) == "update"
     q6 = LoadConfig(source="nexmark", transform="nexmark:q6")
     assert output_mode(q6, resolve(q6)) == "append"
+    q16 = LoadConfig(source="nexmark", transform="nexmark:q16", sink="redis-sink")
+    assert output_mode(q16, resolve(q16)) == "append"                      # its rows: each key's new state
+    noop16 = LoadConfig(source="nexmark", transform="nexmark:q16", sink="noop")
+    assert output_mode(noop16, resolve(noop16)) == "update"
     given = LoadConfig(source="nexmark", transform="nexmark:q4", output_mode="update")
     assert output_mode(given, resolve(given)) == "update"
 
@@ -260,6 +264,19 @@ def test_nexmark_q6_s_update_stream_into_the_embedded_receiver_passes_the_check_
     # the receiver keeps every update of a seller; the check compared the last one of each
     assert report["summary"]["outputRows"] >= check["delivered"] == check["expected"]
     assert "the final row per seller" in out
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_nexmark_q15_s_updates_are_appended_into_the_embedded_receiver_and_pass_the_check_on_the_last_row_per_day(
+        spark, tmp_path, capsys):
+    code, out, report = _run(capsys, tmp_path, "--source", "nexmark", "--transform", "nexmark:q15", "--check",
+                             "--rate", "1000", "--duration", "4s")
+    assert code == 0, out
+    check = report["check"]
+    assert check["passed"] and 1 <= check["expected"] == check["delivered"] <= 2, out   # 4 s of events: a day (two
+    # across midnight UTC)
+    assert report["summary"]["outputRows"] >= 1 and "the final row per day" in out
 
 
 @pytest.mark.integration
