@@ -13,6 +13,11 @@ same transform (`impulse.loadtest.transform.build`) and compares the result with
   ``target=string`` with ``keyColumn``, or ``target=hash`` with ``fieldColumn``; the values held are compared,
   as a set of rows, with the whole batch answer. Other targets are refused before the load (exit 2). (Spark
   writes the project's sinks, Python data sources, in append or complete mode only: update is refused.)
+- a Nexmark query with its own batch answer (``Query.answer``: q4, q6, q15, q16) is compared with that answer
+  under the stream's last watermark; one with ``latest_by`` (an update stream, e.g. q6 in append mode) by its
+  final state: the delivered rows reduced to the last row per ``key`` (`latest`, shared with impulse-nexmark).
+
+`judge` is the comparison itself, which the Kafka topology's check (`impulse.loadtest.via_check`) uses too.
 
 Rows are compared as JSON: the target's values (the sinks render each row with `connectors.rows.json_objects`)
 are parsed with the answer's schema and both sides rendered by Spark's ``to_json``; counts per distinct row
@@ -36,8 +41,8 @@ from urllib.parse import urlsplit
 
 from impulse.loadtest.units import LoadError
 
-__all__ = ["CheckResult", "Readback", "readback", "compare", "last_watermark", "final_rows", "expected_answer",
-           "run_check", "EXAMPLES"]
+__all__ = ["CheckResult", "Readback", "readback", "compare", "last_watermark", "final_rows", "latest", "batch_events",
+           "expected_answer", "run_check", "judge", "EXAMPLES"]
 
 EXAMPLES = 3   # rows shown per kind of difference
 
@@ -136,54 +141,105 @@ def final_rows(frame, rule: str | None, watermark: str | None):
     return frame.where(F.expr(f"{rule} <= TIMESTAMP'{watermark or '1970-01-01 00:00:00'}'"))
 
 
-def expected_answer(spark, config, transform, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
-    """The query over a bounded batch read of the run's events (``startTime`` pinned to `schedule_start_us`)."""
-    from impulse.loadtest.transform import build
+def latest(rows, key: Sequence[str], latest_by: str):
+    """Of an update stream's `rows`, the final state: per `key`, the row with the greatest `latest_by` (SQL)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
+    order = Window.partitionBy(*key).orderBy(F.expr(latest_by).desc())
+    return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")
+
+
+def batch_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
+    """A bounded batch read of a run's events: `source` with its options, ``startTime`` pinned to
+    `schedule_start_us` (µs since the epoch, UTC), without ``maxEventsPerTrigger`` (a streaming pace)."""
     start = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=schedule_start_us)
     options = {k: v for k, v in source_options.items() if k.lower() != "maxeventspertrigger"}
     options["startTime"] = start.isoformat()
-    reader = spark.read.format(config.source).options(**options)
+    reader = spark.read.format(source).options(**options)
     if schema is not None:
         reader = reader.schema(schema)
-    return build(spark, config, transform, reader.load())
+    return reader.load()
+
+
+def expected_answer(spark, config, transform, source_options: Mapping[str, str], schedule_start_us: int, schema=None,
+                    watermark: str | None = None):
+    """The query over a bounded batch read of the run's events (`batch_events`); for a Nexmark query with its own
+    batch answer (`Query.answer`), that answer under the stream's last `watermark`."""
+    from impulse.loadtest.transform import build, with_event_time
+
+    events = batch_events(spark, config.source, source_options, schedule_start_us, schema)
+    q = transform.nexmark if transform is not None else None
+    if q is not None and q.answer is not None:
+        answer = q.answer(events, spark, watermark or "1970-01-01 00:00:00")
+        return with_event_time(config, answer, type(spark).__module__.startswith("pyspark.sql.connect"))
+    return build(spark, config, transform, events)
 
 
 def run_check(spark, config, transform, mode: str, source_options: Mapping[str, str], schedule_start_us: int,
               query, reader: "Readback", schema=None) -> CheckResult:
     """Read the target back (`reader`) and compare it with the expected answer (module docstring)."""
-    from impulse.loadtest.transform import connect_mode
+    from impulse.loadtest.transform import connect_mode, final_after
 
     with connect_mode(type(spark).__module__.startswith("pyspark.sql.connect")):
-        return _run_check(spark, config, transform, mode, source_options, schedule_start_us, query, reader, schema)
+        watermark = last_watermark(query)
+        answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema, watermark)
+        q = transform.nexmark if transform is not None else None
+        update = (q.key, q.latest_by) if q is not None and q.latest_by else None
+        if q is not None and q.answer is not None:  # its own answer is already the state under the watermark
+            return judge(spark, answer, reader, mode, None, watermark, update,
+                         basis=f"{mode}: {q.name}'s batch answer under the last watermark {watermark or 'none'}")
+        return judge(spark, answer, reader, mode, final_after(config, transform), watermark, update)
 
 
-def _run_check(spark, config, transform, mode, source_options, schedule_start_us, query, reader, schema):
-    from impulse.loadtest.transform import final_after
+def judge(spark, answer, reader: "Readback", mode: str, rule: str | None, watermark: str | None,
+          update: tuple[Sequence[str], str] | None = None, render=None, basis: str | None = None) -> CheckResult:
+    """The one comparison of ``--check``: the target's rows (`reader`) against `answer`, the batch answer.
 
-    answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema)
+    append: `answer`'s rows final under `watermark` by `rule` (`final_rows`); update / complete: the whole
+    `answer`. `update` (key columns, SQL ordering): the delivered rows are an update stream, reduced to their
+    final row per key (`latest`) before the comparison. `render`: the expected rows put in the shape the sink
+    wrote (a DataFrame → DataFrame, e.g. the single ``value`` column Spark's ``kafka`` sink writes), applied
+    after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value``.
+    `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`)."""
+    from pyspark.sql import functions as F
+
     if mode == "append":
-        rule, watermark = final_after(config, transform), last_watermark(query)
         expected = final_rows(answer, rule, watermark)
-        basis = (f"append: the rows with {rule} ≤ the last watermark {watermark or 'none'}, as a multiset" if rule
+        basis = basis or (f"append: the rows with {rule} ≤ the last watermark {watermark or 'none'}, as a multiset" if rule
                  else "append: every row of the answer, as a multiset")
     else:
         expected = answer
-        basis = f"{mode}: the final state per key ({reader.describe()}) against the whole answer"
-    return compare(expected, parse_rows(spark, reader.values(), answer.schema), basis)
+        basis = basis or f"{mode}: the final state per key ({reader.describe()}) against the whole answer"
+    if render is not None:
+        expected = render(expected)
+    if reader.raw:
+        expected = expected.select(F.col("value").cast("string").alias("value"))
+        delivered = _binary_frame(spark, reader.values()).select(F.col("value").cast("string").alias("value"))
+    else:
+        delivered = parse_rows(spark, reader.values(), expected.schema)
+    if update is not None:
+        delivered = latest(delivered, update[0], update[1])
+        basis += f"; delivered rows reduced to the final row per {', '.join(update[0])}"
+    return compare(expected, delivered, basis)
 
 
 def parse_rows(spark, values: Sequence[bytes], schema):
     """JSON rows (bytes) as a DataFrame of `schema` (unparsable rows: every column null)."""
-    import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
     loose = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
-    table = pa.table({"value": pa.array([bytes(v) for v in values], pa.binary())})
-    frame = spark.createDataFrame(table) if len(values) else spark.createDataFrame([], "value binary")
-    parsed = frame.select(F.from_json(F.col("value").cast("string"), loose).alias("r"))
+    parsed = _binary_frame(spark, values).select(F.from_json(F.col("value").cast("string"), loose).alias("r"))
     return parsed.select(*[F.col(f"r.`{f.name}`").alias(f.name) for f in schema.fields])
+
+
+def _binary_frame(spark, values: Sequence[bytes]):
+    """`values` as a DataFrame of one binary column ``value``."""
+    import pyarrow as pa
+
+    table = pa.table({"value": pa.array([bytes(v) for v in values], pa.binary())})
+    return spark.createDataFrame(table) if len(values) else spark.createDataFrame([], "value binary")
 
 
 # ------------------------------------------------------------------------------------------------ targets
@@ -193,6 +249,7 @@ class Readback:
     holds rows of the run's kind), `values` after it (every row as the JSON bytes the sink wrote)."""
 
     keeps_state = False   # one row per key (update / complete can be checked)
+    raw = False           # `values` are the ``value`` column the sink wrote, not whole rows as JSON
 
     def describe(self) -> str:
         raise NotImplementedError

@@ -128,6 +128,7 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
     from impulse.loadtest.run import impulse_options
     from impulse.loadtest.target import preflight
     from impulse.loadtest.transform import check_mode, output_mode, resolve
+    from impulse.loadtest.via_check import via_readback
     from impulse.loadtest.via_kafka import prepare_topics
     from impulse.loadtest.via_options import parse_via
 
@@ -152,9 +153,12 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
                     raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
                 prepare_topics(parse_via(config.via, config.via_options), config)
             else:
-                preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
-            if config.check:
+                preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
+                          output_known=transform is None)
+            if config.check and config.via is None:
                 readback(config.sink, config.options, output_mode(config, transform), receiver)
+            elif config.check:
+                via_readback(config, config.options, output_mode(config, transform), receiver)
         except LoadError as exc:
             if plan.file is None:
                 raise
@@ -210,7 +214,7 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
             interrupted = interrupted or result.interrupted
         else:
             if config.via is not None:  # the production topology: impulse → Kafka → the pipeline → the sink
-                result = run_via_kafka(config, spark=spark, display=display, stop=stop,
+                result = run_via_kafka(config, spark=spark, display=display, stop=stop, receiver=receiver,
                                        label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             else:
                 result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver,

@@ -134,9 +134,6 @@ class LoadConfig:
         if self.source != "impulse":
             raise LoadError(f"--source {self.source} with --via: the producer writes impulse events into the topic; "
                             "run a Nexmark query without --via")
-        if self.check:
-            raise LoadError("--check with --via: not available yet; check the same query without --via (the same "
-                            "events, so the same exact answer)")
         parse_via(self.via, self.via_options)
         if self.pipeline_trigger is not None and parse_pipeline_trigger(self.pipeline_trigger).kind == "realTime" \
                 and self.sink != "kafka":

@@ -366,7 +366,8 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     transform = resolve_transform(config)
     mode = output_mode(config, transform)
     check_mode(config.sink, mode)
-    target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic)
+    target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
+                       output_known=transform is None)
     source_options = impulse_options(config)
     reader = readback(config.sink, target.options, mode, receiver) if config.check else None
     spark = spark or make_session(config.master, remote=config.remote)
@@ -399,6 +400,8 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
         if definition != "end-to-end" and not target.reports_metrics:
             definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
         output = with_event_time(config, output, type(spark).__module__.startswith("pyspark.sql.connect"))
+        if transform is not None:  # the options that name columns, against the transform's output
+            preflight(config.sink, config.options, config.payload_bytes, schema=output.schema)
     except LoadError:
         shutil.rmtree(workdir, ignore_errors=True)
         raise

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from connectors.errors import ConnectorError
+from connectors.errors import ConnectorError, OptionError
 from connectors.redact import redact_options
 from impulse.loadtest.units import LoadError
 
@@ -64,12 +64,15 @@ def _valid_names() -> str:
     return ", ".join(known_sinks())
 
 
-def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_topic: int | None = None) -> Target:
+def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_topic: int | None = None, *,
+              schema=None, output_known: bool = True) -> Target:
     """Check a sink before the load: raise `LoadError` (one line) for a bad option or an unreachable target.
 
     With `create_topic` (partitions; kafka-sink only) the sink's topic is created first when it does not exist.
     Names other than ``noop`` and the project's sinks are returned unchecked: `check_format` needs a
-    Spark session to look them up.
+    Spark session to look them up. `schema`: the Spark schema of the rows the sink receives (default: impulse's,
+    `impulse_schema`). `output_known` False: the rows are a transform's output, not known before Spark analyses
+    it, so an option naming a column impulse's rows lack is not refused here (check again with its `schema`).
     """
     if not sink or sink != sink.strip():
         raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()}")
@@ -90,9 +93,14 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
             check_options["writeRetries"] = "0"  # the protocol retries a failed check: a pre-flight fails at once
         try:
             source_cls = data_sources()[sink]
-            writer = source_cls(check_options).streamWriter(impulse_schema(payload_bytes), False)
+            rows = schema if schema is not None else impulse_schema(payload_bytes)
+            writer = source_cls(check_options).streamWriter(rows, False)
             if writer.refused is not None:  # the target's check failed (`connectors.protocol.stream_writer`)
                 raise writer.refused
+        except OptionError as exc:
+            if output_known or not exc.expected.startswith("a column of the input"):
+                text = _one_line(exc)
+                raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc
         except ConnectorError as exc:
             text = _one_line(exc)
             raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc

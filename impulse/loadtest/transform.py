@@ -167,10 +167,21 @@ def describe(config: LoadConfig) -> str:
 
 
 def output_mode(config: LoadConfig, transform: Transform | None) -> str:
-    """``--output-mode``, or a Nexmark query's own mode, or ``append``."""
+    """``--output-mode``, or a Nexmark query's own mode, or ``append``. Into the project's sinks, which take no
+    update mode, a Nexmark update stream runs in complete mode when its check does (q4, q17, …), and in append
+    mode when each row it emits is its key's new state (`Query.latest_by`: q15, q16), which the check reduces to
+    the last row per key."""
     if config.output_mode is not None:
         return config.output_mode
-    return transform.nexmark.mode if transform is not None and transform.nexmark is not None else "append"
+    q = transform.nexmark if transform is not None else None
+    if q is None:
+        return "append"
+    if q.mode == "update" and config.sink in project_sinks():
+        if q.check_mode == "complete":
+            return "complete"
+        if q.latest_by:
+            return "append"
+    return q.mode
 
 
 def check_mode(sink: str, mode: str) -> None:

@@ -37,6 +37,7 @@ lag came down to at most one second (or one trigger interval, if longer) of the 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -47,15 +48,18 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from connectors.latency import LatencyHistogram
+from impulse.loadtest.check import judge, last_watermark
 from impulse.loadtest.config import LoadConfig, LoadError
 from impulse.loadtest.metrics import Collector, percentiles_ms
 from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, pipeline_part,
                                              read_output)
 from impulse.loadtest.run import LoadResult, exception_text, impulse_options, impulse_schema_for
 from impulse.loadtest.transform import apply as apply_transform
+from impulse.loadtest.transform import final_after
 from impulse.loadtest.transform import output_mode as transform_output_mode
 from impulse.loadtest.transform import resolve as resolve_transform
 from impulse.loadtest.transform import ship
+from impulse.loadtest.via_check import OutputTopicReadback, as_records, decode, expected_input, via_readback
 from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via_watch import Watch, committed_ends
 
@@ -108,15 +112,11 @@ class ViaResult(LoadResult):
 def producer_frame(spark, config: LoadConfig, options: Mapping[str, str]):
     """The producer's streaming DataFrame: impulse with `options` (and the run's ``--schema``) as Kafka records,
     ``value`` = the event as JSON and ``timestamp`` = its scheduled time (kafka-sink's record timestamp)."""
-    from pyspark.sql import functions as F
-
     reader = spark.readStream.format("impulse").options(**options)
     schema = impulse_schema_for(spark, config)
     if schema is not None:
         reader = reader.schema(schema)
-    events = reader.load()
-    return events.select(F.to_json(F.struct(*[F.col(c) for c in events.columns])).alias("value"),
-                         F.col("timestamp"))
+    return as_records(reader.load())
 
 
 def events_schema(spark, config: LoadConfig):
@@ -132,12 +132,8 @@ def events_schema(spark, config: LoadConfig):
 def pipeline_source(spark, via: Via, starting: Mapping[int, int], decode_schema=None):
     """The pipeline's input: Spark's Kafka source on the input topic from `starting`; with `decode_schema` the
     events parsed from the values (``from_json``: the columns of that schema) instead of the Kafka columns."""
-    from pyspark.sql import functions as F
-
     frame = spark.readStream.format("kafka").options(**via.source_options(starting)).load()
-    if decode_schema is None:
-        return frame
-    return frame.select(F.from_json(F.col("value").cast("string"), decode_schema).alias("event")).select("event.*")
+    return frame if decode_schema is None else decode(frame, decode_schema)
 
 
 def _output_frame(frame, sink: str):
@@ -213,7 +209,7 @@ def _stop_quietly(query) -> None:
 
 def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, output_mode: str | None = None,
                   event_time_column: str | None = None, spark=None, display=None, stop: Any = None,
-                  label: str | None = None) -> ViaResult:
+                  label: str | None = None, receiver=None) -> ViaResult:
     """Run the topology of the module docstring; raises `LoadError` before any load for a bad value, a missing
     topic or an unreachable cluster.
 
@@ -227,7 +223,9 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     session with Spark's Kafka connector (`connectors.session.spark_kafka_session`; default: one is made).
     `stop`: as for `impulse.loadtest.run.run_load`. The result keeps the impulse options of the events written
     (`ViaResult.producer_options`, `ViaResult.prefill_options`) and the output topic (``via["outputTopic"]``,
-    read back with `impulse.loadtest.output_latency.read_output`): what an exact check of the output needs."""
+    read back with `impulse.loadtest.output_latency.read_output`): what an exact check of the output needs.
+    With ``config.check`` the result's ``check`` is that check (`impulse.loadtest.via_check`); `receiver`: the
+    embedded receiver a webhook-sink without url writes to (recording requests), read back by the check."""
     from impulse.loadtest.session import deployment, make_session, warm_up
     from impulse.loadtest.target import preflight, project_sinks, redact_options
 
@@ -235,8 +233,8 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     if config.via is None:
         raise LoadError("the Kafka topology needs --via kafka://HOST:PORT/TOPIC")
     via = parse_via(config.via, config.via_options)
-    query = resolve_transform(config) if transform is None else None
-    output_mode = output_mode or transform_output_mode(config, query)
+    resolved = resolve_transform(config) if transform is None else None
+    output_mode = output_mode or transform_output_mode(config, resolved)
     event_time_column = event_time_column or config.event_time_column
     trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger,
                                      "--pipeline-trigger" if config.pipeline_trigger else "--trigger")
@@ -257,16 +255,21 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         prefill_opts = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=prefill / _PREFILL_RATE,
                                                source_options=flat))
         prefill_opts["limit"] = str(prefill)
+        if config.check:  # its events pinned, so the check can read them again
+            prefill_opts["startTime"] = _iso_us(time.time_ns() // 1000)
     output_kind = prepare_topics(via, config)
     if config.sink not in ("kafka",):
-        target = preflight(config.sink, config.options, config.payload_bytes, None)
+        target = preflight(config.sink, config.options, config.payload_bytes, None,
+                           output_known=transform is None and resolved is None)
         sink_options = dict(target.options)
     else:
         sink_options = dict(config.options)
+    check_mode = "append" if mode_note else output_mode  # real-time mode's update: the same rows as append
+    reader = via_readback(config, sink_options, check_mode, receiver) if config.check else None
     spark = spark or make_session(config.master, remote=config.remote, kafka=True)
-    if query is not None:
-        ship(spark, query)
-        transform = partial(apply_transform, spark, query)
+    if resolved is not None:
+        ship(spark, resolved)
+        transform = partial(apply_transform, spark, resolved)
     if config.warmup:
         if display is not None:
             display.line("warming up (Spark's Python workers; nothing is sent to the sinks)…")
@@ -286,6 +289,10 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     try:
         input_start = committed_ends(via.client_config, via.topic)
         output_start = committed_ends(output_client, output_topic) if output_topic else {}
+        if reader is not None:
+            reader.prepare()
+        elif config.check:
+            reader = OutputTopicReadback(output_client, output_topic, output_start)
         if prefill_opts is not None:
             if display is not None:
                 display.line(f"prefill: {prefill:,} events into {via.topic}…")
@@ -371,16 +378,43 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         else:
             via_info.update(outputRows=None, latencySource="none: the sink cannot be read back")
         via_info["outputTopic"] = output_topic
-        return ViaResult(config=config, sink=config.sink, options=redact_options(config.options),
+        check = None
+        if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
+            if display is not None:
+                display.line("checking: reading the target back and computing the answer over a batch read…")
+            runs = ([(prefill_opts, _us(prefill_opts["startTime"]))] if prefill_opts is not None else []) + [
+                (producer_opts, collector.schedule_start_us)]
+            events = expected_input(spark, via, decode_schema=events_schema(spark, config) if decode else None,
+                                    read_schema=impulse_schema_for(spark, config), runs=runs,
+                                    input_start=input_start, input_end=committed_ends(via.client_config, via.topic))
+            answer = transform(events) if transform is not None else events
+            check = judge(spark, answer, reader, check_mode, event_time_column or final_after(config, resolved),
+                          last_watermark(pipeline) if pipeline is not None else None,
+                          render=partial(_output_frame, sink=config.sink))
+            if config.sink == "kafka":
+                check = replace(check, basis=check.basis + "; the record values of the output topic")
+        result = ViaResult(config=config, sink=config.sink, options=redact_options(config.options),
                          query_id=str(pipeline.id) if pipeline is not None else None, batches=collector.batches,
                          schedule_start_us=collector.schedule_start_us, started_us=started_us,
                          finished_us=time.time_ns() // 1000, outcome=outcome, error=error,
                          deployment=deployment(spark, config.remote), via=via_info, pipeline_latency=latency,
                          producer_options=producer_opts, prefill_options=prefill_opts)
+        result.check = check
+        return result
     finally:
         for query in queries:
             _stop_quietly(query)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _iso_us(epoch_us: int) -> str:
+    """An impulse ``startTime`` (ISO-8601, UTC, µs) of epoch µs."""
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=epoch_us)).isoformat()
+
+
+def _us(iso: str) -> int:
+    """Epoch µs of an ISO-8601 time with its offset (`_iso_us`'s inverse)."""
+    return (dt.datetime.fromisoformat(iso) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
 
 
 def _check_slots(spark, via: Via, config: LoadConfig) -> None:

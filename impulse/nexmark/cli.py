@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Sequence, TextIO
 
+from impulse.loadtest.check import latest
 from impulse.nexmark.queries import QUERIES, Query, query
 
 __all__ = ["main", "Result", "run_query", "check_query", "source_options", "latest"]
@@ -161,15 +162,6 @@ def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextI
                                                            f"missing, {checked.duplicated + checked.unexpected} rows "
                                                            f"not in it{note}")
     return dataclasses.replace(result, check=f"ok ({checked.delivered:,} rows{note})")
-
-
-def latest(rows, key: Sequence[str], latest_by: str):
-    """Of an update stream's `rows`, the final state: per `key`, the row with the greatest `latest_by` (SQL)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    order = Window.partitionBy(*key).orderBy(F.expr(latest_by).desc())
-    return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")
 
 
 def _table(results: Sequence[Result]) -> str:

@@ -20,7 +20,7 @@ from impulse.loadtest.check import CheckResult, readback
 from impulse.loadtest.cli import main
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.scenario import load_plan, plan_from_args
-from impulse.loadtest.transform import resolve
+from impulse.loadtest.transform import output_mode, resolve
 from impulse.loadtest.units import LoadError
 from impulse.options import split_limit
 from tests.readme import python_block
@@ -46,10 +46,23 @@ def test_a_transform_that_cannot_be_used_is_refused_naming_the_flag_and_python_s
         resolve(LoadConfig(transform="nexmark:q5"))
     with pytest.raises(LoadError, match="no Nexmark query 'q99'"):
         resolve(LoadConfig(transform="nexmark:q99", source="nexmark"))
-    with pytest.raises(LoadError, match="Spark cannot stream this query: .*ROW_NUMBER"):
-        resolve(LoadConfig(transform="nexmark:q6", source="nexmark"))
     with pytest.raises(LoadError, match="--sql: the query is empty"):
         resolve(LoadConfig(sql="  "))
+
+
+def test_a_nexmark_update_stream_runs_in_a_mode_the_project_s_sinks_take():
+    q4 = LoadConfig(source="nexmark", transform="nexmark:q4")
+    assert output_mode(q4, resolve(q4)) == "complete"                       # webhook-sink takes no update
+    noop = LoadConfig(source="nexmark", transform="nexmark:q4", sink="noop")
+    assert output_mode(noop, resolve(noop)) == "update"
+    q6 = LoadConfig(source="nexmark", transform="nexmark:q6")
+    assert output_mode(q6, resolve(q6)) == "append"
+    q16 = LoadConfig(source="nexmark", transform="nexmark:q16", sink="redis-sink")
+    assert output_mode(q16, resolve(q16)) == "append"                      # its rows: each key's new state
+    noop16 = LoadConfig(source="nexmark", transform="nexmark:q16", sink="noop")
+    assert output_mode(noop16, resolve(noop16)) == "update"
+    given = LoadConfig(source="nexmark", transform="nexmark:q4", output_mode="update")
+    assert output_mode(given, resolve(given)) == "update"
 
 
 def test_the_module_is_imported_from_the_working_directory(tmp_path, monkeypatch):
@@ -237,6 +250,47 @@ def test_a_nexmark_query_is_a_transform(spark, tmp_path, capsys):
     assert code == 0, out
     assert report["summary"]["events"] == 8_000 and report["check"]["passed"]
     assert 0 < report["check"]["expected"] == report["summary"]["outputRows"] < 8_000
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_nexmark_q6_s_update_stream_into_the_embedded_receiver_passes_the_check_on_its_last_row_per_seller(
+        spark, tmp_path, capsys):
+    code, out, report = _run(capsys, tmp_path, "--source", "nexmark", "--transform", "nexmark:q6", "--check",
+                             "--rate", "1000", "--duration", "8s")
+    assert code == 0, out
+    check = report["check"]
+    assert check["passed"] and check["expected"] > 0, out   # some sellers' auctions closed under the watermark
+    # the receiver keeps every update of a seller; the check compared the last one of each
+    assert report["summary"]["outputRows"] >= check["delivered"] == check["expected"]
+    assert "the final row per seller" in out
+
+
+@pytest.mark.integration
+@pytest.mark.webhook
+def test_nexmark_q15_s_updates_are_appended_into_the_embedded_receiver_and_pass_the_check_on_the_last_row_per_day(
+        spark, tmp_path, capsys):
+    code, out, report = _run(capsys, tmp_path, "--source", "nexmark", "--transform", "nexmark:q15", "--check",
+                             "--rate", "1000", "--duration", "4s")
+    assert code == 0, out
+    check = report["check"]
+    assert check["passed"] and 1 <= check["expected"] == check["delivered"] <= 2, out   # 4 s of events: a day (two
+    # across midnight UTC)
+    assert report["summary"]["outputRows"] >= 1 and "the final row per day" in out
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_nexmark_q4_runs_in_complete_mode_into_redis_and_passes_the_check_on_the_final_state_per_category(
+        spark, redis_server, tmp_path, capsys):
+    prefix = f"q4-{uuid.uuid4().hex[:8]}:"
+    code, out, report = _run(capsys, tmp_path, "--source", "nexmark", "--transform", "nexmark:q4", "--check",
+                             "--sink", "redis-sink", "-o", f"url={redis_server.url}", "-o", f"keyPrefix={prefix}",
+                             "-o", "keyColumn=category", "--rate", "1000", "--duration", "8s")
+    assert code == 0, out
+    check = report["check"]
+    assert check["passed"] and check["expected"] > 0, out   # some categories have a closed auction
+    assert check["delivered"] == check["expected"] and "complete: q4's batch answer under the last watermark" in out
 
 
 @pytest.mark.integration

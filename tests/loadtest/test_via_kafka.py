@@ -193,6 +193,8 @@ def test_a_filter_through_kafka_gives_exactly_the_filtered_events(runs):
     assert run["via"]["rowsRead"] == len(written) and run["via"]["outputRows"] == len(expected)
     assert all(r["tsType"] == 2 for r in run["output"])          # LogAppendTime: the harness created the topic
     assert run["via"]["outputLatency"]["measured"] == len(expected)
+    assert run["check"] == {"passed": True, "expected": len(expected), "delivered": len(expected), "lost": 0,
+                            "duplicated": 0, "unexpected": 0}
     assert 0 < run["latencyMs"]["p50"] <= run["latencyMs"]["p99"] <= run["latencyMs"]["max"]
 
 
@@ -218,6 +220,24 @@ def test_a_windowed_aggregation_through_kafka_counts_every_closed_window_exactly
     assert closed and closed <= set(got)
     assert run["via"]["latencySource"].endswith("'window.end' field")
     assert run["via"]["outputLatency"]["measured"] == len(emitted)
+    assert run["check"]["passed"] and run["check"]["expected"] == len(emitted) == run["check"]["delivered"]
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_pipeline_that_drops_rows_in_streaming_only_fails_the_check_through_kafka_with_the_right_counts(runs):
+    run = runs["drops"]
+    _completed(run)
+    written = _events(run["input"])
+    expected = {e for e in written if e[1] % 3 == 0}
+    dropped = {e for e in expected if e[1] % 7 == 0}
+    assert dropped and set(_events(run["output"])) == expected - dropped
+    assert run["check"] == {"passed": False, "expected": len(expected), "delivered": len(expected) - len(dropped),
+                            "lost": len(dropped), "duplicated": 0, "unexpected": 0}
+    assert run["checkLines"][0] == (f"check: FAIL: expected {len(expected):,}, delivered "
+                                    f"{len(expected) - len(dropped):,}: {len(dropped):,} lost, 0 duplicated, 0 unexpected")
+    assert any(line.lstrip().startswith("lost: {") for line in run["checkLines"])
 
 
 @pytest.mark.integration
@@ -235,6 +255,7 @@ def test_real_time_mode_kafka_to_kafka_passes_every_event_once_with_its_latency(
     assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
     assert run["summary"]["latencyP99Ms"] == latency["p99"]
     assert run["via"]["outputLatency"]["measured"] == len(written)
+    assert run["check"]["passed"] and run["check"]["expected"] == len(written)
 
 
 @pytest.mark.integration
@@ -258,6 +279,8 @@ def test_a_prefilled_backlog_is_drained_while_the_producer_keeps_the_rate(runs):
     # the backlog's events are left out of the latency (scheduled before the run): the run's events only
     assert run["via"]["outputLatency"]["beforeRun"] == 20_000
     assert run["via"]["outputLatency"]["measured"] == run["summary"]["targetEvents"]
+    # the check's answer counts the prefilled events: they pass through the pipeline
+    assert run["check"]["passed"] and run["check"]["expected"] == 20_000 + run["summary"]["targetEvents"]
 
 
 @pytest.mark.integration
@@ -271,3 +294,5 @@ def test_an_available_now_pipeline_reads_the_backlog_and_what_the_producer_wrote
     assert len(written) == 5_000 + run["summary"]["targetEvents"] and max(written.values()) == 1
     assert Counter(r["value"] for r in run["output"]) == written
     assert run["via"]["prefill"]["readS"] is not None
+    # without --decode: the answer over a batch read of the input topic's records between the run's offsets
+    assert run["check"]["passed"] and run["check"]["expected"] == len(written)

@@ -34,6 +34,13 @@ def count_per_window(events):
             .groupBy(F.window("timestamp", f"{WINDOW_S} seconds")).count())
 
 
+def drops_in_streaming_only(events):
+    """A pipeline with a streaming-only bug: the filter, less the events whose counter is a multiple of 7 when it
+    runs as a stream (the batch answer keeps them)."""
+    kept = keep_every_third(events)
+    return kept.filter(kept.counter % 7 != 0) if events.isStreaming else kept
+
+
 def _records(bootstrap: str, topic: str) -> list[dict]:
     """Every committed record of `topic`: value (text), timestamp (ms) and its type."""
     return [{"value": m.value().decode() if m.value() is not None else None, "ts": m.timestamp()[1],
@@ -49,16 +56,18 @@ def runs(bootstrap: str) -> dict:
                           payload_bytes=16, warmup=False, **more)
 
     return {
-        "filter": (config("filter", "kafka-sink", rate=2000, duration_s=6, trigger="1s", decode=True),
+        "filter": (config("filter", "kafka-sink", rate=2000, duration_s=6, trigger="1s", decode=True, check=True),
                    keep_every_third, "append", None),
-        "window": (config("window", "kafka", rate=2000, duration_s=8, trigger="1s", decode=True),
+        "window": (config("window", "kafka", rate=2000, duration_s=8, trigger="1s", decode=True, check=True),
                    count_per_window, "append", "window.end"),
+        "drops": (config("drops", "kafka-sink", rate=1000, duration_s=4, trigger="1s", decode=True, check=True),
+                  drops_in_streaming_only, "append", None),
         "realtime": (config("realtime", "kafka", rate=2000, duration_s=10, trigger="0",
-                            pipeline_trigger="realTime=5s"), None, "append", None),
+                            pipeline_trigger="realTime=5s", check=True), None, "append", None),
         "prefill": (config("prefill", "kafka-sink", rate=1000, duration_s=8, trigger="1s", decode=True,
-                           prefill=20_000, pipeline_trigger="0"), None, "append", None),
+                           prefill=20_000, pipeline_trigger="0", check=True), None, "append", None),
         "available": (config("available", "kafka", rate=2000, duration_s=4, trigger="0", prefill=5_000,
-                             pipeline_trigger="availableNow"), None, "append", None),
+                             pipeline_trigger="availableNow", check=True), None, "append", None),
     }
 
 
@@ -76,6 +85,8 @@ def main(argv: list[str]) -> None:
             "summary": result.summary(), "via": result.via, "latencyMs": percentiles_ms(result.latency),
             "producerOptions": result.producer_options, "prefillOptions": result.prefill_options,
             "scheduleStartUs": result.schedule_start_us,
+            "check": result.check.to_json() if result.check is not None else None,
+            "checkLines": result.check.lines() if result.check is not None else None,
             "input": _records(bootstrap, input_topic), "output": _records(bootstrap, config.options["topic"]),
         }
         with open(out, "w") as sink:

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
+from impulse.loadtest.check import last_watermark
 from impulse.nexmark import cli
 from impulse.nexmark.queries import query
 from impulse.nexmark.stateful import STATE_STORE, DailyStatistics, LastWinners, WinningBids, _merge
@@ -126,7 +127,7 @@ def _stream_with_restart(spark, name: str, checkpoint: str) -> tuple[dict, str]:
             stream.awaitTermination()
             assert stream.exception() is None
         inputs.append(sum(p["numInputRows"] for p in stream.recentProgress))
-        watermark = cli._watermark(stream)
+        watermark = last_watermark(stream) or "1970-01-01 00:00:00"
     assert 0 < inputs[0] < EVENTS and inputs[1] > 0, inputs  # stopped in the middle, resumed from there
     return batches, watermark
 
