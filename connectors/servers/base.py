@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -21,8 +22,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["LOOPBACK", "ROOT", "Server", "ServerError", "ProcessServer", "cache_root", "free_port", "quiet_logger", "tail",
-           "wait_until"]
+__all__ = ["LOOPBACK", "ROOT", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once", "free_port",
+           "quiet_logger", "tail", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout (its tests/kafka/pom.xml pins the Kafka version)
 LOOPBACK = "127.0.0.1"
@@ -256,3 +257,34 @@ def cache_root() -> Path:
     """``$IMPULSE_CACHE`` or ``~/.cache/impulse``: downloaded Kafka jars, the built Toxiproxy, tests/run's stamp and
     the tests' JVM class archive."""
     return Path(os.environ.get("IMPULSE_CACHE") or Path.home() / ".cache" / "impulse").expanduser()
+
+
+def fetch_once(target: Path, stamp: str, fill: Callable[[Path], None]) -> Path:
+    """`target`, filled once: `fill(staging)` writes a fresh folder beside it, which then replaces `target` whole.
+
+    ``target/.complete`` holds `stamp` once a fill finished, so an interrupted fill is redone, and so is one made
+    for another stamp (e.g. another pom). Concurrent callers, in any process, serialise on a lock file beside it.
+    """
+    marker = target / ".complete"
+
+    def done() -> bool:
+        return marker.is_file() and marker.read_text().strip() == stamp
+
+    if done():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done():
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            fill(staging)
+            (staging / ".complete").write_text(stamp + "\n")
+            staging.chmod(0o755)
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -25,8 +23,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from connectors.kafka_topics import create_topic, end_offsets, read_topic
-from connectors.servers.base import (LOOPBACK, ROOT, ProcessServer, ServerError, cache_root, free_port, quiet_logger,
-                                     wait_until)
+from connectors.servers.base import (LOOPBACK, ROOT, ProcessServer, ServerError, cache_root, fetch_once, free_port,
+                                     quiet_logger, wait_until)
 
 __all__ = ["KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir"]
 
@@ -55,45 +53,30 @@ def fetch_kafka(quiet: bool = False) -> Path:
     """Download the Kafka broker jars from Maven Central (via ``mvn``) unless already there; return their dir.
 
     A marker file holding the pom's sha256 is written after a complete download, so an interrupted or stale
-    fetch is redone. Concurrent callers serialise on a lock file.
+    fetch is redone. Concurrent callers serialise on a lock file (`connectors.servers.base.fetch_once`).
     """
     target = kafka_jars_dir()
-    marker = target / ".complete"
-    pom_sha = hashlib.sha256(KAFKA_POM.read_bytes()).hexdigest()
-    if marker.is_file() and marker.read_text().strip() == pom_sha:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.is_file() and marker.read_text().strip() == pom_sha:
-            return target
+
+    def fill(staging: Path) -> None:
         mvn = shutil.which("mvn")
         if mvn is None:
             raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
         if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
             raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
-            if not quiet:
-                print(f"fetching Apache Kafka {KAFKA_VERSION} from Maven Central into {target} ...", file=sys.stderr)
-            cmd = [
-                mvn, "-q", "-B", "-f", str(KAFKA_POM),
-                "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
-            ]
-            result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
-            jars = sorted(p.name for p in staging.glob("*.jar"))
-            if result.returncode != 0 or f"kafka_2.13-{KAFKA_VERSION}.jar" not in jars:
-                raise ServerError(
-                    f"`{' '.join(cmd)}` failed (exit {result.returncode}, jars: {len(jars)}):\n{result.stdout[-4000:]}"
-                )
-            (staging / ".complete").write_text(pom_sha + "\n")
-            staging.chmod(0o755)
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+        if not quiet:
+            print(f"fetching Apache Kafka {KAFKA_VERSION} from Maven Central into {target} ...", file=sys.stderr)
+        cmd = [
+            mvn, "-q", "-B", "-f", str(KAFKA_POM),
+            "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
+        ]
+        result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+        jars = sorted(p.name for p in staging.glob("*.jar"))
+        if result.returncode != 0 or f"kafka_2.13-{KAFKA_VERSION}.jar" not in jars:
+            raise ServerError(
+                f"`{' '.join(cmd)}` failed (exit {result.returncode}, jars: {len(jars)}):\n{result.stdout[-4000:]}"
+            )
+
+    return fetch_once(target, hashlib.sha256(KAFKA_POM.read_bytes()).hexdigest(), fill)
 
 
 _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>

@@ -11,18 +11,16 @@ server: the server-wide default compatibility is NONE (set it per subject), and 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from connectors.servers.base import LOOPBACK, ServerError, ProcessServer, cache_root, free_port
+from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, cache_root, fetch_once, free_port
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "fetch_schema_registry"]
 
@@ -46,17 +44,11 @@ def fetch_schema_registry(quiet: bool = False) -> Path:
     """Download and unpack Apicurio Registry from Maven Central (via ``mvn``) unless already there; return its dir.
 
     The Maven repository used is ``<cache>/m2``. A marker file is written after a complete unpack, so an
-    interrupted fetch is redone; concurrent callers serialise on a lock file.
+    interrupted fetch is redone; concurrent callers serialise on a lock file (`connectors.servers.base.fetch_once`).
     """
     target = schema_registry_dir()
-    marker = target / ".complete"
-    if marker.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.is_file():
-            return target
+
+    def fill(staging: Path) -> None:
         mvn = shutil.which("mvn")
         if mvn is None:
             raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
@@ -72,22 +64,14 @@ def fetch_schema_registry(quiet: bool = False) -> Path:
             result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
             if result.returncode != 0 or not archive.is_file():
                 raise ServerError(f"`{' '.join(cmd)}` failed (exit {result.returncode}):\n{result.stdout[-4000:]}")
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
-            with tarfile.open(archive) as tar:
-                tar.extractall(staging, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(staging)
-            runners = list(staging.rglob("*-runner.jar"))
-            if len(runners) != 1:
-                raise ServerError(f"schema-registry: expected one *-runner.jar in {archive}, found {runners}")
-            (staging / ".runner").write_text(str(runners[0].relative_to(staging)) + "\n")
-            (staging / ".complete").write_text(_ARTIFACT + "\n")
-            staging.chmod(0o755)
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(staging)
+        runners = list(staging.rglob("*-runner.jar"))
+        if len(runners) != 1:
+            raise ServerError(f"schema-registry: expected one *-runner.jar in {archive}, found {runners}")
+        (staging / ".runner").write_text(str(runners[0].relative_to(staging)) + "\n")
+
+    return fetch_once(target, _ARTIFACT, fill)
 
 
 class SchemaRegistry(ProcessServer):
