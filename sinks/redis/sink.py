@@ -204,24 +204,14 @@ class RedisSink(Sink):
         dead = 0
         with mapped(self.options.url):
             _call(connection, command(b"MULTI"))
-            first_row = 0
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                keys = self._keys(batch, identity, first_row)
-                reasons = self._refusals(client, identity, keys, first_row) if expected else None
-                if self.options.score_column:
-                    reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
-                encoded, kept, letters = self._commands(batch, identity, first_row, keys, reasons)
+            for encoded, kept, letters in self._prepared(batches, identity, client, expected):
                 if expected:
                     written.append(pc.unique(kept))
                 connection.send_packed_command([packed(encoded), packed(letters)], check_health=False)
                 for _ in range(len(encoded) + len(letters)):
                     _expect_queued(connection)
                 dead += len(letters)
-                first_row += batch.num_rows
-            fingerprint = fingerprint_of(batches)
-            value = f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)
+            value = _record_value(identity, batches)
             if dead:
                 written.append(pa.array([self.options.dead_letter_key.encode()], pa.binary()))
             written_keys = pa.concat_arrays(written) if written else pa.array([], pa.binary())
@@ -264,22 +254,12 @@ class RedisSink(Sink):
         keys_all: list[pa.Array] = []
         dead = 0
         with mapped(self.options.url):
-            first_row = 0
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                keys = self._keys(batch, identity, first_row)
-                reasons = self._refusals(writer, identity, keys, first_row) if expected else None
-                if self.options.score_column:
-                    reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
-                encoded, kept, letters = self._commands(batch, identity, first_row, keys, reasons)
+            for encoded, kept, letters in self._prepared(batches, identity, writer, expected):
                 encoded_all += [encoded, letters]
                 keys_all += [_command_keys(kept, len(encoded)),
                              pa.array([(self.options.dead_letter_key or "").encode()] * len(letters), pa.binary())]
                 dead += len(letters)
-                first_row += batch.num_rows
-            fingerprint = fingerprint_of(batches)
-            value = (f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)).encode()
+            value = _record_value(identity, batches).encode()
             if encoded_all:
                 writes = plan(pa.concat_arrays(keys_all), pa.concat_arrays(encoded_all),
                               commit_key_prefix=self.options.commit_key_prefix, commit_id=identity.commit_id,
@@ -370,6 +350,22 @@ class RedisSink(Sink):
         why = pc.if_else(bad, pa.scalar("ERR: the score is null or NaN, not a number (value is not a valid float)"),
                          pa.scalar(None, pa.string()))
         return why if reasons is None else pc.coalesce(reasons, why)
+
+    def _prepared(self, batches: Sequence[pa.RecordBatch], identity: WriteIdentity, checker: Any,
+                  expected: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
+        """Each non-empty record batch of a partition, in order, as `_commands` gives it (the commands, the keys
+        kept, the dead letters): its keys, its rows refused for a key of another type (asked through `checker`
+        when the target has an `expected` type) or a bad score, and the commands of the others."""
+        first_row = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            keys = self._keys(batch, identity, first_row)
+            reasons = self._refusals(checker, identity, keys, first_row) if expected else None
+            if self.options.score_column:
+                reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
+            yield self._commands(batch, identity, first_row, keys, reasons)
+            first_row += batch.num_rows
 
     def _keys(self, batch: pa.RecordBatch, identity: WriteIdentity, first_row: int) -> pa.Array:
         """The key each row of a record batch is written to."""
@@ -589,6 +585,12 @@ def _cluster_enabled(options: RedisOptions) -> bool:
         with mapped(options.url):
             _CLUSTER_MODE[options.url] = cluster_enabled(options.url, options.timeout_s)
     return _CLUSTER_MODE[options.url]
+
+
+def _record_value(identity: WriteIdentity, batches: Sequence[pa.RecordBatch]) -> str:
+    """What a commit record holds: the batch id, and the input's fingerprint when there is one."""
+    fingerprint = fingerprint_of(batches)
+    return f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)
 
 
 def _command_keys(keys: pa.Array, count: int) -> pa.Array:
