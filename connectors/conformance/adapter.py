@@ -83,6 +83,9 @@ class SinkAdapter(ABC):
     #: round trips at the start of a write's connection that are the client library's handshake, not the sink's:
     #: the cut sweep starts after them (cuts them too with ``IMPULSE_FULL_SWEEP=1``)
     network_handshake: int = 0
+    #: SQL expressions over impulse's columns added to the rows the sink is given (in the suite's queries and in
+    #: the driver process of the kill case alike), e.g. a key column that spreads the rows over many keys
+    extra_columns: tuple[str, ...] = ()
 
     @abstractmethod
     def options(self, namespace: str) -> Mapping[str, str]:
@@ -98,9 +101,9 @@ class SinkAdapter(ABC):
 
     def frame(self, frame):
         """The DataFrame the sink is given, from the impulse rows (``counter``, ``subtask_index``,
-        ``timestamp``). Default: unchanged; a sink that needs other columns (Spark's Kafka sink: ``value``)
-        derives them here."""
-        return frame
+        ``timestamp``). Default: those plus `extra_columns`; a sink that needs other columns (Spark's Kafka sink:
+        ``value``) derives them here."""
+        return frame.selectExpr("*", *self.extra_columns) if self.extra_columns else frame
 
     def prepare(self, namespace: str) -> None:
         """Create what a test's namespace needs (a topic…) before the query starts. Default: nothing."""

@@ -1,7 +1,7 @@
 """A streaming query in its own driver process, for the conformance suite's kill test.
 
 ``python -m connectors.conformance.driver '<json>'`` with keys format, options, checkpoint, limit,
-per_trigger, partitions and data_source (``"module:Class"`` of the sink, registered before the query:
+per_trigger, partitions, columns (SQL expressions added to impulse's rows, optional) and data_source (``"module:Class"`` of the sink, registered before the query:
 a sink outside this project's registry works too): impulse → the sink with a 100 ms processing-time
 trigger, until killed or the limit is reached.
 """
@@ -23,6 +23,8 @@ def main(argv: list[str]) -> int:
     frame = (spark.readStream.format("impulse").option("eventsPerSecond", 1_000_000)
              .option("numPartitions", args["partitions"]).option("startTime", "0").option("limit", args["limit"])
              .option("maxEventsPerTrigger", args["per_trigger"]).load())
+    if args.get("columns"):
+        frame = frame.selectExpr("*", *args["columns"])
     query = (frame.writeStream.format(args["format"]).options(**args["options"])
              .option("checkpointLocation", args["checkpoint"]).trigger(processingTime="100 milliseconds").start())
     query.awaitTermination()

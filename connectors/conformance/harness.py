@@ -148,6 +148,9 @@ class Override(SinkAdapter):
     def options(self, namespace: str) -> Mapping[str, str]:
         return self._options
 
+    def frame(self, frame):
+        return self.inner.frame(frame)
+
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self.inner.read_back(namespace)
 

@@ -313,7 +313,7 @@ class SinkConformance(PoisonRecordConformance):
         limit = 20_000
         source = data_source_class(spark, adapter)
         args = {"format": adapter.format, "options": dict(adapter.options(namespace)), "checkpoint": str(checkpoint),
-                "limit": limit, "per_trigger": 500, "partitions": PARTITIONS,
+                "limit": limit, "per_trigger": 500, "partitions": PARTITIONS, "columns": list(adapter.extra_columns),
                 "data_source": f"{source.__module__}:{source.__qualname__}"}
         process = subprocess.Popen([sys.executable, "-m", "connectors.conformance.driver", json.dumps(args)],
                                    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -357,7 +357,7 @@ class SinkConformance(PoisonRecordConformance):
         query = run_query(spark, adapter, namespace, tmp_path / "ck", limit=self.limit, per_trigger=self.per_trigger)
         before = sorted(adapter.read_back(namespace))
         source = data_source_class(spark, adapter)
-        schema = impulse_stream(spark, 1).schema
+        schema = adapter.frame(impulse_stream(spark, 1)).schema
         writer = source(dict(adapter.options(namespace))).streamWriter(schema, False)
         last = query.lastProgress["batchId"]
         rows = split_limit(query.lastProgress["numInputRows"], PARTITIONS)  # as the tasks reported them

@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 @dataclass(frozen=True)
 class Result:
-    """One query's run: `seconds` from start to end of the stream; `check` None when not checked."""
+    """One query's run: `seconds` from start to end of the stream; `check` None when not checked; `steady` the events
+    per second of its micro-batches after the first `STEADY_AFTER` (`steady_rate`), None when it had no more."""
 
     query: str
     events: int
@@ -78,10 +79,25 @@ class Result:
     cores: int
     check: str | None = None
     ok: bool = True
+    steady: float | None = None
 
     @property
     def events_per_second(self) -> float:
         return self.events / self.seconds if self.seconds > 0 else float("inf")
+
+
+#: micro-batches of a run that `steady_rate` leaves out: the first plans and compiles the query, the second still
+#: warms the Python workers and the state store
+STEADY_AFTER = 2
+
+
+def steady_rate(progress: Sequence[dict], skip: int = STEADY_AFTER) -> float | None:
+    """Events per second of a query's micro-batches after the first `skip` (`progress`: its ``recentProgress``, as
+    dicts): the events its first source read in them over the sum of their ``triggerExecution`` times. Events count
+    once though a join reads the stream twice. None when there are no such batches with events."""
+    batches = [p for p in progress if p["sources"] and p["sources"][0]["numInputRows"]][skip:]
+    millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
+    return sum(p["sources"][0]["numInputRows"] for p in batches) * 1000 / millis if batches and millis else None
 
 
 def source_options(events: int, partitions: int, rate: int, per_trigger: int, seed: int) -> dict[str, str]:
@@ -129,9 +145,9 @@ def _stream(spark, q: Query, options: dict[str, str], out: TextIO, sink: str, mo
 
 
 def run_query(spark, q: Query, options: dict[str, str], cores: int, out: TextIO = sys.stderr) -> Result:
-    """Run `q` over the bounded stream into ``noop`` in its output mode, timed."""
-    seconds, _ = _stream(spark, q, options, out, "noop", q.mode)
-    return Result(q.name, int(options["limit"]), seconds, cores)
+    """Run `q` over the bounded stream into ``noop`` in its output mode, timed (`Result.steady` too)."""
+    seconds, stream = _stream(spark, q, options, out, "noop", q.mode)
+    return Result(q.name, int(options["limit"]), seconds, cores, steady=steady_rate(stream.recentProgress))
 
 
 def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextIO = sys.stderr) -> Result:

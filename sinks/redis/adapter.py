@@ -20,16 +20,24 @@ class RedisAdapter(SinkAdapter):
     `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
     ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
     `cluster`: `url` names a node of a Redis Cluster (the sink finds out itself, ``cluster=auto``; the adapter
-    reads back through redis-py's ``RedisCluster``, and has no network route: a proxy in front of one node does
-    not stand in front of the cluster).
+    reads back through redis-py's ``RedisCluster``). Rows then go to `LANES` keys ``<namespace>:{<counter % LANES>}``
+    (`list`, `hash`, `stream`), whose hash tags put them on every primary of a cluster split as
+    ``redis-cli --cluster create`` splits it, in the same slots whatever the namespace: a partition's write is
+    several slot groups, on several nodes, and a recorded conversation has the same sizes in every namespace. The
+    network cases put the proxy in front of the node `url` names, and the sink reaches that node through it
+    wherever the cluster announces it (option ``addressMap``).
     """
 
     format = "redis-sink"
+    #: cluster mode: how many keys (hash tags) the rows are spread over
+    LANES = 8
 
     def __init__(self, url: str, target: str = "list", server=None, cluster: bool = False) -> None:
         self.url, self.target, self.target_server, self.cluster = url, target, server, cluster
         redis = import_redis()
         self.client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+        if cluster and target != "string":
+            self.extra_columns = (f"concat('{{', CAST(counter % {self.LANES} AS STRING), '}}') AS cluster_lane",)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -44,14 +52,17 @@ class RedisAdapter(SinkAdapter):
         yield cls(args.url, target=args.target, cluster=args.cluster)
 
     def options(self, namespace: str) -> Mapping[str, str]:
+        lanes = {"keyColumn": "cluster_lane"} if self.extra_columns else {}
         return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
-                "commitKeyPrefix": f"commit:{namespace}:"}
+                "commitKeyPrefix": f"commit:{namespace}:", **lanes}
 
     def network_route(self) -> tuple[str, str | None] | None:
-        return None if self.cluster else (host_port(self.url), None)
+        return host_port(self.url), None
 
     def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
-        return {**self.options(namespace), "url": with_address(self.url, address)}
+        # a cluster: the node at `url` announces its own address; the sink must reach it through `address` too
+        announced = {"addressMap": f"{host_port(self.url)}={address}"} if self.cluster else {}
+        return {**self.options(namespace), "url": with_address(self.url, address), **announced}
 
     @functools.cached_property
     def network_handshake(self) -> int:
@@ -68,12 +79,13 @@ class RedisAdapter(SinkAdapter):
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         key = f"{namespace}:"
+        keys = list(self.client.scan_iter(match=f"{key}{{*", count=10_000)) if self.extra_columns else [key]
         if self.target == "list":
-            values = self.client.lrange(key, 0, -1)
+            values = [v for k in keys for v in self.client.lrange(k, 0, -1)]
         elif self.target == "hash":
-            values = list(self.client.hgetall(key).values())
+            values = [v for k in keys for v in self.client.hgetall(k).values()]
         elif self.target == "stream":
-            values = [fields[b"value"] for _, fields in self.client.xrange(key)]
+            values = [fields[b"value"] for k in keys for _, fields in self.client.xrange(k)]
         else:
             keys = list(self.client.scan_iter(match=f"{key}*", count=10_000))
             mget = self.client.mget_nonatomic if self.cluster else self.client.mget

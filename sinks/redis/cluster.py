@@ -10,28 +10,30 @@ atomic, fenced script per hash slot, each with its own commit record in that slo
    an earlier or a concurrent attempt: skipped); otherwise it runs the group's commands and sets the record. A
    script runs whole or not at all (Redis runs nothing else meanwhile), so the check and the write cannot be
    separated by another attempt, as WATCH would otherwise have to ensure;
-2. a redirection (``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``) means nothing of the group ran: it is sent again
-   to the slot's owner once the slot map is refreshed; a command Redis refused inside the script (the rest ran, and
-   the record is set) is a `DeliveryError`;
+2. a redirection means nothing of the group ran. ``MOVED`` (the slot has a new owner), ``TRYAGAIN`` (the slot is
+   migrating and the group's keys are split between the two nodes) and ``CLUSTERDOWN`` (a failover under way): the
+   group is sent again to the slot's owner once the slot map is refreshed. ``ASK`` (the slot is migrating and the
+   source lacks a key the script declares; Redis 7.2 and later answer ``TRYAGAIN`` when it lacks only some): the
+   group is sent at once to the importing node named in the reply, after ``ASKING``; that node runs it only when
+   it holds every declared key, else it answers ``TRYAGAIN`` and the group waits. A key lives on one node at a
+   time (``MIGRATE`` moves it atomically), so a group never writes a list or a stream in two places. A command
+   Redis refused inside the script (the rest ran, and the record is set) is a `DeliveryError`;
 3. with ``min_replicas`` ≥ 1, once a node's groups are done: one more write (a group's record set to itself), then
    ``WAIT <min_replicas> <timeout>``; fewer replicas acknowledging is a `TransientError` (the caller's retry then
    finds the groups' records and skips them, or rewrites those a failover lost, and WAITs again: the extra write
    makes that WAIT cover records an earlier connection wrote), so an acknowledged partition is on a replica before
    Spark hears of it.
 
-``ASK`` is not followed into the importing node: a group's keys may still be split between the two nodes while
-its slot moves (the source answers ``ASK`` when none of the script's declared keys is there any more,
-``TRYAGAIN`` when some are), and
-writing the group on the target would split a list or a stream in two. The group waits (polling the slot map,
-bounded by ``redirect_timeout_s``) until the migration ends and ``MOVED`` names the new owner. A lost
-connection is never guessed about: it raises `TransientError`, and the retry reads each group's record first.
+Redirections are followed for up to ``redirect_timeout_s`` (polling the slot map). A lost connection is never
+guessed about: it raises `TransientError`, and the retry reads each group's record first. ``address_map`` maps the
+addresses the cluster announces (in ``CLUSTER SLOTS`` and ``ASK``) to where this process reaches them.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -174,10 +176,13 @@ class ClusterWriter:
     redirect_timeout_s : float, seconds, default 30
         How long a group may keep meeting redirections (a slot migrating, a failover under way) before
         `TransientError`.
+    address_map : mapping of ``(host, port)`` to ``(host, port)``, default none
+        Where to connect for a node the cluster announces at another address (option ``addressMap``).
     """
 
     def __init__(self, url: str, *, timeout_s: float = 10.0, min_replicas: int = 0,
-                 redirect_timeout_s: float = 30.0) -> None:
+                 redirect_timeout_s: float = 30.0,
+                 address_map: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> None:
         parts = urlsplit(url)
         self.startup = [(parts.hostname or "127.0.0.1", parts.port or 6379)]
         self.password = parts.password
@@ -185,6 +190,7 @@ class ClusterWriter:
         self.timeout_s = timeout_s
         self.min_replicas = min_replicas
         self.redirect_timeout_s = redirect_timeout_s
+        self.address_map = dict(address_map or {})
         self._connections: dict[tuple[str, int], object] = {}
         self.nodes: list[tuple[str, int]] = []
         self.owners = np.zeros(0, np.int32)
@@ -236,7 +242,7 @@ class ClusterWriter:
             owners = np.full(SLOTS, -1, np.int32)
             for first, last_slot, primary, *_ in reply:
                 host = primary[0].decode() if isinstance(primary[0], bytes) else primary[0]
-                where = (host, int(primary[1]))
+                where = self._reachable(host, int(primary[1]))
                 if where not in nodes:
                     nodes.append(where)
                 owners[int(first):int(last_slot) + 1] = nodes.index(where)
@@ -244,12 +250,17 @@ class ClusterWriter:
             return owners
         raise TransientError(f"redis-sink: no node of the cluster answered CLUSTER SLOTS (last error: {last!r})")
 
+    def _reachable(self, host: str, port: int) -> tuple[str, int]:
+        """Where to connect for the node the cluster announces at ``host:port`` (`address_map`)."""
+        return self.address_map.get((host, port), (host, port))
+
     def run(self, requests: Sequence[tuple[int, bytes, int]]) -> list[list]:
         """Send idempotent commands (reads, a ``SET`` of a fixed value, a script that only reads) to the owners of
         their slots: each request is ``(slot, RESP-encoded commands, how many replies)``; one write per node. A
-        request redirected (``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``) is sent again once the slot map is
-        refreshed, for up to ``redirect_timeout_s``. Returns each request's replies (an error reply as its
-        exception), in the order of `requests`. Raises `TransientError` when a node is lost or still redirects."""
+        request redirected is sent again as `write` sends a group (a one-command request answered ``ASK`` at once to
+        the importing node, after ``ASKING``), for up to ``redirect_timeout_s``. Returns each request's replies (an
+        error reply as its exception), in the order of `requests`. Raises `TransientError` when a node is lost or
+        still redirects."""
         redis = _import_redis()
         if not len(self.owners):
             self.refresh()
@@ -257,26 +268,36 @@ class ClusterWriter:
         pending = list(range(len(requests)))
         deadline = time.monotonic() + self.redirect_timeout_s
         while pending:
-            by_node: dict[int, list[int]] = {}
+            by_node: dict[tuple[str, int] | None, list[int]] = {}
             for i in pending:
-                by_node.setdefault(int(self.owners[requests[i][0]]), []).append(i)
-            retry = by_node.pop(-1, [])
-            for node, indexes in by_node.items():
-                address = self.nodes[node]
-                try:
-                    conn = self._connection(address)
-                    conn.send_packed_command([requests[i][1] for i in indexes], check_health=False)
-                    for i in indexes:
-                        replies = _replies(conn, requests[i][2])
-                        if any(isinstance(r, Exception) and _redirect(r) for r in replies):
+                owner = int(self.owners[requests[i][0]])
+                by_node.setdefault(self.nodes[owner] if owner >= 0 else None, []).append(i)
+            retry = by_node.pop(None, [])
+            asked: dict[tuple[str, int], list[int]] = {}
+            for rounds in (by_node, asked):
+                asking = 1 if rounds is asked else 0  # the ASKING before each request, and its reply
+                for address, indexes in rounds.items():
+                    try:
+                        conn = self._connection(address)
+                        conn.send_packed_command([_ASKING * asking + requests[i][1] for i in indexes],
+                                                 check_health=False)
+                        for i in indexes:
+                            replies = _replies(conn, requests[i][2] + asking)[asking:]
+                            ask = next((r for r in replies if isinstance(r, Exception) and _redirect(r)), None)
+                            if ask is None:
+                                out[i] = replies
+                                continue
                             self.redirects += 1
-                            retry.append(i)
-                        else:
-                            out[i] = replies
-                except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                    self._drop(address)
-                    self.owners = np.zeros(0, np.int32)
-                    raise TransientError(f"redis-sink: lost the cluster node {address[0]}:{address[1]} ({exc})") from exc
+                            if (not asking and requests[i][2] == 1 and isinstance(ask, redis.exceptions.AskError)
+                                    and not isinstance(ask, redis.exceptions.MovedError)):
+                                asked.setdefault(self._reachable(ask.host, ask.port), []).append(i)
+                            else:
+                                retry.append(i)
+                    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                        self._drop(address)
+                        self.owners = np.zeros(0, np.int32)
+                        raise TransientError(f"redis-sink: lost the cluster node {address[0]}:{address[1]} "
+                                             f"({exc})") from exc
             pending = retry
             if pending:
                 if time.monotonic() >= deadline:
@@ -291,32 +312,22 @@ class ClusterWriter:
         """Apply every group not applied yet (see the module docstring); returns what was done. Raises
         `TransientError` (connection lost, redirections beyond ``redirect_timeout_s``, ``WAIT`` shortfall: retry
         the same writes), `DeliveryError`."""
-        redis = _import_redis()
         report = WriteReport()
         if not len(self.owners):
             self.refresh()
         pending = list(writes)
         deadline = time.monotonic() + self.redirect_timeout_s
         while pending:
-            by_node: dict[int, list[SlotWrite]] = {}
+            by_node: dict[tuple[str, int] | None, list[SlotWrite]] = {}
             for group in pending:
-                by_node.setdefault(int(self.owners[group.slot]), []).append(group)
-            if -1 in by_node:  # slots no primary serves now: a failover under way
-                retry = by_node.pop(-1)
-            else:
-                retry = []
-            for node, groups in by_node.items():
-                address = self.nodes[node]
-                try:
-                    retry += self._write_node(self._connection(address), groups, report)
-                except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                    self._drop(address)
-                    self.owners = np.zeros(0, np.int32)  # refreshed by the retry
-                    raise TransientError(f"redis-sink: lost the cluster node {address[0]}:{address[1]} while "
-                                         f"writing ({exc}); the retry reads each group's commit record first") from exc
-                except BaseException:
-                    self._drop(address)  # replies of a group already sent are unread: the connection is out of step
-                    raise
+                owner = int(self.owners[group.slot])
+                by_node.setdefault(self.nodes[owner] if owner >= 0 else None, []).append(group)
+            retry = by_node.pop(None, [])  # slots no primary serves now: a failover under way
+            asked: dict[tuple[str, int], list[SlotWrite]] = {}
+            for address, groups in by_node.items():
+                retry += self._write_node(address, groups, report, asked)
+            for address, groups in asked.items():  # ASK: at once to the importing node, after ASKING
+                retry += self._write_node(address, groups, report, None)
             pending = retry
             if pending:
                 if time.monotonic() >= deadline:
@@ -327,20 +338,49 @@ class ClusterWriter:
                 self.refresh()
         return report
 
-    def _write_node(self, conn, groups: list[SlotWrite], report: WriteReport) -> list[SlotWrite]:
-        """The groups of one node, each one `_GROUP` script, all sent in one write (one round trip for the node).
-        Returns the groups redirected (nothing of them applied)."""
-        conn.send_packed_command([b"".join(group_script(group) for group in groups)], check_health=False)
-        replies = _replies(conn, len(groups))
-        redirected: list[SlotWrite] = []
+    def _write_node(self, address: tuple[str, int], groups: list[SlotWrite], report: WriteReport,
+                    asked: dict[tuple[str, int], list[SlotWrite]] | None) -> list[SlotWrite]:
+        """The groups of the node at `address`, each one `_GROUP` script, all sent in one write (one round trip for
+        the node). Groups answered ``ASK`` go to `asked` by importing node; `asked` None: the groups are sent there,
+        each after ``ASKING``. Returns the groups to send again later (nothing of them applied)."""
+        redis = _import_redis()
+        try:
+            conn = self._connection(address)
+            prefix = _ASKING if asked is None else b""
+            conn.send_packed_command([b"".join(prefix + group_script(group) for group in groups)], check_health=False)
+            replies = _replies(conn, len(groups) * (1 if asked is not None else 2))
+            if asked is None:
+                replies = replies[1::2]  # each ASKING's OK, then its group's reply
+            return self._judge(conn, groups, replies, report, asked)
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            self._drop(address)
+            self.owners = np.zeros(0, np.int32)  # refreshed by the retry
+            raise TransientError(f"redis-sink: lost the cluster node {address[0]}:{address[1]} while writing "
+                                 f"({exc}); the retry reads each group's commit record first") from exc
+        except BaseException:
+            self._drop(address)  # replies of a group already sent may be unread: the connection is out of step
+            raise
+
+    def _judge(self, conn, groups: list[SlotWrite], replies: list, report: WriteReport,
+               asked: dict[tuple[str, int], list[SlotWrite]] | None) -> list[SlotWrite]:
+        """Count each group's reply into `report`; returns the groups to send again (see `_write_node`), after
+        ``WAIT`` for the others when `min_replicas` asks for it."""
+        redis = _import_redis()
+        again: list[SlotWrite] = []
+        done: list[SlotWrite] = []
         for group, reply in zip(groups, replies):
             if isinstance(reply, Exception):
-                if _redirect(reply):
-                    report.redirects += 1
-                    self.redirects += 1
-                    redirected.append(group)
-                    continue
-                raise DeliveryError(f"redis-sink: Redis refused slot {group.slot}'s group: {reply}")
+                if not _redirect(reply):
+                    raise DeliveryError(f"redis-sink: Redis refused slot {group.slot}'s group: {reply}")
+                report.redirects += 1
+                self.redirects += 1
+                moved = isinstance(reply, redis.exceptions.MovedError)
+                if asked is not None and isinstance(reply, redis.exceptions.AskError) and not moved:
+                    asked.setdefault(self._reachable(reply.host, reply.port), []).append(group)
+                else:
+                    again.append(group)
+                continue
+            done.append(group)
             if reply == -1:
                 report.skipped += 1
             elif reply:
@@ -348,25 +388,32 @@ class ClusterWriter:
                                     f"{len(group.commands)} commands failed, first: {reply[0]!r}")
             else:
                 report.applied += 1
-        done = [g for g in groups if g not in redirected]
         if self.min_replicas and done:
-            # WAIT counts this connection's writes only. A retry that found every group recorded wrote nothing, yet
-            # those records may be the ones an earlier WAIT found unreplicated: one write of this connection (a
-            # record set to itself, atomically) after them makes the WAIT cover them (replication is in order).
-            barrier = command(b"EVAL", _RESET, b"1", done[0].record_key)
-            wait_s = self.timeout_s / 2  # the reply must come back before the socket times out
-            conn.send_packed_command([barrier, command(b"WAIT", str(self.min_replicas).encode(),
-                                                       str(max(1, int(wait_s * 1000))).encode())], check_health=False)
-            reset = _replies(conn, 1)[0]
-            if isinstance(reset, Exception):
-                raise TransientError(f"redis-sink: the write before WAIT on {conn.host}:{conn.port} failed: {reset}")
-            acknowledged = conn.read_response()
-            if acknowledged < self.min_replicas:
-                raise TransientError(
-                    f"redis-sink: only {acknowledged} replica(s) of {conn.host}:{conn.port} acknowledged the writes "
-                    f"within {wait_s:g}s, minReplicas is {self.min_replicas}: a failover now could lose them; "
-                    "retrying (the groups applied are skipped through their records)")
-        return redirected
+            self._wait_for_replicas(conn, done[0].record_key)
+        return again
+
+    def _wait_for_replicas(self, conn, record_key: bytes) -> None:
+        """``WAIT`` for `min_replicas` replicas of this connection's writes; `TransientError` when fewer acknowledge.
+
+        WAIT counts this connection's writes only. A retry that found every group recorded wrote nothing, yet those
+        records may be the ones an earlier WAIT found unreplicated: one write of this connection (`record_key` set to
+        itself, atomically) first makes the WAIT cover them (replication is in order)."""
+        barrier = command(b"EVAL", _RESET, b"1", record_key)
+        wait_s = self.timeout_s / 2  # the reply must come back before the socket times out
+        conn.send_packed_command([barrier, command(b"WAIT", str(self.min_replicas).encode(),
+                                                   str(max(1, int(wait_s * 1000))).encode())], check_health=False)
+        reset = _replies(conn, 1)[0]
+        if isinstance(reset, Exception):
+            raise TransientError(f"redis-sink: the write before WAIT on {conn.host}:{conn.port} failed: {reset}")
+        acknowledged = conn.read_response()
+        if acknowledged < self.min_replicas:
+            raise TransientError(
+                f"redis-sink: only {acknowledged} replica(s) of {conn.host}:{conn.port} acknowledged the writes "
+                f"within {wait_s:g}s, minReplicas is {self.min_replicas}: a failover now could lose them; "
+                "retrying (the groups applied are skipped through their records)")
+
+
+_ASKING = command(b"ASKING")
 
 
 def _redirect(exc: Exception) -> bool:

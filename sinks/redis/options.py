@@ -9,7 +9,7 @@ from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.redact import redact_url
 
-__all__ = ["RedisOptions", "TARGETS", "DELETES"]
+__all__ = ["RedisOptions", "TARGETS", "DELETES", "parse_address_map"]
 
 TARGETS = ("string", "list", "hash", "stream", "set", "zset")
 
@@ -37,6 +37,9 @@ class RedisOptions:
     score_column: str | None = None
     cluster: str = "auto"  #: ``auto`` (ask the node at `url` once, on the driver), ``true`` or ``false``
     min_replicas: int = 0  #: cluster mode: replicas that must acknowledge each node's writes (``WAIT``)
+    #: cluster mode: ``((announced host, port), (reachable host, port))`` pairs: where to connect for a node the
+    #: cluster announces at another address (port forwarding, NAT, a proxy)
+    address_map: tuple[tuple[tuple[str, int], tuple[str, int]], ...] = ()
 
     @classmethod
     def read(cls, reader: OptionReader) -> "RedisOptions":
@@ -60,6 +63,7 @@ class RedisOptions:
             score_column=reader.string("scoreColumn"),
             cluster=reader.choice("cluster", ("auto", "true", "false"), "auto"),
             min_replicas=reader.integer("minReplicas", 0, minimum=0),
+            address_map=parse_address_map(reader.string("addressMap") or ""),
         )
         if opts.target != "string" and not (opts.key_prefix or opts.key_column):
             raise OptionError("keyPrefix", "", f"a key (keyPrefix, keyColumn or both) for target '{opts.target}': "
@@ -75,6 +79,9 @@ class RedisOptions:
                               "a numeric column for target 'zset' (each member's score)" if opts.target == "zset"
                               else f"no value for target '{opts.target}': scoreColumn applies to target zset")
         opts._check_dead_letter_key()
+        if opts.address_map and opts.cluster == "false":
+            raise OptionError("addressMap", reader.string("addressMap"), "no value with cluster=false (it maps the "
+                                                                         "addresses a cluster announces)")
         if opts.min_replicas and opts.cluster == "false":
             raise OptionError("minReplicas", opts.min_replicas, "0 with cluster=false (WAIT for replicas is done in "
                                                                 "cluster mode)")
@@ -96,3 +103,31 @@ class RedisOptions:
             raise OptionError("deadLetterKey", key, f"a key the rows are not written to (they go to {rows_go_to})")
         if key.startswith(self.commit_key_prefix):
             raise OptionError("deadLetterKey", key, f"a key outside commitKeyPrefix '{self.commit_key_prefix}'")
+
+
+def parse_address_map(text: str) -> tuple[tuple[tuple[str, int], tuple[str, int]], ...]:
+    """Option ``addressMap``: comma-separated ``ANNOUNCED=REACHABLE`` pairs of ``host:port`` (spaces ignored), e.g.
+    ``10.0.0.5:6379=127.0.0.1:16379``; empty: none. `OptionError` names the option and the pair it cannot read."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        announced, sep, reachable = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            pairs.append((_host_port(announced), _host_port(reachable)))
+        except ValueError:
+            raise OptionError("addressMap", item, "ANNOUNCED=REACHABLE pairs of host:port separated by commas, e.g. "
+                                                  "10.0.0.5:6379=127.0.0.1:16379") from None
+    announced = [a for a, _ in pairs]
+    if len(set(announced)) != len(announced):
+        raise OptionError("addressMap", text, "each announced host:port once")
+    return tuple(pairs)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(text)
+    return host.strip("[]"), int(port)

@@ -243,7 +243,8 @@ class RedisSink(Sink):
 
     # -- cluster mode -----------------------------------------------------------------------------
     def _cluster_writer(self) -> ClusterWriter:
-        return ClusterWriter(self.options.url, timeout_s=self.options.timeout_s, min_replicas=self.options.min_replicas)
+        return ClusterWriter(self.options.url, timeout_s=self.options.timeout_s, min_replicas=self.options.min_replicas,
+                             address_map=dict(self.options.address_map))
 
     def _cluster_write(self, writer: ClusterWriter, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
         """Cluster mode: the whole partition's commands grouped by hash slot, each group one atomic script with its
@@ -498,6 +499,10 @@ class RedisSinkDataSource(SinkDataSource):
     minReplicas : int ≥ 0, default 0, cluster mode only
         After each node's transactions, ``WAIT`` until this many replicas have them; fewer is a
         `TransientError` (retried: the retry skips the groups recorded and waits again).
+    addressMap : str, optional, cluster mode only
+        ``ANNOUNCED=REACHABLE`` pairs of ``host:port``, comma-separated: connect to REACHABLE for the node the
+        cluster announces (``CLUSTER SLOTS``, ``MOVED``, ``ASK``) as ANNOUNCED — a cluster behind port forwarding,
+        NAT or a proxy (redis-py's ``address_remap``). Nodes not named are reached where they are announced.
     commitId, writeRetries, retryBackoff, retryBackoffMax, metricsPath, faultInjection
         The options of the commit protocol (`connectors.protocol.ProtocolOptions`).
 
@@ -570,6 +575,10 @@ class RedisSinkDataSource(SinkDataSource):
                 raise OptionError("commitKeyPrefix", opts.commit_key_prefix,
                                   "a prefix without '{' in cluster mode (each commit record is '<commitKeyPrefix>"
                                   "{<slot tag>}<commit id>:<partition>', its first '{' the slot tag's)") from exc
+        elif cluster is False and opts.address_map:
+            raise OptionError("addressMap", ",".join(f"{a[0]}:{a[1]}={r[0]}:{r[1]}" for a, r in opts.address_map),
+                              f"no value: {redact_url(opts.url)} is a single node (not a cluster), which announces "
+                              "no other nodes")
         elif cluster is False and opts.min_replicas:
             raise OptionError("minReplicas", opts.min_replicas, f"0: {redact_url(opts.url)} is a single node (not a "
                               "cluster), where the sink does not WAIT for replicas")

@@ -37,3 +37,16 @@ def test_check_passes_for_every_query(spark, capsys, seed):
 def test_an_unknown_query_is_refused(capsys):
     assert cli.main(["q99", "--events", "10"]) == 2
     assert "q0" in capsys.readouterr().err
+
+
+def _progress(rows: int, millis: int, sources: int = 1) -> dict:
+    return {"sources": [{"numInputRows": rows}] * sources, "durationMs": {"triggerExecution": millis}}
+
+
+def test_steady_rate_leaves_out_the_first_batches_and_counts_a_joined_stream_once():
+    # batch 1 and 2 are slow (planning, warm-up); a join reads the stream twice: events count once
+    progress = [_progress(100, 5_000, 2), _progress(100, 1_000, 2), _progress(300, 100, 2), _progress(100, 100, 2),
+                _progress(0, 7, 2)]
+    assert cli.steady_rate(progress) == 400 * 1000 / 200
+    assert cli.steady_rate(progress, skip=0) == 600 * 1000 / 6_200
+    assert cli.steady_rate(progress[:2]) is None

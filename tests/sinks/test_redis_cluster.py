@@ -105,7 +105,8 @@ def test_a_group_whose_slot_is_half_migrated_waits_for_the_move_and_lands_once(r
     namespace = f"cw-{uuid.uuid4().hex[:8]}"
     keys, encoded, _ = _lists(namespace, 10, 50)
     first = _plan(namespace, keys.slice(0, 10), encoded.slice(0, 10))  # the lists exist before the move starts
-    # another commit id: its records are new, so the source answers ASK for them (the lists are still there)
+    # another commit id: its records are new, so each group's keys are split (the lists on the source, no record
+    # anywhere): the source answers ASK (Redis 7.0) or TRYAGAIN (7.2), and with ASKING the importing node TRYAGAIN
     rest = _plan(namespace, keys.slice(10), encoded.slice(10), commit_id="q2")
     slot = first[0].slot
     source = redis_cluster.node_for_slot(slot)
@@ -131,6 +132,41 @@ def test_a_group_whose_slot_is_half_migrated_waits_for_the_move_and_lands_once(r
         writer.close()
         redis_cluster.migrate_slot(slot, source)
     assert outcome["report"].applied == len(rest) and outcome["report"].redirects >= 1
+    assert _read_lists(redis_cluster, namespace, 10) == _expected(10, 50, namespace)
+
+
+def test_ask_is_followed_into_the_importing_node_while_the_slot_is_still_migrating(redis_cluster):
+    """Batch 0 lands; the slot starts migrating and all its keys move (the slot is not handed over yet): batch 1's
+    groups find none of their keys on the source, which answers ASK; the writer sends them to the importing node
+    after ASKING, where they land, while the slot is still migrating."""
+    namespace = f"cw-{uuid.uuid4().hex[:8]}"
+    keys, encoded, _ = _lists(namespace, 10, 50)
+    first = _plan(namespace, keys.slice(0, 10), encoded.slice(0, 10))
+    second = _plan(namespace, keys.slice(10), encoded.slice(10), batch=1)
+    slot = first[0].slot
+    source = redis_cluster.node_for_slot(slot)
+    target = next(n for n in redis_cluster.primaries() if n.id != source.id)
+    writer = ClusterWriter(redis_cluster.url, redirect_timeout_s=60)
+    try:
+        writer.write(first)
+        redis_cluster.migrate_slot(slot, target, finish=False)
+        try:
+            moved = redis_cluster.execute("CLUSTER", "GETKEYSINSLOT", slot, 1000, address=source.address)
+            assert moved, "batch 0 wrote nothing in the slot"
+            redis_cluster.execute("MIGRATE", target.host, target.port, "", 0, 10_000, "KEYS", *moved,
+                                  address=source.address)
+            report = writer.write([w for w in second if w.slot == slot])
+            assert redis_cluster.execute("CLUSTER", "COUNTKEYSINSLOT", slot, address=target.address) == len(moved)
+            still = redis_cluster.execute("CLUSTER", "NODES", address=source.address)
+            assert f"[{slot}->-{target.id}]" in (still.decode() if isinstance(still, bytes) else still), \
+                "the slot was handed over before the write: ASK was not what it met"
+        finally:
+            redis_cluster.finish_migration(slot, source, target)
+        writer.write([w for w in second if w.slot != slot])
+    finally:
+        writer.close()
+        redis_cluster.migrate_slot(slot, source)
+    assert report.applied == 1 and report.redirects >= 1 and writer.redirects >= 1
     assert _read_lists(redis_cluster, namespace, 10) == _expected(10, 50, namespace)
 
 

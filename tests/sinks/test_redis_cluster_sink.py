@@ -4,6 +4,7 @@ refused at start. The streaming runs (SIGKILL of the driver, a primary killed, a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -14,6 +15,7 @@ import pytest
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.protocol import WriteIdentity
+from connectors.servers.tap import UP
 from sinks.redis.cluster import plan
 from sinks.redis.resp import commands
 from sinks.redis.sink import RedisSink, RedisSinkDataSource
@@ -90,6 +92,33 @@ def test_auto_finds_the_cluster_once_and_refuses_what_a_cluster_cannot_take(redi
         sink(redis_cluster.url, cluster="maybe")
     with pytest.raises(OptionError, match="url.*redis:// URL in cluster mode"):
         sink("rediss://127.0.0.1:1", cluster="true")
+    with pytest.raises(OptionError, match="addressMap.*single node"):
+        sink(redis_server.url, addressMap="10.0.0.1:6379=127.0.0.1:6379")
+    for bad in ("10.0.0.1:6379", "10.0.0.1=127.0.0.1:1", "a:1=b:1,a:1=c:2", "a:1=b:70000"):
+        with pytest.raises(OptionError, match="addressMap") as error:
+            sink(redis_cluster.url, addressMap=bad)
+        assert "host:port" in str(error.value)
+
+
+def test_address_map_sends_a_node_s_traffic_where_the_map_says(redis_cluster):
+    """Every primary announced at its own port is reached through a forwarder of its own (a cluster behind port
+    forwarding): the rows land once, and every node's writes went through its forwarder."""
+    from connectors.servers.tap import Tap
+
+    ns = namespace()
+    primaries = redis_cluster.primaries()
+    with contextlib.ExitStack() as stack:
+        taps = {p.address: stack.enter_context(Tap(p.address)) for p in primaries}
+        mapping = ",".join(f"{announced}={tap.address}" for announced, tap in taps.items())
+        seed = next(iter(taps.values())).address
+        target = sink(f"redis://{seed}", target="list", keyPrefix=ns, keyColumn="k", valueColumn="v",
+                      commitKeyPrefix=ns + "c:", addressMap=mapping)
+        batch = rows(300, 30)
+        assert write(target, batch, "q") == 0
+        carried = {announced: sum(c.total(UP) for c in tap.snapshot()) for announced, tap in taps.items()}
+    assert all(carried.values()), f"a primary was reached around its forwarder: {carried}"
+    for k in range(30):
+        assert cli_lines(redis_cluster, "LRANGE", f"{ns}k{k}", "0", "-1") == [f"v{i}" for i in range(k, 300, 30)]
 
 
 def test_a_list_partition_lands_once_on_all_primaries_and_a_replay_skips_it(redis_cluster):
