@@ -24,8 +24,8 @@ class RedisAdapter(SinkAdapter):
     (`list`, `hash`, `stream`), whose hash tags put them on every primary of a cluster split as
     ``redis-cli --cluster create`` splits it, in the same slots whatever the namespace: a partition's write is
     several slot groups, on several nodes, and a recorded conversation has the same sizes in every namespace. The
-    network cases put the proxy in front of the node `url` names, and the sink reaches that node through it
-    wherever the cluster announces it (option ``addressMap``).
+    network cases put the proxy in front of the primary serving lane ``{0}``, and the sink reaches that node through
+    it wherever the cluster announces it (option ``addressMap``); the other nodes directly.
     """
 
     format = "redis-sink"
@@ -56,13 +56,20 @@ class RedisAdapter(SinkAdapter):
         return {"url": self.url, "target": self.target, "keyPrefix": f"{namespace}:",
                 "commitKeyPrefix": f"commit:{namespace}:", **lanes}
 
+    @functools.cached_property
+    def _routed_primary(self) -> str:
+        """Cluster mode: ``host:port`` of the primary serving lane ``{0}``'s slot when first asked (the node `url`
+        names may be a replica by then, after a failover): every partition writes some of its groups there."""
+        node = self.client.get_node_from_key("{0}")
+        return f"{node.host}:{node.port}"
+
     def network_route(self) -> tuple[str, str | None] | None:
-        return host_port(self.url), None
+        return (self._routed_primary if self.cluster else host_port(self.url)), None
 
     def options_via(self, namespace: str, address: str) -> Mapping[str, str]:
-        # a cluster: the node at `url` announces its own address; the sink must reach it through `address` too
-        announced = {"addressMap": f"{host_port(self.url)}={address}"} if self.cluster else {}
-        return {**self.options(namespace), "url": with_address(self.url, address), **announced}
+        if self.cluster:  # the primary announces its own address: the sink reaches it through `address` instead
+            return {**self.options(namespace), "addressMap": f"{self._routed_primary}={address}"}
+        return {**self.options(namespace), "url": with_address(self.url, address)}
 
     @functools.cached_property
     def network_handshake(self) -> int:
