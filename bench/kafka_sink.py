@@ -154,11 +154,13 @@ def run_plain(broker, topic: str, values: list, progress: bool) -> float:
     return seconds
 
 
-def run_sink_write(broker, topic: str, batches: list) -> float:
-    """Seconds the sink's write path (at_least_once, no Spark) takes for `batches`, from open to close."""
+def run_sink_write(broker, topic: str, batches: list, extra: dict | None = None, schema=None) -> float:
+    """Seconds the sink's write path (at_least_once, no Spark) takes for `batches`, from open to close. `extra`:
+    sink options added; `schema`: the input's Spark schema (default one binary ``value`` column)."""
     options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "deliveryGuarantee": "at_least_once",
-               **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}
-    sink = KafkaSinkDataSource(options).streamWriter(StructType([StructField("value", BinaryType())]), False).sink
+               **(extra or {}), **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}
+    schema = schema or StructType([StructField("value", BinaryType())])
+    sink = KafkaSinkDataSource(options).streamWriter(schema, False).sink
     identity = WriteIdentity(f"bench-{uuid.uuid4().hex}", 0, 0, 0)
     start = time.perf_counter()
     conn = sink.open(identity)
@@ -174,18 +176,8 @@ def run_sink_format(broker, topic: str, batches: list, fmt: str, registry_url: s
     (the registry call of the writer build not included)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    options = {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "deliveryGuarantee": "at_least_once",
-               "value.format": fmt, "schema.registry.url": registry_url,
-               **{f"kafka.{k}": str(v) for k, v in OVERRIDES.items()}}
-    sink = KafkaSinkDataSource(options).streamWriter(from_arrow_schema(batches[0].schema), False).sink
-    identity = WriteIdentity(f"bench-{uuid.uuid4().hex}", 0, 0, 0)
-    start = time.perf_counter()
-    conn = sink.open(identity)
-    try:
-        sink.write(conn, identity, iter(batches))
-    finally:
-        sink.close(conn)
-    return time.perf_counter() - start
+    return run_sink_write(broker, topic, batches, {"value.format": fmt, "schema.registry.url": registry_url},
+                          from_arrow_schema(batches[0].schema))
 
 
 def run_plain_avro(broker, topic: str, rows: list[dict], schema: str, registry_url: str) -> float:

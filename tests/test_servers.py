@@ -10,7 +10,9 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -190,29 +192,14 @@ def test_redis_cluster_reshard_moves_slots_and_their_keys(redis_cluster):
 @pytest.mark.integration
 @pytest.mark.redis
 def test_serve_redis_cluster_prints_its_nodes_and_sigterm_stops_them():
-    import signal
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[1]
-    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", "redis-cluster"], cwd=root,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    pids: list[int] = []
-    try:
-        ready = serve.stdout.readline()
+    with _serve("redis-cluster") as (serve, ready):
         assert "redis-cluster ready at redis://" in ready, ready + serve.stdout.read()[-3000:]
         entry = ready.split("ready at redis://")[1].split()[0]
         assert "cluster_state:ok" in RedisCluster.external(f"redis://{entry}").cli("CLUSTER", "INFO")
-        pids = [int(line.split()[0]) for line in subprocess.run(
-            ["pgrep", "-P", str(serve.pid), "-a", "redis-server"], capture_output=True, text=True).stdout.splitlines()]
+        pids = {int(line.split()[0]) for line in subprocess.run(
+            ["pgrep", "-P", str(serve.pid), "-a", "redis-server"], capture_output=True, text=True).stdout.splitlines()}
         assert len(pids) == 6, pids
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(60) == 0
-        wait_until(lambda: not any(_alive(pid) for pid in pids), 30, 0.1, "the cluster's nodes to exit")
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait(30)
+        _stop_with_sigterm(serve, pids, "the cluster's nodes", timeout=30)
 
 
 # --------------------------------------------------------------------------------------------- Kafka
@@ -417,35 +404,61 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _kill(pids) -> None:
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@contextmanager
+def _serve(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``python -m connectors.servers serve ARGS…`` started, with its first line (``… ready at …``); on exit, if it is
+    still running, it and everything below it are killed (a failed test leaves no server behind)."""
+    root = Path(__file__).resolve().parents[1]
+    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", *args], cwd=root,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield serve, serve.stdout.readline()
+    finally:
+        if serve.poll() is None:
+            _kill(_descendants(serve.pid))
+            serve.kill()
+            serve.wait(30)
+
+
+def _jvm_and_the_rest_below(serve: subprocess.Popen) -> set[int]:
+    """Every process below `serve`, a JVM among them (else the test would check nothing)."""
+    children = _descendants(serve.pid)
+    assert any("java" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+               for pid in children if _alive(pid)), "no JVM under serve: the test checks nothing"
+    return children
+
+
+def _stop_with_sigterm(serve: subprocess.Popen, children: set[int], what: str, timeout: float = 60.0) -> None:
+    """SIGTERM (a plain `kill`): `serve` exits 0 and every one of `children` exits within `timeout` seconds; any
+    left then is killed."""
+    try:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0
+        wait_until(lambda: not any(_alive(pid) for pid in children), timeout, 0.1, f"{what} to exit after SIGTERM")
+    finally:
+        _kill(children)
+
+
 def test_serve_kafka_creates_topics_and_sigterm_stops_its_jvm():
     """`python -m connectors.servers serve kafka --topic NAME:PARTITIONS`: the topic exists once it says ready,
     and SIGTERM (a plain `kill`) stops the broker's JVM as Ctrl-C does, instead of leaving it running."""
     from confluent_kafka.admin import AdminClient
 
-    root = Path(__file__).resolve().parents[1]
-    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", "kafka", "--topic", "orders:3",
-                              "--topic", "events"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
-    children: set[int] = set()
-    try:
-        ready = serve.stdout.readline()
+    with _serve("kafka", "--topic", "orders:3", "--topic", "events") as (serve, ready):
         assert "kafka ready at" in ready, ready + serve.stdout.read()[-3000:]
         bootstrap = ready.split("ready at ")[1].split()[0]
         topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
         assert len(topics["orders"].partitions) == 3 and len(topics["events"].partitions) == 1, topics
-        children = _descendants(serve.pid)
-        assert any("java" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-                   for pid in children if _alive(pid)), "no JVM under serve: the test checks nothing"
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(60) == 0
-        wait_until(lambda: not any(_alive(pid) for pid in children), 60, 0.2, "serve's JVMs to exit after SIGTERM")
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait(30)
-        for pid in children:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)  # a failed run must not leave its broker behind
+        _stop_with_sigterm(serve, _jvm_and_the_rest_below(serve), "serve's JVMs")
 
 
 def test_schema_registry_fetched_once_into_the_cache():
@@ -482,33 +495,12 @@ def test_serve_schema_registry_answers_and_sigterm_stops_its_jvm():
     """`python -m connectors.servers serve schema-registry` prints the Confluent API's URL once it answers, and
     SIGTERM stops its JVM."""
     import json
-    import os
-    import signal
-    import subprocess
-    import sys
     import urllib.request
 
-    root = Path(__file__).resolve().parents[1]
-    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", "schema-registry"], cwd=root,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    children: set[int] = set()
-    try:
-        ready = serve.stdout.readline()
+    with _serve("schema-registry") as (serve, ready):
         assert "schema-registry ready at http://127.0.0.1:" in ready, ready + serve.stdout.read()[-3000:]
         url = ready.split("ready at ")[1].split()[0]
         assert url.endswith("/apis/ccompat/v7")
         with urllib.request.urlopen(url + "/subjects", timeout=10) as response:
             assert json.loads(response.read()) == []
-        children = _descendants(serve.pid)
-        assert any("java" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-                   for pid in children if _alive(pid)), "no JVM under serve: the test checks nothing"
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(60) == 0
-        wait_until(lambda: not any(_alive(pid) for pid in children), 60, 0.2, "serve's JVM to exit after SIGTERM")
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait(30)
-        for pid in children:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _stop_with_sigterm(serve, _jvm_and_the_rest_below(serve), "serve's JVM")

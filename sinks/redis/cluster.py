@@ -254,6 +254,22 @@ class ClusterWriter:
         """Where to connect for the node the cluster announces at ``host:port`` (`address_map`)."""
         return self.address_map.get((host, port), (host, port))
 
+    def _by_owner(self, items: list, slots: list[int]) -> dict:
+        """`items` grouped by the address of their slot's primary (`slots[i]` is item i's), in order; key None: the
+        slots no primary serves now (a failover under way)."""
+        out: dict = {}
+        for item, slot in zip(items, slots):
+            owner = int(self.owners[slot])
+            out.setdefault(self.nodes[owner] if owner >= 0 else None, []).append(item)
+        return out
+
+    def _asked_to(self, reply: Exception) -> tuple[str, int] | None:
+        """Where an ``ASK`` reply sends the command (reachable, `address_map`); None for any other reply."""
+        redis = _import_redis()
+        if isinstance(reply, redis.exceptions.AskError) and not isinstance(reply, redis.exceptions.MovedError):
+            return self._reachable(reply.host, reply.port)
+        return None
+
     def run(self, requests: Sequence[tuple[int, bytes, int]]) -> list[list]:
         """Send idempotent commands (reads, a ``SET`` of a fixed value, a script that only reads) to the owners of
         their slots: each request is ``(slot, RESP-encoded commands, how many replies)``; one write per node. A
@@ -268,10 +284,7 @@ class ClusterWriter:
         pending = list(range(len(requests)))
         deadline = time.monotonic() + self.redirect_timeout_s
         while pending:
-            by_node: dict[tuple[str, int] | None, list[int]] = {}
-            for i in pending:
-                owner = int(self.owners[requests[i][0]])
-                by_node.setdefault(self.nodes[owner] if owner >= 0 else None, []).append(i)
+            by_node = self._by_owner(pending, [requests[i][0] for i in pending])
             retry = by_node.pop(None, [])
             asked: dict[tuple[str, int], list[int]] = {}
             for rounds in (by_node, asked):
@@ -288,9 +301,9 @@ class ClusterWriter:
                                 out[i] = replies
                                 continue
                             self.redirects += 1
-                            if (not asking and requests[i][2] == 1 and isinstance(ask, redis.exceptions.AskError)
-                                    and not isinstance(ask, redis.exceptions.MovedError)):
-                                asked.setdefault(self._reachable(ask.host, ask.port), []).append(i)
+                            target = self._asked_to(ask)
+                            if not asking and requests[i][2] == 1 and target is not None:
+                                asked.setdefault(target, []).append(i)
                             else:
                                 retry.append(i)
                     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
@@ -318,10 +331,7 @@ class ClusterWriter:
         pending = list(writes)
         deadline = time.monotonic() + self.redirect_timeout_s
         while pending:
-            by_node: dict[tuple[str, int] | None, list[SlotWrite]] = {}
-            for group in pending:
-                owner = int(self.owners[group.slot])
-                by_node.setdefault(self.nodes[owner] if owner >= 0 else None, []).append(group)
+            by_node = self._by_owner(pending, [group.slot for group in pending])
             retry = by_node.pop(None, [])  # slots no primary serves now: a failover under way
             asked: dict[tuple[str, int], list[SlotWrite]] = {}
             for address, groups in by_node.items():
@@ -365,7 +375,6 @@ class ClusterWriter:
                asked: dict[tuple[str, int], list[SlotWrite]] | None) -> list[SlotWrite]:
         """Count each group's reply into `report`; returns the groups to send again (see `_write_node`), after
         ``WAIT`` for the others when `min_replicas` asks for it."""
-        redis = _import_redis()
         again: list[SlotWrite] = []
         done: list[SlotWrite] = []
         for group, reply in zip(groups, replies):
@@ -374,9 +383,9 @@ class ClusterWriter:
                     raise DeliveryError(f"redis-sink: Redis refused slot {group.slot}'s group: {reply}")
                 report.redirects += 1
                 self.redirects += 1
-                moved = isinstance(reply, redis.exceptions.MovedError)
-                if asked is not None and isinstance(reply, redis.exceptions.AskError) and not moved:
-                    asked.setdefault(self._reachable(reply.host, reply.port), []).append(group)
+                target = self._asked_to(reply)
+                if asked is not None and target is not None:
+                    asked.setdefault(target, []).append(group)
                 else:
                     again.append(group)
                 continue
@@ -417,8 +426,8 @@ _ASKING = command(b"ASKING")
 
 
 def _redirect(exc: Exception) -> bool:
-    redis = _import_redis()
     """Whether `exc` is a reply that says "not here, not now" — nothing of the command (or transaction) ran."""
+    redis = _import_redis()
     return isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError,  # MovedError is an AskError
                             redis.exceptions.ClusterDownError, redis.exceptions.ExecAbortError))
 
