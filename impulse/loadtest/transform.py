@@ -9,8 +9,10 @@ temporary view ``events``. ``nexmark:q0`` … ``nexmark:q22`` are the Nexmark qu
 When things are checked, every failure being a `LoadError` naming the flag and quoting Python's or Spark's
 reason (the CLI exits 2 before any load):
 
-- `resolve`, before Spark starts: MODULE imports (the working directory first, then ``PYTHONPATH``) and has a
-  callable FUNCTION; a Nexmark query exists and Spark can stream it;
+- `resolve`, before Spark starts: MODULE is found (the working directory first, then ``PYTHONPATH``) and binds
+  FUNCTION, read without running it; a Nexmark query exists and Spark can stream it;
+- `load`, once the session exists (a module's top-level ``F.udf(…)`` needs one): MODULE imports and FUNCTION is
+  callable;
 - `build`, on the session, before the query starts: the function returns (no exception), returns a DataFrame,
   streaming like its input; the SQL parses and resolves; ``--event-time-column`` names a timestamp column;
 - `start`, when the query starts: Spark accepts the output mode for the query (its reason otherwise).
@@ -22,13 +24,16 @@ workers); a package is shipped whole as a zip.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
+import re
 import sys
 import tempfile
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -36,8 +41,8 @@ from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.target import project_sinks
 from impulse.loadtest.units import LoadError
 
-__all__ = ["Transform", "describe", "check_mode", "resolve", "build", "apply", "with_event_time", "latency_definition",
-           "start", "ship", "output_mode", "final_after", "reason", "NEXMARK_PREFIX", "EVENTS_VIEW"]
+__all__ = ["Transform", "describe", "check_mode", "resolve", "load", "locate", "build", "apply", "with_event_time",
+           "latency_definition", "start", "ship", "output_mode", "final_after", "reason", "exception_text", "NEXMARK_PREFIX", "EVENTS_VIEW"]
 
 NEXMARK_PREFIX = "nexmark:"   # --transform nexmark:q5: a built-in Nexmark query
 EVENTS_VIEW = "events"        # the temporary view --sql reads
@@ -59,6 +64,8 @@ class Transform:
     function: Callable[[Any], Any] | None = None
     nexmark: Any = None
     module_path: str | None = None
+    module_name: str | None = None      # MODULE of ``--transform MODULE:FUNCTION``, imported by `load`
+    function_name: str | None = None
 
     @property
     def label(self) -> str:
@@ -73,6 +80,14 @@ def reason(exc: BaseException) -> str:
     if type(exc).__module__.startswith(("pyspark", "py4j")):
         return first[:500] or type(exc).__name__
     return f"{type(exc).__name__}: {first}"[:500] if first else type(exc).__name__
+
+
+def exception_text(exc: Any) -> str:
+    """The most telling line of a streaming query's exception (the Python error, if there is one)."""
+    text = str(getattr(exc, "desc", None) or exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^([\w.]+\.)?\w*(Error|Exception): ", line)]
+    return (errors[-1] if errors else lines[0] if lines else repr(exc))[:500]
 
 
 @contextmanager
@@ -90,10 +105,16 @@ def connect_mode(remote: bool) -> Iterator[None]:
         os.environ.pop(_CONNECT_MODE, None)
 
 
-def _import(module_name: str, flag: str, text: str, remote: bool):
+def _working_directory_first() -> str:
+    """The working directory, put first on ``sys.path`` as `python -m` would; returns it."""
     cwd = os.getcwd()
-    if cwd not in sys.path:  # the working directory first, as `python -m` would
+    if cwd not in sys.path:
         sys.path.insert(0, cwd)
+    return cwd
+
+
+def _import(module_name: str, flag: str, text: str, remote: bool):
+    cwd = _working_directory_first()
     try:
         with connect_mode(remote):
             return importlib.import_module(module_name)
@@ -102,8 +123,65 @@ def _import(module_name: str, flag: str, text: str, remote: bool):
                         f"PYTHONPATH): {reason(exc)}") from None
 
 
+def locate(module_name: str, flag: str, text: str) -> tuple[str | None, str | None]:
+    """Where `module_name` is, found without running any of its code (a module commonly creates UDFs at its top
+    level, which needs a Spark session): ``(its Python file, the file or package directory to ship)``; the file is
+    None where there is no Python source to read (a compiled extension, a namespace package). `LoadError` naming
+    `flag` when it is missing."""
+    cwd = _working_directory_first()
+    top, *rest = module_name.split(".")
+    missing = LoadError(f"{flag} {text}: cannot import module {module_name!r} (from the working directory {cwd} or "
+                        f"PYTHONPATH): ModuleNotFoundError: No module named {module_name!r}")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise missing
+    locations = list(spec.submodule_search_locations or [])
+    shipped = locations[0] if locations else spec.origin
+    origin = spec.origin if spec.has_location else None
+    for part in rest:  # the submodules' files, looked up rather than imported (their packages' code runs on import)
+        found = next((path for folder in locations
+                      for path in (os.path.join(folder, part, "__init__.py"), os.path.join(folder, f"{part}.py"))
+                      if os.path.isfile(path)), None)
+        if found is None:
+            folders = [os.path.join(folder, part) for folder in locations if os.path.isdir(os.path.join(folder, part))]
+            if not folders:
+                raise missing
+            locations, origin = folders, None   # a namespace package
+            continue
+        origin = found
+        locations = [os.path.dirname(found)] if found.endswith("__init__.py") else []
+    return (origin if origin and origin.endswith(".py") else None), shipped
+
+
+def defines(path: str, name: str) -> bool:
+    """Whether the Python file at `path` may bind `name` at its top level: a def, class, assignment or import of it,
+    or anything that could bind it unseen (``import *``, a module ``__getattr__``, ``global``, a dunder name)."""
+    if name.startswith("__") and name.endswith("__"):
+        return True
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return True  # the import will say what is wrong
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in (name, "__getattr__"):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in node.names):
+            return True
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.Global) and name in node.names:
+            return True
+    return False
+
+
 def resolve(config: LoadConfig) -> Transform | None:
-    """The transform of `config` (None without one), imported and checked before Spark starts."""
+    """The transform of `config` (None without one), checked before Spark starts: a Nexmark query exists and Spark
+    can stream it; MODULE is found and binds FUNCTION, read without running the module (`load` imports it once the
+    session exists)."""
     if config.sql is not None:
         if not config.sql.strip():
             raise LoadError("--sql: the query is empty; write e.g. --sql \"SELECT * FROM events WHERE …\"")
@@ -126,7 +204,20 @@ def resolve(config: LoadConfig) -> Transform | None:
         if not q.runs:
             raise LoadError(f"--transform {text}: Spark cannot stream this query: {q.unsupported}")
         return Transform("--transform", text, nexmark=q)
-    module = _import(module_name, "--transform", text, config.remote is not None)
+    path, shipped = locate(module_name, "--transform", text)
+    if path is not None and not defines(path, function_name):
+        raise LoadError(f"--transform {text}: module {module_name!r} ({path}) has no {function_name!r}")
+    return Transform("--transform", text, module_path=shipped, module_name=module_name, function_name=function_name)
+
+
+def load(spark, transform: Transform | None) -> Transform | None:
+    """`transform` with its FUNCTION imported, now that `spark` exists (unchanged for SQL, Nexmark, or a transform
+    already loaded); `LoadError` naming ``--transform`` when the module fails to import, or FUNCTION is missing or
+    not callable."""
+    if transform is None or transform.function is not None or transform.module_name is None:
+        return transform
+    text, module_name, function_name = transform.text, transform.module_name, transform.function_name
+    module = _import(module_name, "--transform", text, _is_remote(spark))
     function = getattr(module, function_name, None)
     if function is None:
         raise LoadError(f"--transform {text}: module {module_name!r} ({getattr(module, '__file__', '?')}) has no "
@@ -134,18 +225,7 @@ def resolve(config: LoadConfig) -> Transform | None:
     if not callable(function):
         raise LoadError(f"--transform {text}: {module_name}.{function_name} is a {type(function).__name__}, not a "
                         "function of the events DataFrame")
-    return Transform("--transform", text, function=function, module_path=_module_path(module_name))
-
-
-def _module_path(module_name: str) -> str | None:
-    """The file of a top-level module, or the directory of the top-level package holding `module_name`."""
-    top = sys.modules.get(module_name.split(".")[0])
-    if top is None:
-        return None
-    if hasattr(top, "__path__"):
-        paths = list(top.__path__)
-        return paths[0] if paths else None
-    return getattr(top, "__file__", None)
+    return replace(transform, function=function)
 
 
 def describe(config: LoadConfig) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 import uuid
 from collections import Counter
@@ -20,7 +21,7 @@ from impulse.loadtest.check import CheckResult, readback
 from impulse.loadtest.cli import main
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.scenario import load_plan, plan_from_args
-from impulse.loadtest.transform import output_mode, resolve
+from impulse.loadtest.transform import load, output_mode, resolve
 from impulse.loadtest.units import LoadError
 from impulse.options import split_limit
 from tests.readme import python_block
@@ -41,7 +42,7 @@ def test_a_transform_that_cannot_be_used_is_refused_naming_the_flag_and_python_s
     with pytest.raises(LoadError, match="write MODULE:FUNCTION"):
         resolve(LoadConfig(transform="just_a_name"))
     with pytest.raises(LoadError, match="is a str, not a function"):
-        resolve(LoadConfig(transform=f"{PIPELINES}:__doc__"))
+        load(None, resolve(LoadConfig(transform=f"{PIPELINES}:__doc__")))
     with pytest.raises(LoadError, match="add --source nexmark"):
         resolve(LoadConfig(transform="nexmark:q5"))
     with pytest.raises(LoadError, match="no Nexmark query 'q99'"):
@@ -70,7 +71,30 @@ def test_the_module_is_imported_from_the_working_directory(tmp_path, monkeypatch
     (tmp_path / f"{name}.py").write_text("def enrich(events):\n    return events\n")
     monkeypatch.chdir(tmp_path)
     transform = resolve(LoadConfig(transform=f"{name}:enrich"))
-    assert transform.function.__name__ == "enrich" and transform.module_path == str(tmp_path / f"{name}.py")
+    assert transform.function is None and name not in sys.modules  # found and read, not run, before Spark starts
+    assert transform.module_path == str(tmp_path / f"{name}.py")
+    assert load(None, transform).function.__name__ == "enrich"
+
+
+def test_a_module_is_read_not_run_before_spark_starts(tmp_path, monkeypatch):
+    """A module whose top level needs a session (a UDF made at import) is found and its FUNCTION seen without running
+    it; a package's submodule likewise; a name the file never binds is refused."""
+    name = f"user_pkg_{uuid.uuid4().hex[:8]}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("raise RuntimeError('the package ran')\n")
+    (tmp_path / name / "steps.py").write_text(
+        "raise RuntimeError('the module ran')\nfrom x import helper as score\n\n@decorate\ndef enrich(e):\n"
+        "    return e\n")
+    monkeypatch.chdir(tmp_path)
+    for function in ("enrich", "score"):
+        transform = resolve(LoadConfig(transform=f"{name}.steps:{function}"))
+        assert transform.module_path == str(tmp_path / name) and transform.function is None
+    with pytest.raises(LoadError, match=rf"module '{name}.steps' \(.*steps.py\) has no 'missing'"):
+        resolve(LoadConfig(transform=f"{name}.steps:missing"))
+    with pytest.raises(LoadError, match=rf"No module named '{name}.nope'"):
+        resolve(LoadConfig(transform=f"{name}.nope:f"))
+    with pytest.raises(LoadError, match="the package ran"):  # the import, once Spark is up, says what went wrong
+        load(None, resolve(LoadConfig(transform=f"{name}.steps:enrich")))
 
 
 def test_the_flags_and_the_toml_keys_are_one_table(tmp_path):
