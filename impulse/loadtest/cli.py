@@ -76,9 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet = logging.getLogger("impulse.connectors")  # the pre-flight's retries: the error says it all
         stack.callback(quiet.setLevel, quiet.level)
         quiet.setLevel(logging.ERROR)
-        spark_sql = logging.getLogger("SQLQueryContextLogger")  # PySpark logs a query's analysis error we report
-        stack.callback(spark_sql.setLevel, spark_sql.level)
-        spark_sql.setLevel(logging.CRITICAL)
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # PySpark logs, with the JVM's stack,
+            logger = logging.getLogger(name)                                  # an analysis error we report
+            stack.callback(logger.setLevel, logger.level)
+            logger.setLevel(logging.CRITICAL)
         try:
             scenarios, receiver = _prepare(plan, display, stack)
             exporter = None
@@ -92,15 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         config = scenarios[0].config
         try:
-            display.line(f"starting Spark ({config.remote or config.master})…")
             from pyspark import SparkContext
 
             from impulse.loadtest.session import make_session
+            from impulse.loadtest.via_kafka import session_master
+
+            masters = {session_master(s.config) for s in scenarios} - {config.master}  # real-time mode's slots
+            master = max(masters, key=_slots) if masters else config.master
+            display.line(f"starting Spark ({config.remote or master})…")
 
             # main() called in a process with a session: keep it (a Connect client session is always ours)
             owned = config.remote is not None or SparkContext._active_spark_context is None
-            spark = make_session(config.master, remote=config.remote,
-                                 kafka=any(s.config.via is not None for s in scenarios))
+            spark = make_session(master, remote=config.remote, kafka=any(s.config.via is not None for s in scenarios))
             if owned:
                 stack.callback(spark.stop)
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)
@@ -113,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             display.finish()
             print("impulse-load: interrupted before the load started", file=sys.stderr)
             return EXIT_INTERRUPTED
+
+
+def _slots(master: str) -> int:
+    """The task slots of a ``local[N]`` master (0 for any other)."""
+    digits = master[len("local["):-1] if master.startswith("local[") else ""
+    return int(digits) if digits.isdigit() else 0
 
 
 def _error(message: str) -> int:
@@ -202,7 +212,6 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
         config, ramp = scenario.config, scenario.ramp
         if len(scenarios) > 1:
             display.line(f"scenario {index + 1}/{len(scenarios)}: {scenario.name}")
-        config = replace(config, warmup=config.warmup and index == 0)
         if ramp is not None:
             result = run_ramp(config, ramp, spark=spark, display=display, stop=stop, receiver=receiver,
                               exporter=exporter)

@@ -44,7 +44,7 @@ class LoadConfig:
     max_latency_s: float = 5.0            # the p99 bound of `impulse.loadtest.ramp.assess`
     drain_timeout_s: float | None = None
     checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
-    warmup: bool = True                   # run a tiny noop query first, so Python workers are started
+    warmup: bool = True                   # warm Python workers, then the pipeline itself (`warm_pipeline`)
     master: str = "local[*]"              # used only when the harness makes the Spark session
     schema: str | None = None             # impulse's user schema (DDL): realistic events; None: the default columns
     source_options: Mapping[str, str] = field(default_factory=dict)  # more impulse options (fields.*, seed, …)

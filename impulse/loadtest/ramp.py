@@ -72,7 +72,7 @@ def run_ramp(config: LoadConfig, ramp: RampConfig, *, spark=None, display: Displ
     spark = spark or make_session(config.master)
     result = RampResult(config, ramp)
     for index, rate in enumerate(rates, 1):
-        step = replace(config, rate=rate, duration_s=ramp.step_duration_s, warmup=config.warmup and index == 1)
+        step = replace(config, rate=rate, duration_s=ramp.step_duration_s)  # each step warm: its own warm pipeline
         label = (f"step {index}/{len(rates)}: {config.sink} at {rate:,.0f} events/s for {ramp.step_duration_s:g}s "
                  f"({step.total_events:,} events), {config.partitions} partitions")
         run = run_load(step, spark=spark, display=display, stop=stop, receiver=receiver, label=label,

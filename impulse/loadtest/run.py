@@ -6,7 +6,10 @@ Sequence of `run_load`:
    the run's values, the impulse options and the sink's writer (`impulse.loadtest.target`); any
    problem raises a one-line `LoadError`.
 2. The Spark session (the caller's, or `impulse.loadtest.session.make_session`), the format lookup
-   of a third-party sink, the one-time warm-up.
+   of a third-party sink, the user's module imported (`impulse.loadtest.transform.load`: its top-level UDFs need
+   the session) and the query built and checked on Spark's analysed plan (`impulse.loadtest.plan`), all before
+   any event is produced; then the session's one-time warm-up and the warm pipeline
+   (`impulse.loadtest.warm_pipeline`: the run's own query on a short slice of events into ``noop``).
 3. The query: ``impulse`` with ``eventsPerSecond``, ``numPartitions``, ``payloadBytes`` and
    ``limit`` = rate × duration (``startTime`` unset: the schedule starts when the first batch is
    planned; ``downtime`` default), or the ``nexmark`` source paced the same way, through the user's
@@ -50,8 +53,12 @@ from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
 from impulse.loadtest.check import readback, run_check
 from impulse.loadtest.transform import apply as apply_transform
-from impulse.loadtest.transform import check_mode, latency_definition, output_mode, ship, with_event_time
+from impulse.loadtest.transform import (check_mode, exception_text, final_after, latency_definition, output_mode, ship,
+                                        with_event_time)
+from impulse.loadtest.transform import load as load_transform
 from impulse.loadtest.transform import resolve as resolve_transform
+from impulse.loadtest.plan import refuse_unfinal_check
+from impulse.loadtest.warm_pipeline import warm_pipeline
 from impulse.loadtest.transform import start as start_query
 
 __all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options", "describe_run"]
@@ -108,6 +115,7 @@ class LoadResult:
     deployment: dict | None = None     # where it ran: `impulse.loadtest.session.deployment`
     latency_definition: str = "end-to-end"   # or event-time / micro-batch (`impulse.loadtest.transform`)
     check: Any = None                  # `impulse.loadtest.check.CheckResult` of --check (None without it)
+    warm_s: float | None = None        # seconds the warm pipeline ran before the load (None: it did not run)
     _histograms: dict = field(default_factory=dict, repr=False)   # merged histograms (and stages), computed once
 
     @property
@@ -128,6 +136,12 @@ class LoadResult:
         """Rows the sink acknowledged (the project's sinks, or Spark's count for others); None when unknown."""
         counts = [b.output_rows for b in self.batches]
         return None if not counts or any(c is None for c in counts) else sum(counts)
+
+    @property
+    def first_batch_ms(self) -> int | None:
+        """The first measured micro-batch's time (Spark's ``triggerExecution``): what a query's start still costs
+        once the pipeline is warm. None without a batch."""
+        return self.batches[0].durations.get("triggerExecution") if self.batches else None
 
     @property
     def errors(self) -> int:
@@ -232,6 +246,8 @@ class LoadResult:
         out.update({_LATENCY_KEYS[name]: value for name, value in latency.items()})
         out["outputRows"] = self.output_rows
         out["latencyDefinition"] = self.latency_definition
+        out["firstBatchMs"] = self.first_batch_ms
+        out["warmupS"] = None if self.warm_s is None else round(self.warm_s, 2)
         if self.receiver is not None:
             out["receiverRows"] = self.receiver["rows"]
         return out
@@ -343,14 +359,6 @@ def _option(options: dict, name: str) -> str | None:
     return next((v for k, v in options.items() if k.lower() == name.lower()), None)
 
 
-def exception_text(exc: Any) -> str:
-    """The most telling line of a streaming query's exception (the Python error, if there is one)."""
-    text = str(getattr(exc, "desc", None) or exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"^([\w.]+\.)?\w*(Error|Exception): ", line)]
-    return (errors[-1] if errors else lines[0] if lines else repr(exc))[:500]
-
-
 def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, stop: Any = None,
              receiver: Receiver | None = None, label: str | None = None, exporter: Any = None) -> LoadResult:
     """Run one load test; see the module docstring. Raises `LoadError` before any load is sent.
@@ -372,11 +380,36 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     reader = readback(config.sink, target.options, mode, receiver) if config.check else None
     spark = spark or make_session(config.master, remote=config.remote)
     check_format(spark, config.sink)
+    transform = load_transform(spark, transform)
+    ship(spark, transform)
+    schema = impulse_schema_for(spark, config)
+
+    def build(events):
+        """The events → the DataFrame the run writes, checked on Spark's analysed plan (before any load)."""
+        applied = apply_transform(spark, transform, events)
+        out = with_event_time(config, applied, type(spark).__module__.startswith("pyspark.sql.connect"))
+        if transform is not None:  # the options that name columns, against the transform's output
+            preflight(config.sink, config.options, config.payload_bytes, schema=out.schema)
+        return applied, out
+
+    source = spark.readStream.format(config.source).options(**source_options)
+    if schema is not None:
+        source = source.schema(schema)
+    applied, output = build(source.load())
+    definition = latency_definition(config, applied)
+    if definition != "end-to-end" and not target.reports_metrics:
+        definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
+    if reader is not None:
+        refuse_unfinal_check(applied, mode, final_after(config, transform),
+                             transform.label if transform is not None else "the query")
+    warm_s = None
     if config.warmup:
         if display is not None:
-            display.line("warming up (Spark's Python workers; nothing is sent to the sink)…")
+            display.line("warming up (Spark's Python workers and your pipeline; nothing is sent to the sink)…")
         warm_up(spark, config.partitions, config.sink)
-    ship(spark, transform)
+        if transform is not None or schema is not None:
+            warm_s = warm_pipeline(spark, config.source, source_options, config.rate, config.total_events,
+                                   lambda events: build(events)[1], mode, schema, transform)
 
     workdir = tempfile.mkdtemp(prefix="impulse-load-")
     checkpoint = config.checkpoint_dir or os.path.join(workdir, "checkpoint")
@@ -390,21 +423,6 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     received_before = receiver.counts() if receiver is not None else None
 
     trigger_ms = round(config.trigger_s * 1000)
-    source = spark.readStream.format(config.source).options(**source_options)
-    schema = impulse_schema_for(spark, config)
-    if schema is not None:
-        source = source.schema(schema)
-    try:
-        output = apply_transform(spark, transform, source.load())
-        definition = latency_definition(config, output)
-        if definition != "end-to-end" and not target.reports_metrics:
-            definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
-        output = with_event_time(config, output, type(spark).__module__.startswith("pyspark.sql.connect"))
-        if transform is not None:  # the options that name columns, against the transform's output
-            preflight(config.sink, config.options, config.payload_bytes, schema=output.schema)
-    except LoadError:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
     writer = (
         output
         .writeStream.format(config.sink).options(**sink_options)
@@ -458,7 +476,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
                         query_id=str(query.id), batches=collector.batches,
                         schedule_start_us=collector.schedule_start_us, started_us=started_us,
                         finished_us=_now_us(), outcome=outcome, error=error,
-                        deployment=deployment(spark, config.remote), latency_definition=definition)
+                        deployment=deployment(spark, config.remote), latency_definition=definition, warm_s=warm_s)
     if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
         if display is not None:
             display.line("checking: reading the target back and computing the answer over a batch read…")

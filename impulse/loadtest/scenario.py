@@ -242,7 +242,8 @@ KEYS: tuple[Key, ...] = (
     Key("output", "text", None, "write report.json, summary.csv, batches.csv, report.png and report.html into DIR", "run", "DIR",
         scope="file"),
     Key("warmup", "bool", _D.warmup, "the warm-up: a tiny query into a sink that writes nothing, run first so that "
-        "Spark's Python workers are started and the sink's modules imported", "run", flag="--no-warmup",
+        "Spark's Python workers are started and the sink's modules imported, then your pipeline on a short slice of "
+        "events into noop before each run and ramp step (UDF workers, generated code, state stores)", "run", flag="--no-warmup",
         scope="file"),
 )
 _BY_NAME = {key.name: key for key in KEYS}

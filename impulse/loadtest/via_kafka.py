@@ -43,9 +43,10 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.check import judge, last_watermark
@@ -55,16 +56,19 @@ from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, out
                                              read_output)
 from impulse.loadtest.run import LoadResult, exception_text, impulse_options, impulse_schema_for
 from impulse.loadtest.transform import apply as apply_transform
+from impulse.loadtest.plan import refuse_real_time, refuse_unfinal_check
 from impulse.loadtest.transform import final_after
+from impulse.loadtest.transform import load as load_transform
 from impulse.loadtest.transform import output_mode as transform_output_mode
 from impulse.loadtest.transform import resolve as resolve_transform
 from impulse.loadtest.transform import ship
 from impulse.loadtest.via_check import OutputTopicReadback, as_records, decode, expected_input, via_readback
 from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via_watch import Watch, committed_ends
+from impulse.loadtest.warm_pipeline import warm_pipeline
 
 __all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka",
-           "producer_frame", "pipeline_source", "KAFKA_SINKS", "Transform"]
+           "producer_frame", "pipeline_source", "kafka_columns", "session_master", "KAFKA_SINKS", "Transform"]
 
 Transform = Callable[[Any], Any]     # DataFrame → DataFrame
 KAFKA_SINKS = ("kafka", "kafka-sink")   # pipeline sinks whose output topic the harness reads back
@@ -136,6 +140,37 @@ def pipeline_source(spark, via: Via, starting: Mapping[int, int], decode_schema=
     return frame if decode_schema is None else decode(frame, decode_schema)
 
 
+def kafka_columns(events, topic: str):
+    """`events` in the columns Spark's Kafka source gives the pipeline (``key``, ``value``, ``topic``, ``partition``,
+    ``offset``, ``timestamp``, ``timestampType``), the value as the producer writes it (`as_records`): what the
+    pipeline would read, for the plan checks and the warm pipeline."""
+    from pyspark.sql import functions as F
+
+    records = as_records(events)
+    return records.select(F.lit(None).cast("binary").alias("key"), F.col("value").cast("binary").alias("value"),
+                          F.lit(topic).alias("topic"), F.lit(0).alias("partition"), F.lit(0).cast("long").alias("offset"),
+                          "timestamp", F.lit(0).alias("timestampType"))
+
+
+def session_master(config: LoadConfig) -> str:
+    """The master of the session the harness makes for `config`: with real-time mode and the default master
+    (``local[*]``), ``local[N]`` with a task slot for every input partition and every producer partition besides
+    (real-time mode keeps a task running per input partition for the whole batch); else ``config.master``. The
+    input topic must exist (`prepare_topics`)."""
+    from impulse.loadtest.config import DEFAULT_MASTER
+
+    if config.via is None or config.remote is not None or config.master != DEFAULT_MASTER:
+        return config.master
+    trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger)
+    if trigger.kind != "realTime":
+        return config.master
+    from connectors.kafka_topics import end_offsets
+
+    via = parse_via(config.via, config.via_options)
+    needed = len(end_offsets(via.client_config, via.topic)) + config.partitions
+    return f"local[{max(needed, os.cpu_count() or 1)}]"
+
+
 def _output_frame(frame, sink: str):
     """What goes to a Kafka sink: the `frame` without the Kafka source's ``topic`` and ``partition`` columns (the
     sink's ``topic`` option says where the output goes, not the input's), and for Spark's ``kafka`` format, which
@@ -197,6 +232,27 @@ def prepare_topics(via: Via, config: LoadConfig) -> str | None:
         except KafkaException as exc:
             raise LoadError(f"{flag}: Kafka at {client['bootstrap.servers']}: {exc.args[0].str()}") from None
     return kind
+
+
+@contextmanager
+def _quiet_jvm_logs(spark, quiet: bool, settle_s: float = 10.0) -> Iterator[None]:
+    """With `quiet`, Spark's JVM logs off while the harness stops its own queries after a completed run, until no
+    stage runs any more (at most `settle_s`): stopping a real-time batch interrupts its Kafka tasks, which log an
+    ERROR and an InterruptException trace per task although nothing went wrong. A classic session only."""
+    if not quiet or type(spark).__module__.startswith("pyspark.sql.connect"):
+        yield
+        return
+    jvm = spark.sparkContext._jvm
+    level = str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel())
+    spark.sparkContext.setLogLevel("OFF")
+    try:
+        yield
+        deadline = time.monotonic() + settle_s
+        tracker = spark.sparkContext.statusTracker()
+        while tracker.getActiveStageIds() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        spark.sparkContext.setLogLevel(level)
 
 
 def _stop_quietly(query) -> None:
@@ -266,17 +322,34 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         sink_options = dict(config.options)
     check_mode = "append" if mode_note else output_mode  # real-time mode's update: the same rows as append
     reader = via_readback(config, sink_options, check_mode, receiver) if config.check else None
-    spark = spark or make_session(config.master, remote=config.remote, kafka=True)
+    spark = spark or make_session(session_master(config), remote=config.remote, kafka=True)
     if resolved is not None:
+        resolved = load_transform(spark, resolved)
         ship(spark, resolved)
         transform = partial(apply_transform, spark, resolved)
+    label = resolved.label if resolved is not None else "the pipeline"
+    schema = impulse_schema_for(spark, config)
+
+    def rehearsed(events):
+        """Impulse events → what the pipeline writes, had they come through the input topic (its input columns)."""
+        frame = events if decode else kafka_columns(events, via.topic)
+        return transform(frame) if transform is not None else frame
+
+    if trigger.kind == "realTime" or config.check:  # refusals read off the plan, before any event is produced
+        reader_ = spark.readStream.format("impulse").options(**producer_opts)
+        probe = rehearsed((reader_.schema(schema) if schema is not None else reader_).load())
+        if trigger.kind == "realTime":
+            refuse_real_time(spark, probe, f"--pipeline-trigger {trigger.text}")
+            _check_slots(spark, via, config)
+        if config.check:
+            refuse_unfinal_check(probe, check_mode, event_time_column or final_after(config, resolved), label)
     if config.warmup:
         if display is not None:
-            display.line("warming up (Spark's Python workers; nothing is sent to the sinks)…")
+            display.line("warming up (Spark's Python workers and your pipeline; nothing is sent to the sinks)…")
         warm_up(spark, config.partitions, "kafka-sink")
-
-    if trigger.kind == "realTime":
-        _check_slots(spark, via, config)
+        if transform is not None and trigger.kind != "realTime":  # real-time mode runs no Python: nothing to warm
+            warm_pipeline(spark, "impulse", producer_opts, config.rate, config.total_events,
+                          lambda events: _output_frame(rehearsed(events), config.sink), output_mode, schema, resolved)
 
     workdir = tempfile.mkdtemp(prefix="impulse-load-via-")
     queries: list = []
@@ -343,8 +416,9 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         watch = Watch(config, via, trigger, collector, producer, pipeline, display, stop, prefilled,
                        pipeline_started_us, prefill)
         outcome, error = watch.run(start_pipeline, queries)
-        for query in reversed(queries):
-            _stop_quietly(query)
+        with _quiet_jvm_logs(spark, outcome == "completed"):
+            for query in reversed(queries):
+                _stop_quietly(query)
         collector.poll(final=True)
         if display is not None:
             display.finish()

@@ -52,3 +52,7 @@ def returns_a_number(events):
 
 def returns_a_batch_frame(events):
     return events.sparkSession.range(3)
+
+
+def returns_none(events):
+    events.select("counter")  # forgot the return
