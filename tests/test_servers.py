@@ -536,6 +536,16 @@ def test_serve_refuses_at_once_without_its_client_library(kind, module, extra, t
     assert "ready at" not in serve.stdout
 
 
+def test_serve_that_cannot_start_exits_1_with_its_reason_and_no_traceback(tmp_path):
+    """No redis-server on the PATH (an empty directory is the whole PATH): one line saying what to install."""
+    root = Path(__file__).resolve().parents[1]
+    serve = subprocess.run([sys.executable, "-m", "connectors.servers", "serve", "redis"], cwd=root,
+                           env={**os.environ, "PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert serve.returncode == 1, serve.stdout + serve.stderr
+    assert serve.stderr.startswith("python -m connectors.servers: error: serve redis: redis-server is not installed")
+    assert "Traceback" not in serve.stderr and "ready at" not in serve.stdout
+
+
 def test_serve_schema_registry_answers_and_sigterm_stops_its_jvm():
     """`python -m connectors.servers serve schema-registry` prints the Confluent API's URL once it answers, and
     SIGTERM stops its JVM."""
