@@ -414,14 +414,23 @@ def _kill(pids) -> None:
 
 
 @contextmanager
-def _serve(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
+def _serve(*args: str, out: Path | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """``python -m connectors.servers serve ARGS…`` started, with its first line (``… ready at …``); on exit, if it is
-    still running, it and everything below it are killed (a failed test leaves no server behind)."""
+    still running, it and everything below it are killed (a failed test leaves no server behind).
+
+    With `out`, its stdout is redirected to that file (as a shell's ``> FILE``), and the first line is read from the
+    file once it is there (polled for 60 s, or until the process exits)."""
     root = Path(__file__).resolve().parents[1]
-    serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", *args], cwd=root,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(out, "w") if out is not None else open(os.devnull) as sink:
+        serve = subprocess.Popen([sys.executable, "-m", "connectors.servers", "serve", *args], cwd=root,
+                                 stdout=subprocess.PIPE if out is None else sink, stderr=subprocess.STDOUT, text=True)
     try:
-        yield serve, serve.stdout.readline()
+        if out is None:
+            yield serve, serve.stdout.readline()
+        else:
+            wait_until(lambda: "\n" in out.read_text() or serve.poll() is not None, 60, 0.05,
+                       f"a first line in {out}")
+            yield serve, out.read_text().partition("\n")[0]
     finally:
         if serve.poll() is None:
             _kill(_descendants(serve.pid))
@@ -489,6 +498,52 @@ def test_schema_registry_registers_and_refuses_what_its_subject_rule_refuses(sch
     v2 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}, {"name": "b", "type": "string"}]}
     with pytest.raises(ServerError, match="HTTP 409"):
         schema_registry.request("POST", f"/subjects/{subject}/versions", {"schema": json.dumps(v2)})
+
+
+@pytest.mark.integration
+@pytest.mark.redis
+def test_serve_flushes_its_ready_line_into_a_redirected_stdout(tmp_path):
+    """`serve redis > FILE`: the "ready at" line is in the file while the server runs (not held in a buffer until
+    it exits), and the address it names answers."""
+    import redis
+
+    with _serve("redis", out=tmp_path / "serve.out") as (serve, ready):
+        assert serve.poll() is None and "redis ready at redis://127.0.0.1:" in ready, (tmp_path / "serve.out").read_text()
+        assert redis.Redis.from_url(ready.split("ready at ")[1].split()[0], socket_timeout=5).ping()
+        _stop_with_sigterm(serve, _descendants(serve.pid), "redis-server")
+
+
+@pytest.mark.parametrize("kind, module, extra", [("redis", "redis", "redis"), ("redis-cluster", "redis", "redis"),
+                                                 ("kafka", "confluent_kafka", "kafka")])
+def test_serve_refuses_at_once_without_its_client_library(kind, module, extra, tmp_path):
+    """A `module`.py that raises ImportError, first on PYTHONPATH, stands for a machine without the extra: `serve`
+    exits 2 at once (not after its readiness timeout) naming the extra, without a traceback or a server."""
+    (tmp_path / f"{module}.py").write_text(f"raise ImportError('{module} is not installed here (a test stand-in)')\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    shadowed = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=60)
+    assert shadowed.returncode == 1 and "a test stand-in" in shadowed.stderr  # the stand-in does hide the library
+
+    started = time.monotonic()
+    serve = subprocess.run([sys.executable, "-m", "connectors.servers", "serve", kind], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert serve.returncode == 2, serve.stdout + serve.stderr
+    assert time.monotonic() - started < 15  # the redis readiness timeout is 20 s, Kafka's 120 s
+    package = "confluent-kafka" if module == "confluent_kafka" else module
+    assert serve.stderr == (f"python -m connectors.servers: error: serve {kind} needs {package}: "
+                            f"pip install 'impulse-connectors[{extra}]'\n")
+    assert "ready at" not in serve.stdout
+
+
+def test_serve_that_cannot_start_exits_1_with_its_reason_and_no_traceback(tmp_path):
+    """No redis-server on the PATH (an empty directory is the whole PATH): one line saying what to install."""
+    root = Path(__file__).resolve().parents[1]
+    serve = subprocess.run([sys.executable, "-m", "connectors.servers", "serve", "redis"], cwd=root,
+                           env={**os.environ, "PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert serve.returncode == 1, serve.stdout + serve.stderr
+    assert serve.stderr.startswith("python -m connectors.servers: error: serve redis: redis-server is not installed")
+    assert "Traceback" not in serve.stderr and "ready at" not in serve.stdout
 
 
 def test_serve_schema_registry_answers_and_sigterm_stops_its_jvm():

@@ -1,4 +1,10 @@
-"""``python -m connectors.servers``: fetch what the servers need, or run one server in the foreground."""
+"""``python -m connectors.servers``: fetch what the servers need, or run one server in the foreground.
+
+``serve KIND`` first imports the Python client the server is started with (its ``client_library``): without
+it, it refuses at once, naming the extra to install (exit 2, one line on stderr). It prints ``KIND ready at
+ADDRESS …`` (flushed, so a redirected stdout has it at once) when the server answers, and runs until Ctrl-C or
+SIGTERM (exit 0); a server that cannot start exits 1 with its reason, without a traceback.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,24 @@ from typing import Iterable
 
 import connectors.servers as servers
 
+PROG = "python -m connectors.servers"
+
+SERVERS = {"kafka": servers.KafkaBroker, "redis": servers.RedisServer, "redis-cluster": servers.RedisCluster,
+           "http": servers.Receiver, "spark-cluster": servers.SparkStandaloneCluster,
+           "spark-connect": servers.SparkConnectServer, "toxiproxy": servers.Toxiproxy,
+           "schema-registry": servers.SchemaRegistry}
+_ADDRESS = {"kafka": "bootstrap", "spark-cluster": "master_url"}   # the attribute "ready at" shows; others: url
+
 
 def main(argv: Iterable[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m connectors.servers", description=servers.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=servers.__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch-kafka", help="download the Kafka jars into the cache (no-op when present)")
     sub.add_parser("fetch-schema-registry", help="download Apicurio Registry into the cache (no-op when present)")
     sub.add_parser("fetch-toxiproxy", help="build the pinned Toxiproxy server into the cache with `go install` "
                                            "(no-op when present)")
     serve = sub.add_parser("serve", help="run one server in the foreground until Ctrl-C or SIGTERM")
-    serve.add_argument("kind", choices=["kafka", "redis", "redis-cluster", "http", "spark-cluster", "spark-connect",
-                                       "toxiproxy", "schema-registry"])
+    serve.add_argument("kind", choices=list(SERVERS))
     serve.add_argument("--topic", action="append", default=[], type=_topic, metavar="NAME[:PARTITIONS]",
                        help="kafka: create this topic (default 1 partition) once the broker is up; repeatable. "
                             "The broker does not create topics on first use")
@@ -36,22 +49,43 @@ def main(argv: Iterable[str]) -> int:
     if args.command == "fetch-toxiproxy":
         print(servers.fetch_toxiproxy())
         return 0
-    server = {"kafka": servers.KafkaBroker, "redis": servers.RedisServer, "redis-cluster": servers.RedisCluster,
-              "http": servers.Receiver, "spark-cluster": servers.SparkStandaloneCluster,
-              "spark-connect": servers.SparkConnectServer, "toxiproxy": servers.Toxiproxy,
-              "schema-registry": servers.SchemaRegistry}[args.kind]()
+    return _serve(args.kind, args.topic)
+
+
+def _serve(kind: str, topics: list[tuple[str, int]]) -> int:
+    """Run the server of `kind` until Ctrl-C or SIGTERM; the exit code (see the module docstring)."""
+    cls = SERVERS[kind]
+    try:
+        if cls.client_library is not None:
+            cls.client_library.require(f"serve {kind}")
+    except servers.ServerError as exc:
+        return _error(str(exc), 2)
+    server = cls()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server's JVM or process as Ctrl-C does
-    with contextlib.suppress(KeyboardInterrupt), server:
-        for name, partitions in args.topic:
-            server.create_topic(name, partitions)
-        address = getattr(server, {"kafka": "bootstrap", "spark-cluster": "master_url"}.get(args.kind, "url"))
-        where = f" (dir {server.dir})" if hasattr(server, "dir") else ""
-        if args.kind == "redis-cluster":
-            address += " (nodes: " + ", ".join(server.urls) + "; clients: redis-cli -c -p PORT)"
-        topics = "".join(f"; topic {name} ({partitions} partitions)" for name, partitions in args.topic)
-        print(f"{args.kind} ready at {address}{where}{topics}; Ctrl-C to stop", flush=True)
-        signal.pause()
+    try:
+        with contextlib.suppress(KeyboardInterrupt), server:
+            for name, partitions in topics:
+                server.create_topic(name, partitions)
+            print(f"{kind} ready at {_where(kind, server)}"
+                  + "".join(f"; topic {name} ({partitions} partitions)" for name, partitions in topics)
+                  + "; Ctrl-C to stop", flush=True)
+            signal.pause()
+    except servers.ServerError as exc:
+        return _error(f"serve {kind}: {exc}", 1)
     return 0
+
+
+def _where(kind: str, server) -> str:
+    """The server's address for its "ready at" line (a cluster's nodes, a process's directory)."""
+    address = getattr(server, _ADDRESS.get(kind, "url"))
+    if kind == "redis-cluster":
+        address += " (nodes: " + ", ".join(server.urls) + "; clients: redis-cli -c -p PORT)"
+    return address + (f" (dir {server.dir})" if hasattr(server, "dir") else "")
+
+
+def _error(message: str, code: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    return code
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -20,10 +20,10 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-__all__ = ["LOOPBACK", "ROOT", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once", "free_port",
-           "quiet_logger", "tail", "wait_until"]
+__all__ = ["LOOPBACK", "ROOT", "ClientLibrary", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once",
+           "free_port", "quiet_logger", "tail", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout (its tests/kafka/pom.xml pins the Kafka version)
 LOOPBACK = "127.0.0.1"
@@ -31,6 +31,26 @@ LOOPBACK = "127.0.0.1"
 
 class ServerError(RuntimeError):
     """A test server could not be fetched, started or stopped."""
+
+
+class ClientLibrary(NamedTuple):
+    """The Python client a server is polled and driven with (imported when it starts), and the extra of this
+    project that installs it."""
+
+    module: str      # what is imported, e.g. confluent_kafka
+    package: str     # what pip knows it by, e.g. confluent-kafka
+    extra: str       # the extra of setup.cfg that brings it, e.g. kafka
+
+    def require(self, needed_by: str) -> None:
+        """Import `module`; `ServerError` ``"<needed_by> needs <package>: pip install 'impulse-connectors[<extra>]'"``
+        when it cannot be imported here (`connectors.registry.import_extra`, the one gate of an extra)."""
+        from connectors.errors import SinkError
+        from connectors.registry import import_extra
+
+        try:
+            import_extra(self.module, self.extra, needed_by, self.package)
+        except SinkError as exc:
+            raise ServerError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -95,6 +115,7 @@ class Server:
     """Shared life cycle: a temp dir, ``start/stop/restart/close`` and the context-manager protocol."""
 
     name = "server"
+    client_library: ClientLibrary | None = None   # what starting it imports beyond the standard library
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"impulse-{self.name}-"))

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from connectors.kafka_topics import create_topic, end_offsets, read_topic
-from connectors.servers.base import (LOOPBACK, ROOT, ProcessServer, ServerError, cache_root, fetch_once, free_port,
-                                     quiet_logger, wait_until)
+from connectors.servers.base import (LOOPBACK, ROOT, ClientLibrary, ProcessServer, ServerError, cache_root, fetch_once,
+                                     free_port, quiet_logger, wait_until)
 
 __all__ = ["KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir"]
 
@@ -105,6 +105,7 @@ class KafkaBroker(ProcessServer):
 
     name = "kafka"
     external_env = "KAFKA_BROKERS"
+    client_library = ClientLibrary("confluent_kafka", "confluent-kafka", "kafka")
     READY_TIMEOUT = 120.0
 
     # C1-only JIT: the JVM starts ~30% faster; steady-state speed is plenty for tests (pass [] to a benchmark).

@@ -251,6 +251,7 @@ class Receiver:
     """
 
     name = "http"
+    client_library = None   # the standard library's HTTP server: nothing to install
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, record: bool = False) -> None:
         self.host = host

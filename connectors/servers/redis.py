@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Sequence
 
-from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, free_port, tail
+from connectors.servers.base import LOOPBACK, ClientLibrary, ProcessServer, ServerError, free_port, tail
 
 __all__ = ["RedisServer"]
 
@@ -25,6 +25,7 @@ class RedisServer(ProcessServer):
 
     name = "redis"
     external_env = "REDIS_URL"
+    client_library = ClientLibrary("redis", "redis", "redis")
 
     def __init__(self, persistence: bool = False, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
         super().__init__()

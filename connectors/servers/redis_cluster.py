@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.servers.base import ServerError, Server, free_port, wait_until
+from connectors.servers.base import ClientLibrary, ServerError, Server, free_port, wait_until
 from connectors.servers.redis import RedisServer
 
 __all__ = ["ClusterNode", "RedisCluster"]
@@ -55,6 +55,7 @@ class RedisCluster(Server):
 
     name = "redis-cluster"
     external_env = "REDIS_CLUSTER_URL"
+    client_library = ClientLibrary("redis", "redis", "redis")
 
     def __init__(self, primaries: int = 3, replicas: int = 1, persistence: bool = False,
                  node_timeout_ms: int = 3000) -> None:

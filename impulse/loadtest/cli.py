@@ -1,10 +1,11 @@
 """``impulse-load`` (also ``python -m impulse.loadtest``): the command line of the load harness.
 
-Exit codes: 0 the run completed (a ramp: ran to its end); 1 the query failed, did not deliver every
-event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown
+Exit codes: 0 the run completed (a ramp: ran to its end and passed as a gate); 1 the query failed, did not deliver
+every event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown
 sink, a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
-99 a ``--threshold`` or ``--check`` failed (k6's code; after the report is written); 130 stopped by Ctrl-C / SIGTERM
-(the report still covers what ran).
+99 a ``--threshold`` or ``--check`` failed, or a ramp did (no step sustained, or its highest sustained rate below
+``--min-sustained``: `impulse.loadtest.ramp.RampResult.failures`) (k6's code; after the report is written); 130
+stopped by Ctrl-C / SIGTERM (the report still covers what ran).
 
 ``impulse-load run FILE.toml [FLAGS…] [--set KEY=VALUE…]`` runs the scenarios of a file one after
 another (`impulse.loadtest.scenario`: the flags and the file's keys are one table); a bad file exits 2
@@ -40,6 +41,7 @@ examples:
                -o kafka.bootstrap.servers=localhost:9092 -o topic=out --pipeline-trigger realTime=5s --rate 10k
                                                  # through Kafka: a producer fills the topic, the pipeline reads it
   impulse-load --sink noop --ramp 100k:100k:2M --step-duration 10s --output report/
+  impulse-load --sink noop --ramp 100k:100k:2M --min-sustained 1M   # a CI gate: exit 99 below 1M events/s
   impulse-load --sink redis-sink -o url=redis://localhost:6379 --rate 10k --trigger 0 \\
                --threshold 'p99<1s' --threshold 'rate>=95%' --threshold 'errors==0'   # a CI gate: exit 99 on failure
   impulse-load run examples/spike-redis.toml --set options.url=redis://localhost:6379   # a load test as a file
@@ -200,7 +202,7 @@ def _install_signals(stop, display, stack: ExitStack) -> None:
 
 def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiver, exporter) -> int:
     """The scenarios one after another (a stop request ends the plan), their summaries, the report, the exit code:
-    130 interrupted, else 99 a threshold failed, else 1 a run failed, else 0."""
+    130 interrupted, else 99 a threshold, a check or a ramp's gate failed, else 1 a run failed, else 0."""
     from impulse.loadtest.ramp import run_ramp
     from impulse.loadtest.report import ramp_text, summary_text, write_report
     from impulse.loadtest.run import describe_run, run_load
@@ -221,6 +223,7 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                 display.line("")
             display.line(ramp_text(result))
             interrupted = interrupted or result.interrupted
+            thresholds_failed = thresholds_failed or not result.passed
         else:
             if config.via is not None:  # the production topology: impulse → Kafka → the pipeline → the sink
                 result = run_via_kafka(config, spark=spark, display=display, stop=stop, receiver=receiver,

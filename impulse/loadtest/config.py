@@ -149,12 +149,16 @@ class LoadConfig:
 
 @dataclass(frozen=True)
 class RampConfig:
-    """Step mode: rates ``start, start + step, …`` up to `maximum`, each for `step_duration_s`."""
+    """Step mode: rates ``start, start + step, …`` up to `maximum`, each for `step_duration_s`.
+
+    `min_sustained` (events/s, ``--min-sustained``): the ramp fails as a gate when its highest sustained rate is
+    lower (`impulse.loadtest.ramp.RampResult.failures`); it must be one a step can reach (≤ the last rate)."""
 
     start: float
     step: float
     maximum: float
     step_duration_s: float = 10.0
+    min_sustained: float | None = None
 
     def rates(self) -> list[float]:
         out, rate = [], self.start
@@ -169,6 +173,10 @@ class RampConfig:
                             f"{self.start:g}:{self.step:g}:{self.maximum:g}")
         if not self.step_duration_s > 0:
             raise LoadError(f"--step-duration must be > 0, not {self.step_duration_s:g}s")
+        if self.min_sustained is not None and not 0 < self.min_sustained <= self.rates()[-1]:
+            raise LoadError(f"--min-sustained {self.min_sustained:,.0f} events/s: no step of --ramp "
+                            f"{self.start:g}:{self.step:g}:{self.maximum:g} can sustain it (its steps go up to "
+                            f"{self.rates()[-1]:,.0f} events/s); give a rate > 0 and ≤ the ramp's last step")
 
 
 DEFAULT_SINK = LoadConfig.sink

@@ -8,6 +8,10 @@ Built from the ``report.json`` document (`impulse.loadtest.sections`), so it say
   message is what was measured against the bound (``measured 1,234.5 ms; bound p99<1s``), one for the
   run's ``check`` when it has one, and ``run completed``, an ``<error>`` when the query failed, timed out or
   was interrupted;
+- one more ``<testsuite>`` per ramp (named as its steps' prefix, after every run's suite) holding the ramp's gate:
+  one ``<testcase>``, ``a step sustained`` (with ``--min-sustained``: ``highest sustained rate ≥ RATE events/s``),
+  whose ``<failure>`` message is the ramp's ``failures`` (`impulse.loadtest.ramp.RampResult.failures`), joined;
+  a ramp's object without ``failures`` (an older report) has no such suite;
 - the suite's ``<properties>``: the headline numbers of its ``summary`` (every key, as written);
 - times in seconds with at most 3 decimals, as the Surefire schema (junit-10.xsd) demands.
 
@@ -21,7 +25,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from impulse.loadtest.sections import check_failure, run_sections
+from impulse.loadtest.sections import check_failure, ramp_sections, run_sections
 
 __all__ = ["junit_xml", "write_junit"]
 
@@ -81,6 +85,22 @@ def _suite(parent: ET.Element, name: str, run: dict) -> tuple[int, int, int]:
     return tests, failures, errors
 
 
+def _ramp_suite(parent: ET.Element, name: str, ramp: dict) -> tuple[int, int, int]:
+    """A ramp's gate as a suite of one test case; returns its (tests, failures, errors)."""
+    failures = ramp.get("failures") or []
+    minimum = (ramp.get("ramp") or {}).get("minSustained")
+    suite = ET.SubElement(parent, "testsuite", {"name": name, "tests": "1", "failures": str(int(bool(failures))),
+                                                "errors": "0", "skipped": "0", "time": _seconds(0)})
+    properties = ET.SubElement(suite, "properties")
+    for key in ("highestSustainedRate", "bound"):
+        value = ramp.get(key)
+        ET.SubElement(properties, "property", {"name": key, "value": "" if value is None else str(value)})
+    case = (f"highest sustained rate ≥ {minimum:,.0f} events/s" if isinstance(minimum, (int, float))
+            else "a step sustained")
+    _case(suite, name, case, failure="; ".join(failures) if failures else None, kind="ramp")
+    return 1, int(bool(failures)), 0
+
+
 def junit_xml(document: dict, name: str = "impulse-load") -> bytes:
     """The JUnit XML (UTF-8, with its declaration) of a ``report.json`` document; `name` names the root and prefixes
     every suite."""
@@ -91,6 +111,10 @@ def junit_xml(document: dict, name: str = "impulse-load") -> bytes:
         for i, count in enumerate(_suite(root, suite_name, run)):
             totals[i] += count
         time += float(root[-1].get("time"))
+    for suite_name, ramp in ramp_sections(document, document.get("name") or name):
+        if isinstance(ramp.get("failures"), list):
+            for i, count in enumerate(_ramp_suite(root, suite_name, ramp)):
+                totals[i] += count
     root.set("tests", str(totals[0]))
     root.set("failures", str(totals[1]))
     root.set("errors", str(totals[2]))

@@ -5,6 +5,10 @@ new query with a new checkpoint, so no step inherits another's backlog — simpl
 what each rate costs. A step is judged by the bound of `impulse.loadtest.bound` (completed,
 achieved ≥ 95 % of the target, p99 ≤ the maximum latency). The ramp stops after the first step that
 fails it (or at the maximum rate, or when stopped); the result is the highest sustained rate.
+
+A ramp is also a gate (`RampResult.failures`, one plain sentence per reason; empty: it passed): it fails
+when no step was sustained, or when its highest sustained rate is below ``--min-sustained``. Its text
+summary, report.json, JUnit file and the CLI's exit code (99) all read that one list.
 """
 
 from __future__ import annotations
@@ -38,6 +42,32 @@ class RampResult:
         return max(rates) if rates else None
 
     @property
+    def failures(self) -> list[str]:
+        """Why the ramp fails as a gate (see the module docstring), e.g. ``no step sustained: step 1 at 5,000
+        events/s: p99 latency 8.700s > max latency 5s``; empty when it passed."""
+        best = self.highest_sustained_rate
+        minimum = self.ramp.min_sustained
+        if best is None:
+            return [f"no step sustained: {self._first_not_sustained()}"]
+        if minimum is not None and best < minimum:
+            return [f"highest sustained rate {best:,.0f} events/s < min-sustained {minimum:,.0f} events/s: "
+                    f"{self._first_not_sustained()}"]
+        return []
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def _first_not_sustained(self) -> str:
+        """The step that ended the ramp and why, e.g. ``step 2 at 20,000 events/s: achieved …``."""
+        for index, step in enumerate(self.steps, 1):
+            if not step.verdict.sustained:
+                return f"step {index} at {step.target_rate:,.0f} events/s: " + "; ".join(step.verdict.reasons)
+        if not self.steps:
+            return "no step ran" + (" (interrupted)" if self.interrupted else "")
+        return "interrupted before a faster step ran" if self.interrupted else "no faster step ran"
+
+    @property
     def bound(self) -> str:
         return (f"completed, achieved ≥ {THROUGHPUT_SHARE:.0%} of target, "
                 f"p99 ≤ {self.config.max_latency_s:g}s")
@@ -50,9 +80,11 @@ class RampResult:
         return {
             "mode": "ramp",
             "ramp": {"start": self.ramp.start, "step": self.ramp.step, "max": self.ramp.maximum,
-                     "stepDurationS": self.ramp.step_duration_s},
+                     "stepDurationS": self.ramp.step_duration_s, "minSustained": self.ramp.min_sustained},
             "bound": self.bound,
             "highestSustainedRate": self.highest_sustained_rate,
+            "passed": self.passed,
+            "failures": self.failures,
             "interrupted": self.interrupted,
             "steps": [s.to_dict() for s in self.steps],
         }

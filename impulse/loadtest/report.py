@@ -131,7 +131,7 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
 
 
 def ramp_text(ramp: RampResult) -> str:
-    """One row per step and the highest sustained rate."""
+    """One row per step, the highest sustained rate and the ramp's verdict as a gate (`RampResult.failures`)."""
     c = ramp.config
     lines = [
         f"impulse-load ramp: {c.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
@@ -150,6 +150,9 @@ def ramp_text(ramp: RampResult) -> str:
                  else "highest sustained rate: none (the first step was not sustained)")
     if ramp.interrupted:
         lines.append("(interrupted: the ramp did not reach its end)")
+    minimum = ramp.ramp.min_sustained
+    gate = f" (min-sustained {minimum:,.0f} events/s)" if minimum is not None else ""
+    lines += [f"ramp: passed{gate}"] if ramp.passed else [f"ramp: FAILED{gate}", *(f"  {r}" for r in ramp.failures)]
     return "\n".join(lines)
 
 

@@ -216,6 +216,9 @@ KEYS: tuple[Key, ...] = (
     Key("ramp", "ramp", None, "raise the rate in steps (events/s, e.g. 10000:10000:200000 or 10k:10k:200k) until a "
         "step is not sustained; reports the highest sustained rate", "step mode", "START:STEP:MAX"),
     Key("step-duration", "duration", RampConfig.step_duration_s, "duration of each step", "step mode", "DURATION"),
+    Key("min-sustained", "rate", RampConfig.min_sustained, "with --ramp, a CI gate: the ramp fails (exit 99) when "
+        "its highest sustained rate is below this one (k/M suffixes); without it a ramp fails only when no step is "
+        "sustained", "step mode", "EVENTS_PER_S"),
     Key("max-latency", "duration", _D.max_latency_s, "p99 end-to-end latency above which a step (or run, or "
         "stage) is not sustained", "step mode", "DURATION"),
     # -- thresholds
@@ -554,6 +557,9 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
     if config.abort_on_fail and not config.thresholds:
         raise LoadError("--abort-on-fail needs at least one --threshold")
     ramp = None
+    if get("min-sustained") is not None and get("ramp") is None:
+        raise LoadError("--min-sustained gates a ramp's highest sustained rate: give --ramp START:STEP:MAX (a single "
+                        "run's achieved rate is gated by --threshold 'rate>=95%')")
     if get("ramp") is not None and config.via is not None:
         raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
     if get("ramp") is not None:
@@ -564,7 +570,7 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
             raise LoadError("--check reads back a single run; with --ramp each step is a new query into the same "
                             "target (check one rate without --ramp)")
         start, step, maximum = parse_ramp(get("ramp"))
-        ramp = RampConfig(start, step, maximum, get("step-duration"))
+        ramp = RampConfig(start, step, maximum, get("step-duration"), get("min-sustained"))
         ramp.validate()
     return Scenario(name, config, ramp)
 

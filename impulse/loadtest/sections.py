@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-__all__ = ["run_sections", "step_name", "check_failure", "rate_series"]
+__all__ = ["run_sections", "ramp_sections", "step_name", "check_failure", "rate_series"]
 
 
 def step_name(index: int, step: dict) -> str:
@@ -26,12 +26,25 @@ def run_sections(document: dict, name: str) -> Iterator[tuple[str, dict]]:
     mode = document.get("mode")
     if mode == "scenarios":
         for index, section in enumerate(document.get("scenarios") or [], 1):
-            yield from run_sections(section, f"{name} / {section.get('name') or f'scenario {index}'}")
+            yield from run_sections(section, _scenario_name(name, index, section))
     elif mode == "ramp":
         for index, step in enumerate(document.get("steps") or [], 1):
             yield f"{name} / {step_name(index, step)}", step
     else:
         yield name, document
+
+
+def ramp_sections(document: dict, name: str) -> Iterator[tuple[str, dict]]:
+    """Every ramp of `document` as (its name, the ramp's object): the name `run_sections` puts before its steps."""
+    if document.get("mode") == "scenarios":
+        for index, section in enumerate(document.get("scenarios") or [], 1):
+            yield from ramp_sections(section, _scenario_name(name, index, section))
+    elif document.get("mode") == "ramp":
+        yield name, document
+
+
+def _scenario_name(name: str, index: int, section: dict) -> str:
+    return f"{name} / {section.get('name') or f'scenario {index}'}"
 
 
 def check_failure(check: dict) -> str | None:

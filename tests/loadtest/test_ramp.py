@@ -1,17 +1,28 @@
-"""Step mode: a real ramp on ``noop`` that stops at once, and the bound itself on made-up runs."""
+"""Step mode: a real ramp on ``noop`` that stops at once, the bound itself on made-up runs, and the ramp as a CI gate
+(`RampResult.failures`) on made-up steps and in two short CLI runs into ``noop`` (exit 99, a JUnit failure)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
+import xmlschema
+from junitparser import Failure, JUnitXml
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest import LoadConfig, RampConfig, assess, ramp_text, run_ramp, write_report
+from impulse.loadtest import LoadConfig, LoadError, RampConfig, RampResult, Verdict, assess, ramp_text, run_ramp, \
+    write_report
+from impulse.loadtest.cli import main
+from impulse.loadtest.junit import junit_xml
 from impulse.loadtest.metrics import Batch, achieved_rate
+from impulse.loadtest.scenario import load_plan, plan_from_args
 from tests.loadtest.helpers import assert_report_files
+
+JUNIT_SCHEMA = Path(__file__).with_name("data") / "junit-10.xsd"
 
 
 @pytest.mark.integration
@@ -107,3 +118,150 @@ def test_a_failed_or_unfinished_run_is_not_sustained():
     assert assess(failed, 5).reasons[0] == "the query failed: boom"
     late = _Run(_batches(10_000, 50_000, 10, 800_000), 10_000, outcome="timed out")
     assert "events were delivered within the drain time" in assess(late, 5).reasons[0]
+
+
+# ------------------------------------------------------------------------------- the ramp as a gate, made-up steps
+
+
+@dataclass
+class _Step:
+    """The attributes of a LoadResult that RampResult, ramp_text and the JUnit file read."""
+
+    target_rate: float
+    verdict: Verdict
+    achieved_rate: float = 0.0
+    events: int = 0
+    errors: int = 0
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+
+    def to_dict(self) -> dict:
+        return {"summary": {"targetRate": self.target_rate, "outcome": "completed",
+                            "sustained": self.verdict.sustained}, "thresholds": []}
+
+
+SUSTAINED = Verdict(True)
+TOO_SLOW = Verdict(False, ("p99 latency 8.700s > max latency 5s",))
+
+
+def _ramp(verdicts, min_sustained=None, interrupted=False) -> RampResult:
+    ramp = RampConfig(5_000, 5_000, 20_000, 3, min_sustained)
+    steps = [_Step(rate, verdict) for rate, verdict in zip(ramp.rates(), verdicts)]
+    return RampResult(LoadConfig(sink="noop"), ramp, steps, interrupted)
+
+
+def test_a_ramp_without_a_sustained_step_fails_with_the_first_steps_reasons():
+    ramp = _ramp([TOO_SLOW])
+    assert ramp.failures == ["no step sustained: step 1 at 5,000 events/s: p99 latency 8.700s > max latency 5s"]
+    assert not ramp.passed
+    two = _ramp([Verdict(False, ("the query failed: boom", "p99 latency 8.700s > max latency 5s"))])
+    assert two.failures == ["no step sustained: step 1 at 5,000 events/s: the query failed: boom; "
+                            "p99 latency 8.700s > max latency 5s"]
+    assert _ramp([], interrupted=True).failures == ["no step sustained: no step ran (interrupted)"]
+
+
+def test_a_ramp_passes_with_a_sustained_step_and_its_minimum_reached():
+    assert _ramp([SUSTAINED, TOO_SLOW]).failures == []
+    assert _ramp([SUSTAINED, SUSTAINED, TOO_SLOW], min_sustained=10_000).passed
+    assert _ramp([SUSTAINED] * 4, min_sustained=20_000).passed
+
+
+def test_a_ramp_below_min_sustained_fails_naming_both_rates_and_the_step_that_stopped_it():
+    ramp = _ramp([SUSTAINED, TOO_SLOW], min_sustained=15_000)
+    assert ramp.failures == ["highest sustained rate 5,000 events/s < min-sustained 15,000 events/s: "
+                             "step 2 at 10,000 events/s: p99 latency 8.700s > max latency 5s"]
+    stopped = _ramp([SUSTAINED], min_sustained=15_000, interrupted=True)
+    assert stopped.failures == ["highest sustained rate 5,000 events/s < min-sustained 15,000 events/s: "
+                                "interrupted before a faster step ran"]
+    none = _ramp([TOO_SLOW], min_sustained=15_000)  # one reason: nothing was sustained
+    assert none.failures == ["no step sustained: step 1 at 5,000 events/s: p99 latency 8.700s > max latency 5s"]
+
+
+def test_the_text_the_json_and_the_junit_file_say_the_same_verdict():
+    for ramp in (_ramp([SUSTAINED, TOO_SLOW], min_sustained=15_000), _ramp([SUSTAINED, SUSTAINED, TOO_SLOW])):
+        text, document = ramp_text(ramp), ramp.to_dict()
+        assert document["passed"] is ramp.passed and document["failures"] == ramp.failures
+        assert document["ramp"]["minSustained"] == ramp.ramp.min_sustained
+        xml = junit_xml({"name": "orders", **document}).decode()
+        xmlschema.XMLSchema(str(JUNIT_SCHEMA)).validate(xml)
+        parsed = JUnitXml.fromstring(xml)
+        gate = [suite for suite in parsed if suite.name == "orders"]
+        assert len(gate) == 1 and len(list(parsed)) == len(ramp.steps) + 1  # one suite per step, and the gate
+        (case,) = list(gate[0])
+        if ramp.passed:
+            assert "ramp: passed" in text and "FAILED" not in text
+            assert case.name == "a step sustained" and list(case.result) == [] and parsed.failures == 0
+        else:
+            assert "ramp: FAILED (min-sustained 15,000 events/s)" in text and f"  {ramp.failures[0]}" in text
+            assert case.name == "highest sustained rate ≥ 15,000 events/s"
+            (failure,) = case.result
+            assert isinstance(failure, Failure) and failure.message == ramp.failures[0]
+            assert parsed.failures == 1
+
+
+def test_min_sustained_is_a_rate_a_step_can_reach_and_only_with_a_ramp():
+    plan = plan_from_args(["--sink", "noop", "--ramp", "10k:10k:50k", "--min-sustained", "30k"])
+    assert plan.scenarios[0].ramp.min_sustained == 30_000
+    assert plan_from_args(["--sink", "noop", "--ramp", "10k:10k:50k"]).scenarios[0].ramp.min_sustained is None
+    for argv, words in ((["--rate", "1k", "--min-sustained", "1k"], "--min-sustained gates a ramp"),
+                        (["--ramp", "10k:10k:50k", "--min-sustained", "60k"], "its steps go up to 50,000"),
+                        (["--ramp", "10k:10k:50k", "--min-sustained", "lots"], "'lots' is not a rate")):
+        with pytest.raises(LoadError, match=re.escape(words)):
+            plan_from_args(["--sink", "noop", *argv])
+
+
+def test_min_sustained_is_a_file_key(tmp_path):
+    path = tmp_path / "gate.toml"
+    path.write_text('sink = "noop"\nramp = "1k:1k:4k"\nmin-sustained = "3k"\n')
+    assert load_plan(path).scenarios[0].ramp.min_sustained == 3_000
+    path.write_text('sink = "noop"\nmin-sustained = 3000\n')
+    with pytest.raises(LoadError, match=r"gate.toml: key 'min-sustained' gates a ramp.*give key 'ramp'"):
+        load_plan(path)
+
+
+# ------------------------------------------------------------------------------- the gate, end to end
+
+
+def _gate_run(capsys, tmp_path, *argv: str) -> tuple[int, str, dict, JUnitXml]:
+    """`main()` in-process on the shared session: a short ramp into noop with --output and --junit."""
+    code = main(["--sink", "noop", "--partitions", "2", "--payload-bytes", "0", "--step-duration", "2s", *argv,
+                 "--output", str(tmp_path / "report"), "--junit", str(tmp_path / "junit.xml")])
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    xml = (tmp_path / "junit.xml").read_text()
+    xmlschema.XMLSchema(str(JUNIT_SCHEMA)).validate(xml)
+    return code, out, report, JUnitXml.fromstring(xml)
+
+
+@pytest.mark.integration
+def test_a_ramp_with_no_sustained_step_exits_99_with_a_junit_failure(spark, tmp_path, capsys):
+    # A 1 s trigger makes every event wait ~0.5 s or more: no step can have p99 ≤ 1 ms.
+    code, out, report, junit = _gate_run(capsys, tmp_path, "--ramp", "500:500:1k", "--max-latency", "1ms")
+    assert code == 99, out
+    assert report["passed"] is False and report["highestSustainedRate"] is None
+    (reason,) = report["failures"]
+    assert re.fullmatch(r"no step sustained: step 1 at 500 events/s: .*p99 latency [\d.]+s > max latency 0.001s.*",
+                        reason), reason
+    assert f"ramp: FAILED\n  {reason}" in out
+    (gate,) = [suite for suite in junit if suite.name == "impulse-load"]
+    (case,) = list(gate)
+    (failure,) = case.result
+    assert isinstance(failure, Failure) and failure.message == reason and junit.failures >= 1
+
+
+@pytest.mark.integration
+def test_a_ramp_below_min_sustained_exits_99(spark, tmp_path, capsys):
+    # At most 100 events per micro-batch, one every 250 ms: 100 events/s is sustained even at one batch a second,
+    # 1,000 events/s cannot be (≤ 400 events/s). Steps of 3 s: a slope over a dozen micro-batches.
+    code, out, report, junit = _gate_run(capsys, tmp_path, "--ramp", "100:900:1000", "--step-duration", "3s",
+                                         "--trigger", "250ms", "--max-events-per-trigger", "100",
+                                         "--max-latency", "30s", "--min-sustained", "1k")
+    assert code == 99, out
+    assert [s["summary"]["sustained"] for s in report["steps"]] == [True, False], out
+    assert report["highestSustainedRate"] == 100 and report["passed"] is False
+    (reason,) = report["failures"]
+    assert reason.startswith("highest sustained rate 100 events/s < min-sustained 1,000 events/s: step 2 at 1,000 "
+                             "events/s: achieved "), reason
+    assert f"ramp: FAILED (min-sustained 1,000 events/s)\n  {reason}" in out
+    (gate,) = [suite for suite in junit if suite.name == "impulse-load"]
+    (case,) = list(gate)
+    assert case.name == "highest sustained rate ≥ 1,000 events/s" and case.result[0].message == reason
