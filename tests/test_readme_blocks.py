@@ -39,6 +39,8 @@ RUN = {
     ("## Webhook sink", 0): "tests/sinks/test_webhook_readme.py::test_the_readme_webhook_block_runs",
     ("### Load-testing your own pipeline", 0):
         "tests/loadtest/test_transform.py::test_the_readme_pipeline_runs_and_passes_its_check",
+    ("#### A pipeline with a Python UDF under a ramp", 0):
+        "tests/loadtest/test_before_the_load.py::test_a_module_with_a_top_level_udf_sustains_each_ramp_step_warm",
 }
 
 

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -23,27 +22,14 @@ import pytest
 import impulse.loadtest.run as run_module
 import impulse.loadtest.warm_pipeline as warm_module
 from impulse.loadtest.cli import main
+from tests.readme import python_block
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINES = "tests.loadtest.pipelines"
 RUN = ["--rate", "400", "--duration", "4s", "--partitions", "2", "--trigger", "500ms"]
 
 # A user's module written the usual way: the UDF made at import, a static table joined, a filter on the score.
-UDF_PIPELINE = textwrap.dedent('''\
-    from pyspark.sql import functions as F
-
-
-    @F.udf("double")
-    def score(counter):
-        return (counter % 97) / 97.0
-
-
-    def enrich(events):
-        tiers = events.sparkSession.createDataFrame([(i, f"tier-{i}") for i in range(4)], "tier INT, name STRING")
-        return (events.withColumn("tier", (F.col("counter") % 4).cast("int")).join(F.broadcast(tiers), "tier")
-                .withColumn("score", score("counter")).where("score > 0.1")
-                .select("counter", "subtask_index", "timestamp", "name", "score"))
-''')
+UDF_PIPELINE = python_block("#### A pipeline with a Python UDF under a ramp")
 
 
 @pytest.fixture
