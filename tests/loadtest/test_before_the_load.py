@@ -98,7 +98,7 @@ def test_a_module_with_a_top_level_udf_sustains_each_ramp_step_warm(tmp_path):
     so the cold first micro-batch of a Python UDF (seconds on this machine) is not measured as the load's latency."""
     name = f"udf_pipeline_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(UDF_PIPELINE)
-    done = _cli(["--transform", f"{name}:enrich", "--ramp", "200:200:400", "--step-duration", "3s",
+    done = _cli(["--transform", f"{name}:enrich", "--ramp", "200:200:400", "--step-duration", "6s",
                  "--trigger", "500ms", "--output", str(tmp_path / "out"), "--junit", str(tmp_path / "junit.xml")],
                 tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
