@@ -269,7 +269,7 @@ def _run_charts(run: dict, figures: _Figures) -> str:
 
 def _subtitle(text: str) -> dict:
     """A chart's line under its title: what its latency measures."""
-    return {"annotations": [{"text": _e(text), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
+    return {"annotations": [{"text": html.escape(text, quote=False), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
                              "xanchor": "left", "yanchor": "bottom", "showarrow": False,
                              "font": {"size": 11, "color": "#59636e"}}], "margin": {"l": 64, "r": 16, "t": 56, "b": 88}}
 

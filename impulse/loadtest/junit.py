@@ -8,7 +8,10 @@ Built from the ``report.json`` document (`impulse.loadtest.sections`), so it say
   message is what was measured against the bound (``measured 1,234.5 ms; bound p99<1s``), one for the
   run's ``check`` when it has one, and ``run completed``, an ``<error>`` when the query failed, timed out or
   was interrupted;
-- the suite's ``<properties>``: the headline numbers of its ``summary`` (every key, as written);
+- the suite's ``<properties>``: the headline numbers of its ``summary`` (every key, as written), what its latency
+  measures (``latencyMeasures``) and, for a run or scenario, its PASS/FAIL and why (``result``, the headline of
+  `impulse.loadtest.verdict`);
+- per ramp, a suite ``NAME / ramp`` whose case ``a step was sustained`` fails when no step was;
 - times in seconds with at most 3 decimals, as the Surefire schema (junit-10.xsd) demands.
 
 Deterministic: the same document gives the same bytes.
@@ -21,7 +24,9 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
+from impulse.loadtest.latency_names import description as latency_description
 from impulse.loadtest.sections import check_failure, run_sections
+from impulse.loadtest.verdict import headline_of
 
 __all__ = ["junit_xml", "write_junit"]
 
@@ -52,7 +57,7 @@ def _suite(parent: ET.Element, name: str, run: dict) -> tuple[int, int, int]:
         attributes["timestamp"] = datetime.fromtimestamp(started / 1e6, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     suite = ET.SubElement(parent, "testsuite", attributes)
     properties = ET.SubElement(suite, "properties")
-    for key, value in summary.items():
+    for key, value in {**summary, **_more_properties(run)}.items():
         text = "" if value is None else json.dumps(value) if isinstance(value, (bool, dict, list)) else str(value)
         ET.SubElement(properties, "property", {"name": key, "value": text})
     failures = errors = 0
@@ -81,6 +86,39 @@ def _suite(parent: ET.Element, name: str, run: dict) -> tuple[int, int, int]:
     return tests, failures, errors
 
 
+def _more_properties(run: dict) -> dict:
+    """What the latency measures (`impulse.loadtest.latency_names`) and the run's PASS/FAIL and why (its ``result``,
+    `impulse.loadtest.verdict`)."""
+    out = {"latencyMeasures": latency_description((run.get("summary") or {}).get("latencyDefinition"))}
+    result = run.get("result")
+    if isinstance(result, dict):
+        out["result"] = headline_of(result)
+    return out
+
+
+def _ramp_suites(parent: ET.Element, document: dict, name: str) -> tuple[int, int]:
+    """A suite per ramp of `document` with one case, ``a step was sustained``, failed by the ramp's reasons of kind
+    ``ramp`` (`impulse.loadtest.verdict`); returns (tests, failures)."""
+    tests = failures = 0
+    if document.get("mode") == "scenarios":
+        for index, section in enumerate(document.get("scenarios") or [], 1):
+            more = _ramp_suites(parent, section, f"{name} / {section.get('name') or f'scenario {index}'}")
+            tests, failures = tests + more[0], failures + more[1]
+        return tests, failures
+    if document.get("mode") != "ramp":
+        return 0, 0
+    reasons = [r["text"] for r in (document.get("result") or {}).get("reasons") or () if r.get("kind") == "ramp"]
+    suite = ET.SubElement(parent, "testsuite", {"name": f"{name} / ramp", "tests": "1", "failures": str(min(1, len(
+        reasons))), "errors": "0", "skipped": "0", "time": "0.000"})
+    properties = ET.SubElement(suite, "properties")
+    for key in ("highestSustainedRate", "bound"):
+        value = document.get(key)
+        ET.SubElement(properties, "property", {"name": key, "value": "" if value is None else str(value)})
+    _case(suite, f"{name} / ramp", "a step was sustained", failure="; ".join(reasons) if reasons else None,
+          kind="ramp")
+    return 1, min(1, len(reasons))
+
+
 def junit_xml(document: dict, name: str = "impulse-load") -> bytes:
     """The JUnit XML (UTF-8, with its declaration) of a ``report.json`` document; `name` names the root and prefixes
     every suite."""
@@ -91,6 +129,9 @@ def junit_xml(document: dict, name: str = "impulse-load") -> bytes:
         for i, count in enumerate(_suite(root, suite_name, run)):
             totals[i] += count
         time += float(root[-1].get("time"))
+    tests, failures = _ramp_suites(root, document, document.get("name") or name)
+    totals[0] += tests
+    totals[1] += failures
     root.set("tests", str(totals[0]))
     root.set("failures", str(totals[1]))
     root.set("errors", str(totals[2]))

@@ -157,7 +157,7 @@ def producer_section(run: Mapping) -> dict:
 
 def _percentile_line(label: str, values: Mapping[str, float]) -> str:
     names = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
-    return f"    {label:<22}" + "".join(f"{values.get(n, 0):>10,.1f}" for n in names)
+    return f"      {label:<20}" + "".join(f"{values.get(n, 0):>10,.1f}" for n in names)
 
 
 def producer_lines(producer: Mapping, via: Mapping) -> list[str]:
