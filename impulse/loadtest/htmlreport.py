@@ -20,6 +20,7 @@ import html
 import json
 import math
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -267,11 +268,13 @@ def _run_charts(run: dict, figures: _Figures) -> str:
     return '<div class="charts">' + "".join(divs) + "</div>" if divs else "<p>No micro-batch completed.</p>"
 
 
-def _subtitle(text: str) -> dict:
-    """A chart's line under its title: what its latency measures."""
-    return {"annotations": [{"text": html.escape(text, quote=False), "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
-                             "xanchor": "left", "yanchor": "bottom", "showarrow": False,
-                             "font": {"size": 11, "color": "#59636e"}}], "margin": {"l": 64, "r": 16, "t": 56, "b": 88}}
+def _subtitle(text: str, width: int = 90) -> dict:
+    """A chart's lines under its title (wrapped at `width` characters): what its latency measures."""
+    lines = textwrap.wrap(text, width)
+    return {"annotations": [{"text": "<br>".join(html.escape(line, quote=False) for line in lines), "xref": "paper",
+                             "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom",
+                             "align": "left", "showarrow": False, "font": {"size": 11, "color": "#59636e"}}],
+            "margin": {"l": 64, "r": 16, "t": 44 + 14 * len(lines), "b": 88}}
 
 
 def _cards(run: dict) -> str:
@@ -352,10 +355,11 @@ def _latency_table(run: dict) -> str:
     if not any(values for _, _, values in rows):
         return ""
     return ("<h3>Latency (ms)</h3><table class='latency'><tr><th class='l'></th>" + "".join(
-        f"<th>{p}</th>" for p in _PERCENTILE_NAMES) + "<th class='l'>measures</th></tr>"
+        f"<th>{p}</th>" for p in _PERCENTILE_NAMES) + "</tr>"
             + "".join(f'<tr><th class="l">{_e(label)}</th>'
-                      + "".join(f"<td>{_e(_number(values.get(p)))}</td>" for p in _PERCENTILE_NAMES)
-                      + f'<td class="l note">{_e(text)}</td></tr>' for label, text, values in rows) + "</table>")
+                      + "".join(f"<td>{_e(_number(values.get(p)))}</td>" for p in _PERCENTILE_NAMES) + "</tr>"
+                      for label, _, values in rows) + "</table>"
+            + "".join(f'<p class="note measures"><b>{_e(label)}:</b> {_e(text)}</p>' for label, text, _ in rows))
 
 
 def _whose(run: dict) -> str:
@@ -423,7 +427,8 @@ def _via_block(run: dict, figures: _Figures) -> str:
     via = run.get("via")
     if not isinstance(via, dict):
         return ""
-    shown = {k: v for k, v in via.items() if k not in ("lagSamples", "outputLatency") and v is not None}
+    # the pipeline's own latency is the run's (its latency table); the lag is a chart
+    shown = {k: v for k, v in via.items() if k not in ("lagSamples", "pipelinePartMs") and v is not None}
     out = ["<h3>Through Kafka</h3>", _kv_table(shown)]
     producer = run.get("producer")
     if isinstance(producer, dict):

@@ -105,8 +105,8 @@ def _ramp_suites(parent: ET.Element, document: dict, name: str) -> tuple[int, in
             more = _ramp_suites(parent, section, f"{name} / {section.get('name') or f'scenario {index}'}")
             tests, failures = tests + more[0], failures + more[1]
         return tests, failures
-    if document.get("mode") != "ramp":
-        return 0, 0
+    if document.get("mode") != "ramp" or not isinstance(document.get("result"), dict):
+        return 0, 0   # (a report written before ramps had a result: no verdict to show)
     reasons = [r["text"] for r in (document.get("result") or {}).get("reasons") or () if r.get("kind") == "ramp"]
     suite = ET.SubElement(parent, "testsuite", {"name": f"{name} / ramp", "tests": "1", "failures": str(min(1, len(
         reasons))), "errors": "0", "skipped": "0", "time": "0.000"})

@@ -156,7 +156,8 @@ def test_an_event_time_run_names_its_latency_and_leaves_batches_without_output_o
     hdr = next(s for s in specs if s["layout"]["title"]["text"].startswith("Latency distribution"))
     assert hdr["data"][0]["name"] == "event-time"
     page = _text(paths["report.html"].read_text())
-    assert re.search(r"event-time [\d,. ]+ the output's --event-time-column → the sink's acknowledgement", page)
+    assert re.search(r"Latency \(ms\) p50 p95 p99 p99\.9 p99\.99 max event-time [\d,. ]+schedule delay", page)
+    assert "event-time: the output's --event-time-column → the sink's acknowledgement, per output row" in page
     properties = dict(re.findall(r'<property name="([^"]+)" value="([^"]*)"', junit_xml(
         report_document(result)[0]).decode()))
     assert properties["latencyDefinition"] == "event-time"
@@ -238,9 +239,11 @@ def test_through_kafka_report_json_and_html_give_the_pipelines_figures_and_a_pro
     page = paths["report.html"].read_text()
     text = _text(page)
     assert "The producer (impulse → kafka://127.0.0.1:9092/in): the load" in text
-    assert re.search(r"pipeline 300\.0 [\d,. ]+the pipeline's own", text)
-    assert re.search(r"scheduled → output 1,100\.0 [\d,. ]+through Kafka", text)
-    assert re.search(r"producer 1,50\d\.\d [\d,. ]+each event's schedule → the producer's commit", text)
+    assert re.search(r"max pipeline 300\.0 [\d,. ]+ scheduled → output 1,100\.0 [\d,. ]+ pipeline: the pipeline's own: "
+                     r"each input record's commit into the input topic → its output record's append", text)
+    assert "scheduled → output: through Kafka: each event's schedule → its output record's append" in text
+    assert re.search(r"max producer 1,50\d\.\d [\d,. ]+ schedule delay [\d,. ]+ delivery [\d,. ]+ producer: each "
+                     r"event's schedule → the producer's commit", text)
     titles = [s["layout"]["title"]["text"] for s in _specs(page)]
     assert titles.count("Latency per micro-batch: pipeline (ms)") == 1
     assert titles.count("Latency per micro-batch: producer (ms)") == 1
