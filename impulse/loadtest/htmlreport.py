@@ -71,6 +71,7 @@ th{background:#f0f3f6}td.l,th.l{text-align:left}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow:auto;max-height:360px}
 details{margin:8px 0}summary{cursor:pointer;font-weight:600}
 .row{display:flex;flex-wrap:wrap;gap:0 24px;align-items:flex-start;margin-bottom:12px}.gates{max-width:440px}
+.latency{max-width:640px}
 .summary td,.summary th{padding:1px 8px}
 .headline{font-size:16px;font-weight:600;margin:6px 0 10px;padding:6px 10px;border-radius:6px;background:#fff;
 border:1px solid #d0d7de}.headline.PASS{border-left:6px solid #1a7f37}.headline.FAIL{border-left:6px solid #cf222e}
@@ -284,7 +285,7 @@ def _cards(run: dict) -> str:
     cards = [("events delivered / target", f"{_number(s.get('events'))} / {_number(s.get('targetEvents'))}"),
              ("achieved / target events/s", " / ".join(f"{r:,.0f}" if isinstance(r, (int, float)) else "–"
                                                        for r in rates)),
-             ("p99 latency (ms)", _number(s.get("latencyP99Ms"))),
+             (f"p99 latency (ms): {latency_title(_definition(run))}", _number(s.get("latencyP99Ms"))),
              ("sustained", _number(s.get("sustained"))), ("outcome", _number(s.get("outcome")))]
     if checks:
         cards.append(("thresholds passed", f"{sum(bool(c.get('passed')) for c in checks)} of {len(checks)}"))
@@ -441,14 +442,15 @@ def _via_block(run: dict, figures: _Figures) -> str:
 
 
 def _run_section(name: str, run: dict, figures: _Figures) -> str:
-    """The headline (PASS/FAIL and why), cards; the verdict, thresholds and check beside the summary and latency
-    tables; the check's example rows; the charts; through Kafka the producer's section; the stages, configuration
+    """The headline (PASS/FAIL and why), cards; the verdict, thresholds and check beside the summary table; the
+    latency and phases tables; the check's example rows; the charts; through Kafka the producer's section; the stages, configuration
     and deployment."""
     return (f'<section class="run"><h2>{_e(name)}</h2>' + _headline(run.get("result")) + _cards(run)
             + '<div class="row">'
-            + f'<div class="gates">{_gates(run)}{_latency_table(run)}</div>'
-            + "<div><h3>Summary</h3>" + _kv_table(run.get("summary") or {}, _SUMMARY_LABELS) + "</div>"
-            + f"<div>{_phases_table(run)}</div></div>" + _check_examples(run)
+            + f'<div class="gates">{_gates(run)}</div>'
+            + "<div><h3>Summary</h3>" + _kv_table(run.get("summary") or {}, _SUMMARY_LABELS) + "</div></div>"
+            + f'<div class="row"><div class="latency">{_latency_table(run)}</div><div>{_phases_table(run)}</div></div>'
+            + _check_examples(run)
             + _run_charts(run, figures) + _via_block(run, figures) + _stages_table(run) + _setup(run) + "</section>")
 
 
