@@ -334,7 +334,8 @@ def _check_examples(run: dict) -> str:
     columns, rows = example_table(examples)
     head = "".join(f'<th class="{"l" if i == 0 or i > 2 else ""}">{_e(c)}</th>' for i, c in enumerate(columns))
     body = "".join("<tr>" + "".join(
-        f'<td class="l">{_mark_kind(v)}</td>' if i == 0 else f'<td class="{"l" if i > 2 else ""}">{_e(_number(v))}</td>'
+        f'<td class="l">{_mark_kind(v)}</td>' if i == 0 else f'<td>{_e(_number(v))}</td>' if i <= 2
+        else f'<td class="l">{_e("–" if v is None else v)}</td>'
         for i, v in enumerate(cells)) + "</tr>" for cells in rows)
     return (f"<h3>Check: example rows</h3><table class='examples'><tr>{head}</tr>{body}</table>"
             "<p class='note'>expected / delivered: how often the row is in the batch answer / in the target</p>")
@@ -524,7 +525,7 @@ def _compact(value: int) -> str:
 def _ramp_header(name: str, ramp: dict) -> str:
     best = ramp.get("highestSustainedRate")
     settings = ramp.get("ramp") or {}
-    return (f'<section class="run"><h2>{_e(name)}: ramp</h2><div class="cards">'
+    return (f'<section class="run"><h2>{_e(name)}: ramp</h2>{_headline(ramp.get("result"))}<div class="cards">'
             f'<div class="card"><b>{_e(_number(best) if best is not None else "none")}</b>'
             f"<span>highest sustained rate (events/s)</span></div>"
             f'<div class="card"><b>{len(ramp.get("steps") or [])}</b><span>steps run</span></div></div>'
@@ -565,7 +566,7 @@ def render_html(documents: Sequence[tuple[str, dict]], title: str, script: str) 
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body><main>"
             f"<h1>{_e(title)}</h1>" + "".join(_headline(d.get("result")) for _, d in documents
-                                              if d.get("mode") != "run")
+                                              if d.get("mode") == "scenarios")
             + "".join(parts) + "</main>\n"
             f"<script>{script}</script>\n"
             f'<script type="application/json" id="figures">{figures.json()}</script>\n'
