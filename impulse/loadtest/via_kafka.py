@@ -61,8 +61,8 @@ from impulse.loadtest.transform import resolve as resolve_transform
 from impulse.loadtest.transform import ship
 from impulse.loadtest.via_check import OutputTopicReadback, as_records, decode, expected_input, via_readback
 from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
-from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, pipeline_batches,
-                                         producer_section, via_lines)
+from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
+                                         pipeline_batches, producer_section, via_lines)
 from impulse.loadtest.via_watch import Watch, committed_ends
 
 __all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka",
@@ -505,9 +505,7 @@ def _pipeline_figures(batches: list[PipelineBatch], via_info: dict, collector: C
         else:
             index, values = output_latency_values(records, column, from_us)
         attribute_latency(batches, records.times_ms[index] * 1000, values)
-        for batch, count in zip(batches, _appended(batches, records.times_ms * 1000)):
-            if batch.output_rows is None:
-                batch.output_rows = count
+        count_output(batches, records.times_ms * 1000)
         via_info.update(outputRows=len(records), latencySource=(
             f"output topic's {measured.clock} − the value's '{column}' field"), outputLatency=measured.to_dict())
         if kind != LOG_APPEND_TIME:
@@ -520,17 +518,6 @@ def _pipeline_figures(batches: list[PipelineBatch], via_info: dict, collector: C
         return {"pipeline_latency": latency, "latency_definition": "end-to-end"}
     via_info.update(outputRows=None, latencySource="none: the sink cannot be read back")
     return {"pipeline_latency": LatencyHistogram(), "latency_definition": event_time}
-
-
-def _appended(batches: list[PipelineBatch], times_us) -> list[int]:
-    """Output records appended while each batch ran (`impulse.loadtest.via_report.attribute_latency`'s rule)."""
-    import numpy as np
-
-    if not batches:
-        return []
-    ends = np.array([b.end_us for b in batches], dtype=np.int64)
-    owner = np.minimum(np.searchsorted(ends, times_us, side="left"), len(batches) - 1)
-    return np.bincount(owner, minlength=len(batches)).tolist()
 
 
 def _metrics_latency(path: str, batches: Mapping[int, PipelineBatch]) -> tuple[LatencyHistogram, int]:

@@ -30,9 +30,8 @@ from connectors.latency import LatencyHistogram
 from impulse.loadtest.latency_names import description, title
 from impulse.loadtest.metrics import PHASES
 
-__all__ = ["PipelineBatch", "compact_progress", "pipeline_batches", "attribute_latency", "assign_lag", "batch_rows",
-           "report_rows",
-           "producer_section", "producer_lines", "via_lines"]
+__all__ = ["PipelineBatch", "compact_progress", "pipeline_batches", "attribute_latency", "count_output", "assign_lag",
+           "batch_rows", "report_rows", "producer_section", "producer_lines", "via_lines"]
 
 _PRODUCER_SUMMARY = ("batches", "events", "targetEvents", "targetRate", "achievedRate", "bytes", "errors",
                      "deadLettered", "latencyDefinition")
@@ -88,13 +87,18 @@ def pipeline_batches(progress: Iterable[Mapping]) -> list[PipelineBatch]:
     return [seen[key] for key in sorted(seen)]
 
 
+def _owners(batches: Sequence[PipelineBatch], times_us: np.ndarray) -> np.ndarray:
+    """For each broker time: the index of the first batch that ended at or after it (the last batch for later ones)."""
+    ends = np.array([b.end_us for b in batches], dtype=np.int64)
+    return np.minimum(np.searchsorted(ends, times_us, side="left"), len(batches) - 1)
+
+
 def attribute_latency(batches: Sequence[PipelineBatch], times_us: np.ndarray, values_us: np.ndarray) -> None:
     """Give each batch the latencies (`values_us`) of the output records appended while it ran (`times_us`, their
     broker times): the first batch that ended at or after a record's time, the last for records after it."""
     if not batches or len(times_us) == 0:
         return
-    ends = np.array([b.end_us for b in batches], dtype=np.int64)
-    owner = np.minimum(np.searchsorted(ends, times_us, side="left"), len(batches) - 1)
+    owner = _owners(batches, times_us)
     order = np.argsort(owner, kind="stable")
     owner, values = owner[order], values_us[order]
     bounds = np.searchsorted(owner, np.arange(len(batches) + 1), side="left")
@@ -104,6 +108,17 @@ def attribute_latency(batches: Sequence[PipelineBatch], times_us: np.ndarray, va
             histogram = LatencyHistogram()
             histogram.record(mine.astype(np.int64))
             batch.latency_data = histogram.to_dict()
+
+
+def count_output(batches: Sequence[PipelineBatch], times_us: np.ndarray) -> None:
+    """Give each batch Spark did not count the output of (``output_rows`` None) the output records appended while it
+    ran (`times_us`, every record's broker time; `attribute_latency`'s rule)."""
+    if not batches:
+        return
+    counts = np.bincount(_owners(batches, times_us), minlength=len(batches)) if len(times_us) else [0] * len(batches)
+    for batch, count in zip(batches, counts):
+        if batch.output_rows is None:
+            batch.output_rows = int(count)
 
 
 def assign_lag(batches: Sequence[PipelineBatch], samples: Sequence[tuple[int, int]]) -> None:

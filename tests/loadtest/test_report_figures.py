@@ -24,7 +24,8 @@ from impulse.loadtest.report import ramp_text, report_document, summary_text, wr
 from impulse.loadtest.run import LoadResult
 from impulse.loadtest.verdict import decide, decide_all
 from impulse.loadtest.via_kafka import ViaResult
-from impulse.loadtest.via_report import PipelineBatch
+from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
+                                         pipeline_batches)
 
 START = 1_764_000_000_000_000   # epoch µs
 
@@ -251,6 +252,37 @@ def test_through_kafka_report_json_and_html_give_the_pipelines_figures_and_a_pro
     assert "Spark's phases per micro-batch of the producer (ms)" in titles
     assert "Lag: input records not yet read by the pipeline (after each batch)" in titles
     assert "\\u2212" not in page.split("<script")[0]   # no raw JSON of the via object: a table of it
+
+
+def test_the_pipelines_batches_come_from_its_progress_and_its_output_is_attributed_by_append_time():
+    def progress(batch_id, second, rows, durations, out=-1):
+        return {"batchId": batch_id, "timestamp": f"2026-11-24T16:00:0{second}.000Z", "numInputRows": rows,
+                "durationMs": durations, "sink": {"numOutputRows": out}, "sources": [{"endOffset": "{}"}]}
+
+    records = [progress(0, 0, 10, {"addBatch": 300, "triggerExecution": 500}),
+               progress(0, 0, 10, {"addBatch": 300, "triggerExecution": 500}),         # seen twice: once
+               progress(1, 1, 0, {"triggerExecution": 2}),                             # an idle trigger: no batch
+               progress(2, 2, 20, {"addBatch": 400, "triggerExecution": 800}, out=7),  # Spark counted its output
+               progress(3, 4, 0, {"addBatch": 50, "triggerExecution": 100})]           # a no-data batch
+    batches = pipeline_batches(records)
+    assert [(b.batch_id, b.rows, b.output_rows) for b in batches] == [(0, 10, None), (2, 20, 7), (3, 0, None)]
+    t0 = batches[0].start_us
+    assert [(b.start_us - t0, b.end_us - t0) for b in batches] == [(0, 500_000), (2_000_000, 2_800_000),
+                                                                   (4_000_000, 4_100_000)]
+    # appended at 0.2 s and 0.5 s (batch 0), 1.0 s and 2.5 s (batch 2: the first to end after), 9 s (after the last)
+    times = np.array([200_000, 500_000, 1_000_000, 2_500_000, 9_000_000], dtype=np.int64) + t0
+    attribute_latency(batches, times, np.array([100_000, 200_000, 300_000, 400_000, 500_000]))
+    count_output(batches, times)
+    assert [b.output_rows for b in batches] == [2, 7, 1]      # Spark's own count is kept
+    assert [(b.latency.count, b.latency.max_us // 1000) for b in batches] == [(2, 200), (2, 400), (1, 500)]
+    assign_lag(batches, [(t0 + 600_000, 30), (t0 + 3_000_000, 5)])
+    rows = batch_rows(batches, t0)
+    assert [(r["timeS"], r["delivered"], r["lag"], r["latencyMaxMs"]) for r in rows] == [
+        (0.5, 10, 30, pytest.approx(200, rel=0.01)), (2.8, 30, 5, pytest.approx(400, rel=0.01)),
+        (4.1, 30, None, pytest.approx(500, rel=0.01))]
+    empty = pipeline_batches(records[:1])
+    attribute_latency(empty, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+    assert batch_rows(empty, t0)[0]["latencyP99Ms"] is None   # no output measured: no latency, not 0
 
 
 # ------------------------------------------------------------------------------------------ check examples
