@@ -2,11 +2,13 @@
 
 Files (every one rewritten at each report):
 
-- ``report.json``: everything — summary, configuration (secret-looking option values hidden),
-  verdict, latency percentiles and histogram, Spark's per-phase durations, the stages of
-  ``rateStages`` (target vs achieved rate and latency per stage), one record per batch; for a ramp,
-  one such object per step plus the highest sustained rate; for a file's scenarios, one section per
-  scenario (``mode: scenarios``);
+- ``report.json``: everything — ``result`` (PASS or FAIL, the query and why: `impulse.loadtest.verdict`),
+  summary, configuration (secret-looking option values hidden), verdict, latency percentiles and
+  histogram (``summary.latencyDefinition`` names what they measure), Spark's per-phase durations, the
+  stages of ``rateStages`` (target vs achieved rate and latency per stage), one record per batch; for a
+  ramp, one such object per step plus the highest sustained rate; for a file's scenarios, one section per
+  scenario (``mode: scenarios``). Through Kafka the batches, phases, output rows and latency are the
+  pipeline's and ``producer`` holds the producer's (`impulse.loadtest.via_report`);
 - ``summary.csv``: one row per run (per step for a ramp), redis-benchmark style;
 - ``batches.csv``: one row per micro-batch (with the step's target rate for a ramp);
 - ``report.png``: throughput and latency per batch over time (`impulse.loadtest.plot`; needs
@@ -198,8 +200,9 @@ def _write_csv(path: Path, rows: Sequence[dict]) -> None:
 
 
 def _summary_row(result: LoadResult) -> dict:
+    """summary.csv's row: the summary and Spark's phases (through Kafka, the pipeline's)."""
     row = result.summary()
-    for phase, stats in phase_stats(result.batches).items():
+    for phase, stats in _phase_stats(result).items():
         row[f"{phase}MeanMs"] = stats["mean"]
         row[f"{phase}MaxMs"] = stats["max"]
     return row

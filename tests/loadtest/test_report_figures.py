@@ -4,6 +4,7 @@ read back from the text, report.json, report.html's figures and the JUnit XML.""
 
 from __future__ import annotations
 
+import csv
 import html
 import json
 import re
@@ -231,6 +232,9 @@ def test_through_kafka_report_json_and_html_give_the_pipelines_figures_and_a_pro
     assert [row["lag"] for row in report["batches"]] == [0, 100, 200, 300, None]
     assert report["batches"][-1]["latencyP99Ms"] is None
     assert report["phasesMs"]["addBatch"]["max"] == 803
+    (row,) = csv.DictReader(paths["summary.csv"].open())
+    assert (row["batches"], row["addBatchMaxMs"], row["outputRows"]) == ("5", "803.0", "2000")
+    assert [r["events"] for r in csv.DictReader(paths["batches.csv"].open())] == ["1500"] * 4 + ["0"]
     assert report["viaLatency"]["definition"] == "via-end-to-end"
     assert "scheduleDelayMs" not in report   # the producer's parts
     producer = report["producer"]
