@@ -1,11 +1,12 @@
 """``impulse-load`` (also ``python -m impulse.loadtest``): the command line of the load harness.
 
-Exit codes: 0 the run completed (a ramp: ran to its end and passed as a gate); 1 the query failed, did not deliver
-every event in time, or needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown
-sink, a bad sink option, a bad ``--threshold`` or an unreachable target (one line on stderr, no traceback);
-99 a ``--threshold`` or ``--check`` failed, or a ramp did (no step sustained, or its highest sustained rate below
-``--min-sustained``: `impulse.loadtest.ramp.RampResult.failures`) (k6's code; after the report is written); 130
-stopped by Ctrl-C / SIGTERM (the report still covers what ran).
+Exit codes (the PASS/FAIL of `impulse.loadtest.verdict`, which the summary's first line states): 0 the run
+completed (a ramp: ran to its end and passed as a gate); 1 the query failed, did not deliver every event in time, or
+needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown sink, a bad sink option, a bad
+``--threshold`` or an unreachable target (one line on stderr, no traceback); 99 a ``--threshold`` or ``--check``
+failed, or a ramp did (no step sustained, or its highest sustained rate below ``--min-sustained``:
+`impulse.loadtest.ramp.RampResult.failures`) (k6's code; after the report is written); 130 stopped by Ctrl-C /
+SIGTERM (the report still covers what ran).
 
 ``impulse-load run FILE.toml [FLAGS…] [--set KEY=VALUE…]`` runs the scenarios of a file one after
 another (`impulse.loadtest.scenario`: the flags and the file's keys are one table); a bad file exits 2
@@ -25,10 +26,11 @@ from typing import Sequence
 
 from impulse.loadtest.scenario import Plan, Scenario, plan_from_args
 from impulse.loadtest.units import LoadError
+from impulse.loadtest.verdict import EXIT_INTERRUPTED
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_THRESHOLDS, EXIT_INTERRUPTED = 0, 1, 2, 99, 130
+EXIT_USAGE = 2   # the others are a run's PASS/FAIL: impulse.loadtest.verdict
 
 _EPILOG = """\
 examples:
@@ -201,15 +203,17 @@ def _install_signals(stop, display, stack: ExitStack) -> None:
 
 
 def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiver, exporter) -> int:
-    """The scenarios one after another (a stop request ends the plan), their summaries, the report, the exit code:
-    130 interrupted, else 99 a threshold, a check or a ramp's gate failed, else 1 a run failed, else 0."""
+    """The scenarios one after another (a stop request ends the plan), their summaries, the report, the exit code of
+    their PASS/FAIL (`impulse.loadtest.verdict`): 130 interrupted, else 99 a threshold, check or ramp failed, else 1
+    a run failed, else 0."""
     from impulse.loadtest.ramp import run_ramp
     from impulse.loadtest.report import ramp_text, summary_text, write_report
     from impulse.loadtest.run import describe_run, run_load
-    from impulse.loadtest.via_kafka import run_via_kafka, via_lines
+    from impulse.loadtest.verdict import decide_all
+    from impulse.loadtest.via_kafka import run_via_kafka
 
     results: list[tuple[str, object]] = []
-    interrupted = failed = thresholds_failed = False
+    interrupted = False
     for index, scenario in enumerate(scenarios):
         config, ramp = scenario.config, scenario.ramp
         if len(scenarios) > 1:
@@ -223,7 +227,6 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                 display.line("")
             display.line(ramp_text(result))
             interrupted = interrupted or result.interrupted
-            thresholds_failed = thresholds_failed or not result.passed
         else:
             if config.via is not None:  # the production topology: impulse → Kafka → the pipeline → the sink
                 result = run_via_kafka(config, spark=spark, display=display, stop=stop, receiver=receiver,
@@ -234,13 +237,7 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                                   label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             display.line("")
             display.line(summary_text(result, scenario.name))
-            if config.via is not None:
-                for line in via_lines(result):
-                    display.line(line)
             interrupted = interrupted or result.outcome == "interrupted"
-            failed = failed or result.outcome in ("failed", "timed out") or result.errors > 0
-            thresholds_failed = (thresholds_failed or result.thresholds_failed
-                                 or (result.check is not None and not result.check.passed))
         results.append((scenario.name, result))
         display.line("")
         if interrupted or stop.is_set():
@@ -256,9 +253,5 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
         document, _, _ = report_document(results if plan.file else results[0][1], file=plan.file,
                                          name=scenarios[0].name)
         display.line(f"JUnit XML: {write_junit(document, plan.junit)}")
-    if interrupted:
-        return EXIT_INTERRUPTED
-    if thresholds_failed:
-        return EXIT_THRESHOLDS
-    return EXIT_FAILED if failed else EXIT_OK
+    return decide_all(results).exit_code   # PASS/FAIL and its reasons, as the summary and the reports say
 

@@ -98,7 +98,8 @@ def compare_text(runs: Sequence[Run]) -> str:
 def _series(run: Run, window_s: float = 1.0) -> tuple[list[float], list[float], list[float]]:
     """Per batch: time (s since the run's start), events/s (`rate_series`), p99 (ms)."""
     times, rates = rate_series(run.batches, window_s)
-    return times, rates, [float(row["latencyP99Ms"]) for row in run.batches]
+    return times, rates, [float("nan") if row.get("latencyP99Ms") is None else float(row["latencyP99Ms"])
+                          for row in run.batches]   # nan: a batch with no output measured, left out of the line
 
 
 def plot_compare(runs: Sequence[Run], path: str | Path) -> Path:

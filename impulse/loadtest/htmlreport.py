@@ -19,10 +19,16 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
 from connectors.latency import LatencyHistogram
+from impulse.loadtest.check_examples import example_table
+from impulse.loadtest.latency_names import PARTS as LATENCY_PARTS
+from impulse.loadtest.latency_names import description as latency_description
+from impulse.loadtest.latency_names import title as latency_title
 from impulse.loadtest.metrics import PHASES
 from impulse.loadtest.sections import check_failure, rate_series, run_sections, step_name
 
@@ -44,7 +50,7 @@ _SHOWN = {"mode", "name", "summary", "config", "deployment", "verdict", "thresho
           "latencyMs",
           "scheduleDelayMs", "deliveryMs", "latencyHistogram", "scheduleDelayHistogram", "deliveryHistogram",
           "phasesMs", "stages", "batches", "scheduleStartUs", "startedUs", "finishedUs", "queryId", "error",
-          "receiver"}
+          "receiver", "result", "via", "producer", "viaLatency"}
 _PERCENTILE_NAMES = ("p50", "p95", "p99", "p99.9", "p99.99", "max")
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1f2328;
@@ -65,7 +71,12 @@ th{background:#f0f3f6}td.l,th.l{text-align:left}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow:auto;max-height:360px}
 details{margin:8px 0}summary{cursor:pointer;font-weight:600}
 .row{display:flex;flex-wrap:wrap;gap:0 24px;align-items:flex-start;margin-bottom:12px}.gates{max-width:440px}
+.latency{max-width:640px}
 .summary td,.summary th{padding:1px 8px}
+.headline{font-size:16px;font-weight:600;margin:6px 0 10px;padding:6px 10px;border-radius:6px;background:#fff;
+border:1px solid #d0d7de}.headline.PASS{border-left:6px solid #1a7f37}.headline.FAIL{border-left:6px solid #cf222e}
+.headline ul{margin:4px 0 0;font-weight:400}.note{color:#59636e;font-size:12px;margin:2px 0}
+section.producer{background:#fbfcfd;border:1px dashed #d0d7de;border-radius:8px;padding:4px 12px 12px;margin:12px 0}
 """
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
@@ -182,52 +193,89 @@ def _hdr_layout() -> dict:
             "yaxis": {"title": {"text": "latency (ms)"}, "rangemode": "tozero"}, "hovermode": "closest"}
 
 
+def _definition(run: dict) -> str:
+    """The name of what the run's latency measures (`impulse.loadtest.latency_names`; old reports: end-to-end)."""
+    return (run.get("summary") or {}).get("latencyDefinition") or "end-to-end"
+
+
+def _measured(batches: Sequence[dict], key: str) -> tuple[list, list]:
+    """(times, values) of the batch rows that have `key`: a batch with no output measured is left out, not drawn
+    at 0."""
+    points = [(b["timeS"], b[key]) for b in batches if b.get(key) is not None]
+    return [t for t, _ in points], [v for _, v in points]
+
+
 def _run_charts(run: dict, figures: _Figures) -> str:
-    """The charts of one run: over time (per micro-batch) and the latency distribution."""
+    """The charts of one run: over time (per micro-batch) and the latency distribution. Through Kafka (a run with
+    ``via``) its batches are the pipeline's: the records it read, its input's lag, its output's latency."""
     batches = run.get("batches") or []
     times = [b["timeS"] for b in batches]
+    via = isinstance(run.get("via"), dict)
+    producer = run.get("summary", {}).get("latencyDefinition") == "producer"
     x_title = "seconds since the start of the run"
+    name = latency_title(_definition(run))
     divs = []
     if batches:
         _, rates = rate_series(batches)
-        divs.append(figures.add("Rate: target vs achieved (events/s, trailing 1 s)",
-                                [_target_trace(run), _line(times, rates, "achieved", line={"color": _COLORS[0]})],
-                                _axes(x_title, "events/s")))
-        divs.append(figures.add("Lag: events due − delivered (at each acknowledgement)",
-                                [_line(times, [b.get("lag") for b in batches], "lag", line={"color": _COLORS[3]})],
-                                _axes(x_title, "events")))
-        divs.append(figures.add("End-to-end latency per micro-batch (ms)", [
-            _line(times, [b.get("latencyP50Ms") for b in batches], "p50", line={"color": _COLORS[2]}),
-            _line(times, [b.get("latencyP99Ms") for b in batches], "p99", line={"color": _COLORS[1]}),
-            _line(times, [b.get("latencyMaxMs") for b in batches], "max", line={"color": _COLORS[3], "width": 1}),
-        ], _axes(x_title, "ms")))
-        divs.append(figures.add("Schedule delay vs delivery per micro-batch (ms)", [
-            _line(times, [b.get("scheduleDelayP99Ms") for b in batches], "schedule delay p99",
-                  line={"color": _COLORS[4]}),
-            _line(times, [b.get("deliveryP99Ms") for b in batches], "delivery p99", line={"color": _COLORS[5]}),
-            _line(times, [b.get("scheduleDelayP50Ms") for b in batches], "schedule delay p50",
-                  line={"color": _COLORS[4], "dash": "dot"}),
-            _line(times, [b.get("deliveryP50Ms") for b in batches], "delivery p50",
-                  line={"color": _COLORS[5], "dash": "dot"}),
-        ], _axes(x_title, "ms")))
+        divs.append(figures.add(
+            "Rate: target vs records read by the pipeline (records/s, trailing 1 s)" if via else
+            "Rate: target vs written into the input topic (events/s, trailing 1 s)" if producer else
+            "Rate: target vs achieved (events/s, trailing 1 s)",
+            [_target_trace(run), _line(times, rates, "read" if via else "achieved", line={"color": _COLORS[0]})],
+            _axes(x_title, "records/s" if via else "events/s")))
+        lag_t, lag = _measured(batches, "lag")
+        if lag_t:
+            divs.append(figures.add(
+                "Lag: input records not yet read by the pipeline (after each batch)" if via else
+                "Lag: events due − delivered (at each acknowledgement)",
+                [_line(lag_t, lag, "lag", line={"color": _COLORS[3]})], _axes(x_title, "records" if via else "events")))
+        latency_t, _ = _measured(batches, "latencyP99Ms")
+        if latency_t:
+            divs.append(figures.add(f"Latency per micro-batch: {name} (ms)", [
+                _line(*_measured(batches, "latencyP50Ms"), f"p50 ({name})", line={"color": _COLORS[2]}),
+                _line(*_measured(batches, "latencyP99Ms"), f"p99 ({name})", line={"color": _COLORS[1]}),
+                _line(*_measured(batches, "latencyMaxMs"), f"max ({name})", line={"color": _COLORS[3], "width": 1}),
+            ], {**_axes(x_title, "ms"), **_subtitle(latency_description(_definition(run)))}))
+        parts = [(key, label, color) for (key, label, _), color in zip(LATENCY_PARTS, (_COLORS[4], _COLORS[5]))
+                 if any(b.get(f"{key}P99Ms") is not None for b in batches)]
+        if parts:
+            traces = [_line(*_measured(batches, f"{key}{p}Ms"), f"{label} {p.lower()}",
+                            line={"color": color, **({"dash": "dot"} if p == "P50" else {})})
+                      for p in ("P99", "P50") for key, label, color in parts]
+            divs.append(figures.add("Schedule delay vs delivery per micro-batch (ms)", traces,
+                                    {**_axes(x_title, "ms"), **_subtitle(" · ".join(
+                                        f"{label}: {text}" for _, label, text in LATENCY_PARTS))}))
         phases = [p for p in PHASES if p != "triggerExecution" and any(b.get(f"{p}Ms") for b in batches)]
-        divs.append(figures.add("Spark's phases per micro-batch (ms)", [
+        divs.append(figures.add(f"Spark's phases per micro-batch{_whose(run)} (ms)", [
             *({"type": "bar", "x": times, "y": [b.get(f"{p}Ms", 0) for b in batches], "name": p,
                "marker": {"color": _COLORS[i % len(_COLORS)]}} for i, p in enumerate(phases)),
             _line(times, [b.get("triggerExecutionMs", 0) for b in batches], "triggerExecution (total)",
                   line={"color": "#24292f", "width": 1}),
         ], {**_axes(x_title, "ms"), "barmode": "stack"}))
     curves = []
-    for key, label, color in (("latencyHistogram", "end-to-end", _COLORS[1]),
-                              ("scheduleDelayHistogram", "schedule delay", _COLORS[4]),
-                              ("deliveryHistogram", "delivery", _COLORS[5])):
-        x, y, names = _percentile_curve(run.get(key))
+    histograms = [("latencyHistogram", name, _COLORS[1])]
+    if isinstance(run.get("viaLatency"), dict):
+        histograms.append((run["viaLatency"].get("histogram"), latency_title(run["viaLatency"].get("definition")),
+                           _COLORS[0]))
+    histograms += [(f"{key}Histogram", label, color) for (key, label, _), color in zip(LATENCY_PARTS,
+                                                                                       (_COLORS[4], _COLORS[5]))]
+    for key, label, color in histograms:
+        x, y, names = _percentile_curve(run.get(key) if isinstance(key, str) else key)
         if x:
             curves.append({"type": "scatter", "mode": "lines", "x": x, "y": y, "text": names, "name": label,
                            "hovertemplate": "%{text}: %{y:,.1f} ms", "line": {"color": color}})
     if curves:
         divs.append(figures.add("Latency distribution (HDR percentile curve)", curves, _hdr_layout()))
     return '<div class="charts">' + "".join(divs) + "</div>" if divs else "<p>No micro-batch completed.</p>"
+
+
+def _subtitle(text: str, width: int = 90) -> dict:
+    """A chart's lines under its title (wrapped at `width` characters): what its latency measures."""
+    lines = textwrap.wrap(text, width)
+    return {"annotations": [{"text": "<br>".join(html.escape(line, quote=False) for line in lines), "xref": "paper",
+                             "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom",
+                             "align": "left", "showarrow": False, "font": {"size": 11, "color": "#59636e"}}],
+            "margin": {"l": 64, "r": 16, "t": 44 + 14 * len(lines), "b": 88}}
 
 
 def _cards(run: dict) -> str:
@@ -237,7 +285,7 @@ def _cards(run: dict) -> str:
     cards = [("events delivered / target", f"{_number(s.get('events'))} / {_number(s.get('targetEvents'))}"),
              ("achieved / target events/s", " / ".join(f"{r:,.0f}" if isinstance(r, (int, float)) else "–"
                                                        for r in rates)),
-             ("p99 latency (ms)", _number(s.get("latencyP99Ms"))),
+             (f"p99 latency (ms): {latency_title(_definition(run))}", _number(s.get("latencyP99Ms"))),
              ("sustained", _number(s.get("sustained"))), ("outcome", _number(s.get("outcome")))]
     if checks:
         cards.append(("thresholds passed", f"{sum(bool(c.get('passed')) for c in checks)} of {len(checks)}"))
@@ -269,31 +317,65 @@ def _gates(run: dict) -> str:
         if detail.get("basis"):
             out.append(f"<p>compared: {_e(detail['basis'])}</p>")
         nested = {**{k: v for k, v in check.items() if isinstance(v, (list, dict))},
-                  **{k: v for k, v in detail.items() if k != "basis"}}
+                  **{k: v for k, v in detail.items() if k not in ("basis", "examples")}}
         for key, value in nested.items():
             out.append(f"<details open><summary>{_e(key)}</summary><pre>{_e(json.dumps(value, indent=2))}</pre>"
                        "</details>")
     return "".join(out)
 
 
-def _latency_table(run: dict) -> str:
-    rows = [(label, run.get(key) or {}) for key, label in (("latencyMs", "end-to-end"),
-                                                          ("scheduleDelayMs", "schedule delay"),
-                                                          ("deliveryMs", "delivery"))]
-    if not any(values for _, values in rows):
+def _check_examples(run: dict) -> str:
+    """The check's example rows as a table (`impulse.loadtest.check_examples`): the kind of difference, how often the
+    row was expected and delivered, and the row's columns."""
+    detail = run.get("checkDetail") if isinstance(run.get("checkDetail"), dict) else {}
+    examples = detail.get("examples")
+    if not isinstance(examples, dict) or not any(examples.values()):
         return ""
-    return ("<h3>Latency (ms)</h3><table><tr><th class='l'></th>" + "".join(f"<th>{p}</th>" for p in
-                                                                          _PERCENTILE_NAMES) + "</tr>"
+    columns, rows = example_table(examples)
+    head = "".join(f'<th class="{"l" if i == 0 or i > 2 else ""}">{_e(c)}</th>' for i, c in enumerate(columns))
+    body = "".join("<tr>" + "".join(
+        f'<td class="l">{_mark_kind(v)}</td>' if i == 0 else f'<td>{_e(_number(v))}</td>' if i <= 2
+        else f'<td class="l">{_e("–" if v is None else v)}</td>'
+        for i, v in enumerate(cells)) + "</tr>" for cells in rows)
+    return (f"<h3>Check: example rows</h3><table class='examples'><tr>{head}</tr>{body}</table>"
+            "<p class='note'>expected / delivered: how often the row is in the batch answer / in the target</p>")
+
+
+def _mark_kind(kind: str) -> str:
+    return f'<span class="FAIL">{_e(kind)}</span>'
+
+
+def _latency_table(run: dict) -> str:
+    """The run's latency percentiles, one row per measure, each named and said what it measures: the run's latency
+    (its definition), then a direct run's schedule delay and delivery, or through Kafka the latency through it."""
+    rows = [(latency_title(_definition(run)), latency_description(_definition(run)), run.get("latencyMs") or {})]
+    extra = run.get("viaLatency")
+    if isinstance(extra, dict):
+        rows.append((latency_title(extra.get("definition")), latency_description(extra.get("definition")),
+                     extra.get("ms") or {}))
+    rows += [(label, text, run.get(f"{key}Ms") or {}) for key, label, text in LATENCY_PARTS if run.get(f"{key}Ms")]
+    if not any(values for _, _, values in rows):
+        return ""
+    return ("<h3>Latency (ms)</h3><table class='latency'><tr><th class='l'></th>" + "".join(
+        f"<th>{p}</th>" for p in _PERCENTILE_NAMES) + "</tr>"
             + "".join(f'<tr><th class="l">{_e(label)}</th>'
                       + "".join(f"<td>{_e(_number(values.get(p)))}</td>" for p in _PERCENTILE_NAMES) + "</tr>"
-                      for label, values in rows) + "</table>")
+                      for label, _, values in rows) + "</table>"
+            + "".join(f'<p class="note measures"><b>{_e(label)}:</b> {_e(text)}</p>' for label, text, _ in rows))
+
+
+def _whose(run: dict) -> str:
+    """Whose micro-batches a run object's are: through Kafka the pipeline's, in its ``producer`` the producer's."""
+    if isinstance(run.get("via"), dict):
+        return " of the pipeline"
+    return " of the producer" if (run.get("summary") or {}).get("latencyDefinition") == "producer" else ""
 
 
 def _phases_table(run: dict) -> str:
     phases = run.get("phasesMs") or {}
     if not phases:
         return ""
-    return ("<h3>Spark's phases (ms per micro-batch)</h3><table><tr><th class='l'>phase</th><th>mean</th>"
+    return (f"<h3>Spark's phases{_whose(run)} (ms per micro-batch)</h3><table><tr><th class='l'>phase</th><th>mean</th>"
             "<th>max</th></tr>" + "".join(f'<tr><th class="l">{_e(p)}</th><td>{_e(_number(v.get("mean")))}</td>'
                                           f'<td>{_e(_number(v.get("max")))}</td></tr>' for p, v in phases.items())
             + "</table>")
@@ -330,14 +412,47 @@ def _setup(run: dict) -> str:
     return "".join(out)
 
 
+def _headline(result: Any) -> str:
+    """PASS or FAIL, the query and every reason (report.json's ``result``, `impulse.loadtest.verdict`)."""
+    if not isinstance(result, dict) or result.get("status") not in ("PASS", "FAIL"):
+        return ""
+    status = result["status"]
+    reasons = result.get("reasons") or []
+    return (f'<div class="headline {status}"><span class="{"pass" if status == "PASS" else "FAIL"}">{status}</span>'
+            f' — {_e(result.get("query"))}' + ("<ul>" + "".join(f"<li>{_e(r.get('text'))}</li>" for r in reasons)
+                                                + "</ul>" if reasons else "") + "</div>")
+
+
+def _via_block(run: dict, figures: _Figures) -> str:
+    """Through Kafka: the pipeline's input and what its latency is read from, then the producer's own section (its
+    batches, rate, latency scheduled → committed, phases and charts)."""
+    via = run.get("via")
+    if not isinstance(via, dict):
+        return ""
+    # the pipeline's own latency is the run's (its latency table); the lag is a chart
+    shown = {k: v for k, v in via.items() if k not in ("lagSamples", "pipelinePartMs") and v is not None}
+    out = ["<h3>Through Kafka</h3>", _kv_table(shown)]
+    producer = run.get("producer")
+    if isinstance(producer, dict):
+        s = producer.get("summary") or {}
+        out.append(f'<section class="producer"><h3>The producer (impulse → {_e(via.get("input"))}): the load</h3>'
+                   + _kv_table(s, _SUMMARY_LABELS) + '<div class="row">'
+                   + f"<div>{_latency_table(producer)}</div><div>{_phases_table(producer)}</div></div>"
+                   + _run_charts(producer, figures) + "</section>")
+    return "".join(out)
+
+
 def _run_section(name: str, run: dict, figures: _Figures) -> str:
-    """Headline cards; the verdict, thresholds and check beside the summary and latency tables; the charts; the
-    stages, configuration and deployment."""
-    return (f'<section class="run"><h2>{_e(name)}</h2>' + _cards(run) + '<div class="row">'
-            + f'<div class="gates">{_gates(run)}{_latency_table(run)}</div>'
-            + "<div><h3>Summary</h3>" + _kv_table(run.get("summary") or {}, _SUMMARY_LABELS) + "</div>"
-            + f"<div>{_phases_table(run)}</div></div>"
-            + _run_charts(run, figures) + _stages_table(run) + _setup(run) + "</section>")
+    """The headline (PASS/FAIL and why), cards; the verdict, thresholds and check beside the summary table; the
+    latency and phases tables; the check's example rows; the charts; through Kafka the producer's section; the stages, configuration
+    and deployment."""
+    return (f'<section class="run"><h2>{_e(name)}</h2>' + _headline(run.get("result")) + _cards(run)
+            + '<div class="row">'
+            + f'<div class="gates">{_gates(run)}</div>'
+            + "<div><h3>Summary</h3>" + _kv_table(run.get("summary") or {}, _SUMMARY_LABELS) + "</div></div>"
+            + f'<div class="row"><div class="latency">{_latency_table(run)}</div><div>{_phases_table(run)}</div></div>'
+            + _check_examples(run)
+            + _run_charts(run, figures) + _via_block(run, figures) + _stages_table(run) + _setup(run) + "</section>")
 
 
 def _comparison(runs: Sequence[tuple[str, dict]], figures: _Figures, heading: str) -> str:
@@ -361,8 +476,8 @@ def _comparison(runs: Sequence[tuple[str, dict]], figures: _Figures, heading: st
         color = _COLORS[i % len(_COLORS)]
         times, rates = rate_series(batches)
         rate_traces.append(_line(times, rates, name, line={"color": color}))
-        p99_traces.append(_line(times, [b.get("latencyP99Ms") for b in batches], name, line={"color": color}))
-    names = [name for name, _ in runs]
+        p99_traces.append(_line(*_measured(batches, "latencyP99Ms"), name, line={"color": color}))
+    names = _short_names([name for name, _ in runs])
     bars = [{"type": "bar", "x": names, "y": [(run.get("latencyMs") or {}).get(p) for _, run in runs], "name": p,
              "marker": {"color": _COLORS[i]}} for i, p in enumerate(("p50", "p99", "p99.9", "max"))]
     rate_bars = [{"type": "bar", "x": names, "y": [(run.get("summary") or {}).get(key) for _, run in runs],
@@ -370,24 +485,47 @@ def _comparison(runs: Sequence[tuple[str, dict]], figures: _Figures, heading: st
                  for key, label, color in (("targetRate", "target", "#8c959f"), ("achievedRate", "achieved",
                                                                                      _COLORS[0]))]
     x_title = "seconds since the start of each run"
+    definitions = sorted({_definition(run) for _, run in runs})
+    bar_layout = {"barmode": "group", "hovermode": "closest", "legend": {"orientation": "v"}}
+    x_axis = {"xaxis": {"title": {"text": "run"}, "tickangle": 0, "automargin": True, "type": "category"}}
     charts = [figures.add("Target vs achieved rate (events/s)", rate_bars,
-                          {**_axes("run", "events/s"), "barmode": "group", "hovermode": "closest"}),
-              figures.add("End-to-end latency percentiles (ms)", bars,
-                          {**_axes("run", "ms"), "barmode": "group", "hovermode": "closest"})]
+                          {**_axes("run", "events/s"), **x_axis, **bar_layout}),
+              figures.add(f"Latency percentiles: {' / '.join(latency_title(d) for d in definitions)} (ms)", bars,
+                          {**_axes("run", "ms"), **x_axis, **bar_layout})]
     if rate_traces:
         charts += [figures.add("Achieved rate per micro-batch (events/s, trailing 1 s)", rate_traces,
                                {**_axes(x_title, "events/s"), "hovermode": "closest"}),
-                   figures.add("p99 latency per micro-batch (ms)", p99_traces,
+                   figures.add(f"p99 latency per micro-batch: {' / '.join(latency_title(d) for d in definitions)} (ms)",
+                               p99_traces,
                                {**_axes(x_title, "ms"), "hovermode": "closest"})]
     return (f'<section class="run comparison"><h2>{_e(heading)}</h2><table><tr>'
             + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"
             + '<div class="charts">' + "".join(charts) + "</div></section>")
 
 
+def _short_names(names: Sequence[str]) -> list[str]:
+    """Bar charts' category labels that fit: the names less the part all share (``file / ramp / ``), each part on a
+    line of its own (``step 2<br>20,000 events/s``)."""
+    parts = [name.split(" / ") for name in names]
+    common = 0
+    while len(names) > 1 and all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
+        common += 1
+    return ["<br>".join(re.sub(r"([\d,]+) events/s", lambda m: _compact(int(m[1].replace(",", ""))) + "/s",
+                               " / ".join(p[common:])).replace(" / ", ": ").split(": ")) for p in parts]
+
+
+def _compact(value: int) -> str:
+    """20000 → 20k, 1500000 → 1.5M."""
+    for size, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if value >= size:
+            return f"{value / size:,.3g}{suffix}"
+    return f"{value:,}"
+
+
 def _ramp_header(name: str, ramp: dict) -> str:
     best = ramp.get("highestSustainedRate")
     settings = ramp.get("ramp") or {}
-    return (f'<section class="run"><h2>{_e(name)}: ramp</h2><div class="cards">'
+    return (f'<section class="run"><h2>{_e(name)}: ramp</h2>{_headline(ramp.get("result"))}<div class="cards">'
             f'<div class="card"><b>{_e(_number(best) if best is not None else "none")}</b>'
             f"<span>highest sustained rate (events/s)</span></div>"
             f'<div class="card"><b>{len(ramp.get("steps") or [])}</b><span>steps run</span></div></div>'
@@ -427,7 +565,9 @@ def render_html(documents: Sequence[tuple[str, dict]], title: str, script: str) 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body><main>"
-            f"<h1>{_e(title)}</h1>" + "".join(parts) + "</main>\n"
+            f"<h1>{_e(title)}</h1>" + "".join(_headline(d.get("result")) for _, d in documents
+                                              if d.get("mode") == "scenarios")
+            + "".join(parts) + "</main>\n"
             f"<script>{script}</script>\n"
             f'<script type="application/json" id="figures">{figures.json()}</script>\n'
             "<script>\n(function () {\n"

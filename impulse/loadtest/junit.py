@@ -12,7 +12,9 @@ Built from the ``report.json`` document (`impulse.loadtest.sections`), so it say
   one ``<testcase>``, ``a step sustained`` (with ``--min-sustained``: ``highest sustained rate ≥ RATE events/s``),
   whose ``<failure>`` message is the ramp's ``failures`` (`impulse.loadtest.ramp.RampResult.failures`), joined;
   a ramp's object without ``failures`` (an older report) has no such suite;
-- the suite's ``<properties>``: the headline numbers of its ``summary`` (every key, as written);
+- the suite's ``<properties>``: the headline numbers of its ``summary`` (every key, as written), what its latency
+  measures (``latencyMeasures``) and, for a run or scenario, its PASS/FAIL and why (``result``, the headline of
+  `impulse.loadtest.verdict`);
 - times in seconds with at most 3 decimals, as the Surefire schema (junit-10.xsd) demands.
 
 Deterministic: the same document gives the same bytes.
@@ -25,7 +27,9 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
+from impulse.loadtest.latency_names import description as latency_description
 from impulse.loadtest.sections import check_failure, ramp_sections, run_sections
+from impulse.loadtest.verdict import headline_of
 
 __all__ = ["junit_xml", "write_junit"]
 
@@ -56,7 +60,7 @@ def _suite(parent: ET.Element, name: str, run: dict) -> tuple[int, int, int]:
         attributes["timestamp"] = datetime.fromtimestamp(started / 1e6, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     suite = ET.SubElement(parent, "testsuite", attributes)
     properties = ET.SubElement(suite, "properties")
-    for key, value in summary.items():
+    for key, value in {**summary, **_more_properties(run)}.items():
         text = "" if value is None else json.dumps(value) if isinstance(value, (bool, dict, list)) else str(value)
         ET.SubElement(properties, "property", {"name": key, "value": text})
     failures = errors = 0
@@ -99,6 +103,16 @@ def _ramp_suite(parent: ET.Element, name: str, ramp: dict) -> tuple[int, int, in
             else "a step sustained")
     _case(suite, name, case, failure="; ".join(failures) if failures else None, kind="ramp")
     return 1, int(bool(failures)), 0
+
+
+def _more_properties(run: dict) -> dict:
+    """What the latency measures (`impulse.loadtest.latency_names`) and the run's PASS/FAIL and why (its ``result``,
+    `impulse.loadtest.verdict`)."""
+    out = {"latencyMeasures": latency_description((run.get("summary") or {}).get("latencyDefinition"))}
+    result = run.get("result")
+    if isinstance(result, dict):
+        out["result"] = headline_of(result)
+    return out
 
 
 def junit_xml(document: dict, name: str = "impulse-load") -> bytes:

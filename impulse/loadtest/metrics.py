@@ -75,6 +75,7 @@ class Batch:
     retried_rows: int = 0         # events of the partitions that needed more than one attempt
     dead_lettered: int = 0        # events the target refused for good, sent to the sink's dead-letter target
     output_rows: int | None = None  # rows the sink acknowledged (Spark's count for other sinks; None: unknown)
+    end_counters: tuple[int, ...] = ()  # the impulse counters of its end offset, per partition
 
     # histograms are kept encoded (a few hundred bytes each, not an HdrHistogram's 190 kB) and decoded on demand
     @property
@@ -90,16 +91,18 @@ class Batch:
         return LatencyHistogram.from_dict(self.delivery_data)
 
     def row(self, origin_us: int) -> dict:
-        """A flat dict for CSV/JSON: times in s since `origin_us`, latencies in ms."""
+        """A flat dict for CSV/JSON: times in s since `origin_us`, latencies in ms (None for a histogram with no value:
+        a batch without output has no latency, and charts leave it out)."""
         out = {"batchId": self.batch_id, "timeS": round((self.ack_us - origin_us) / 1e6, 3),
                "events": self.rows, "delivered": self.delivered, "lag": self.lag, "heldBack": self.held_back,
                "bytes": self.bytes,
                "retriedPartitions": self.retried, "deadLettered": self.dead_lettered, "outputRows": self.output_rows}
         for prefix, histogram in (("latency", self.latency), ("scheduleDelay", self.schedule_delay),
                                   ("delivery", self.delivery)):
+            empty = histogram.count == 0
             for name, p in (("p50", 50.0), ("p99", 99.0)):
-                out[f"{prefix}{name.upper()}Ms"] = round(histogram.percentile(p) / 1e3, 3)
-            out[f"{prefix}MaxMs"] = round(histogram.max_us / 1e3, 3)
+                out[f"{prefix}{name.upper()}Ms"] = None if empty else round(histogram.percentile(p) / 1e3, 3)
+            out[f"{prefix}MaxMs"] = None if empty else round(histogram.max_us / 1e3, 3)
         for phase in PHASES:
             out[f"{phase}Ms"] = self.durations.get(phase, 0)
         return out
@@ -289,7 +292,7 @@ class Collector:
         batch = Batch(int(data["batchId"]), start_us, end_us, ack_us, rows, delivered,
                       max(0, self.due(ack_us) - delivered), max(0, sum(latest["counters"]) - delivered), size,
                       retried, durations, latency.to_dict(), schedule.to_dict(), delivery.to_dict(), retried_rows,
-                      dead_lettered, output_rows)
+                      dead_lettered, output_rows, tuple(int(c) for c in end["counters"]))
         return batch
 
 

@@ -28,7 +28,7 @@ import pyarrow.json as pj
 from connectors.latency import LatencyHistogram
 
 __all__ = ["OutputRecords", "OutputLatency", "read_output", "scheduled_times_us", "json_fields", "output_latency",
-           "timestamp_type"]
+           "output_latency_values", "pipeline_part", "pipeline_part_values", "timestamp_type"]
 
 LOG_APPEND_TIME = "LogAppendTime"
 CREATE_TIME = "CreateTime"
@@ -140,7 +140,7 @@ class OutputLatency:
 def output_latency(records: OutputRecords, column: str = "timestamp", from_us: int | None = None) -> OutputLatency:
     """The latency of every record of `records` whose value carries `column` and whose scheduled time is at or
     after `from_us` (None: all): broker time (ms, as µs) − scheduled time. Negative values (a scheduled time
-    ahead of the broker's clock) are recorded as 0."""
+    ahead of the broker's clock) are recorded as 0. Per record: `output_latency_values`."""
     scheduled = scheduled_times_us(records.values, column)
     known = scheduled >= 0
     keep = known & (scheduled >= from_us) if from_us is not None else known
@@ -153,6 +153,17 @@ def output_latency(records: OutputRecords, column: str = "timestamp", from_us: i
                                                                                 else "none")
     return OutputLatency(histogram, len(records), int(keep.sum()), int((~known).sum()),
                          int((known & ~keep).sum()), clock)
+
+
+def output_latency_values(records: OutputRecords, column: str = "timestamp",
+                          from_us: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`output_latency` per record: the indexes of the records measured (ascending) and their latencies (µs, ≥ 0)."""
+    scheduled = scheduled_times_us(records.values, column)
+    keep = scheduled >= 0
+    if from_us is not None:
+        keep &= scheduled >= from_us
+    index = np.flatnonzero(keep)
+    return index, np.maximum(records.times_ms[index] * 1000 - scheduled[index], 0)
 
 
 def timestamp_type(admin: Any, topic: str, timeout_s: float = 30.0) -> str:
@@ -173,18 +184,28 @@ def pipeline_part(records: OutputRecords, commits: Mapping[int, tuple[np.ndarray
 
     `commits`: per impulse partition, the producer batches' end counters (ascending) and commit times (epoch µs:
     the batch's acknowledgement, the last of its partitions' commits, so the part is a lower bound by at most the
-    spread of one batch's commits). Records before the first or after the last batch are left out."""
+    spread of one batch's commits). Records before the first or after the last batch are left out. Per record:
+    `pipeline_part_values`."""
+    histogram = LatencyHistogram()
+    _, part = pipeline_part_values(records, commits, from_us, column)
+    if len(part):
+        histogram.record(part)
+    return histogram
+
+
+def pipeline_part_values(records: OutputRecords, commits: Mapping[int, tuple[np.ndarray, np.ndarray]],
+                         from_us: int | None = None, column: str = "timestamp") -> tuple[np.ndarray, np.ndarray]:
+    """`pipeline_part` per record: the indexes of the records measured (ascending) and their parts (µs, ≥ 0)."""
     fields = json_fields(records.values, {"subtask_index": pa.int64(), "counter": pa.int64(),
                                           column: pa.timestamp("us", tz="UTC")})
     keep = (fields["counter"] >= 0) & (fields["subtask_index"] >= 0) & (fields[column] >= 0)
     if from_us is not None:
         keep &= fields[column] >= from_us
-    histogram = LatencyHistogram()
+    part = np.full(len(records), -1, dtype=np.int64)
     for partition, (ends, acks) in commits.items():
-        mine = keep & (fields["subtask_index"] == partition)
+        mine = np.flatnonzero(keep & (fields["subtask_index"] == partition))
         batch = np.searchsorted(ends, fields["counter"][mine], side="right")
         inside = batch < len(ends)
-        if inside.any():
-            part = records.times_ms[mine][inside] * 1000 - acks[batch[inside]]
-            histogram.record(np.maximum(part, 0))
-    return histogram
+        part[mine[inside]] = np.maximum(records.times_ms[mine[inside]] * 1000 - acks[batch[inside]], 0)
+    index = np.flatnonzero(part >= 0)
+    return index, part[index]

@@ -2,11 +2,13 @@
 
 Files (every one rewritten at each report):
 
-- ``report.json``: everything — summary, configuration (secret-looking option values hidden),
-  verdict, latency percentiles and histogram, Spark's per-phase durations, the stages of
-  ``rateStages`` (target vs achieved rate and latency per stage), one record per batch; for a ramp,
-  one such object per step plus the highest sustained rate; for a file's scenarios, one section per
-  scenario (``mode: scenarios``);
+- ``report.json``: everything — ``result`` (PASS or FAIL, the query and why: `impulse.loadtest.verdict`),
+  summary, configuration (secret-looking option values hidden), verdict, latency percentiles and
+  histogram (``summary.latencyDefinition`` names what they measure), Spark's per-phase durations, the
+  stages of ``rateStages`` (target vs achieved rate and latency per stage), one record per batch; for a
+  ramp, one such object per step plus the highest sustained rate; for a file's scenarios, one section per
+  scenario (``mode: scenarios``). Through Kafka the batches, phases, output rows and latency are the
+  pipeline's and ``producer`` holds the producer's (`impulse.loadtest.via_report`);
 - ``summary.csv``: one row per run (per step for a ramp), redis-benchmark style;
 - ``batches.csv``: one row per micro-batch (with the step's target rate for a ramp);
 - ``report.png``: throughput and latency per batch over time (`impulse.loadtest.plot`; needs
@@ -25,36 +27,53 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from connectors.latency import LatencyHistogram
 from impulse.loadtest.htmlreport import write_html
+from impulse.loadtest.latency_names import description as latency_description
+from impulse.loadtest.latency_names import title as latency_title
 from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_stats
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
 from impulse.loadtest.session import describe
 from impulse.loadtest.transform import describe as describe_query
+from impulse.loadtest.verdict import decide, decide_all
+from impulse.loadtest.via_report import report_rows, via_lines
 
 __all__ = ["summary_text", "ramp_text", "stages_lines", "report_document", "write_report"]
-
-
-_LATENCY_DEFINITIONS = {  # the summary's line when the latency is not each event's end to end
-    "event-time": "event-time: the output's --event-time-column → the sink's acknowledgement, per output row",
-    "micro-batch": "per micro-batch: its newest input event's schedule → the batch's commit (the output keeps no "
-                   "timestamp; give --event-time-column for event-time latency)",
-}
 
 
 def _ms(value: float) -> str:
     return f"{value:,.1f}"
 
 
+def _is_via(result: LoadResult) -> bool:
+    from impulse.loadtest.via_kafka import ViaResult
+
+    return isinstance(result, ViaResult)
+
+
+def _latency_rows(result: LoadResult) -> list[tuple[str, LatencyHistogram]]:
+    """The summary's latency rows: the run's latency, named by its definition; then a direct run's two parts
+    (schedule delay + delivery, see `metrics`), or through Kafka the latency through it when the run's is the
+    pipeline's own part (the producer's rows are in its block)."""
+    rows = [(latency_title(result.latency_definition), result.latency)]
+    if not _is_via(result):
+        return rows + [(title, result.histogram(part)) for part, title in LATENCY_PARTS if part != "latency"]
+    if result.via_latency is not None:
+        rows.append((latency_title(result.via_latency_definition), result.via_latency))
+    return rows
+
+
 def _latency_lines(result: LoadResult) -> list[str]:
-    """End-to-end latency percentiles, then its two parts (schedule delay + delivery, see `metrics`)."""
+    """What the latency measures (every definition shown), then its percentiles, one row per `_latency_rows`."""
     names = [name for name, _ in PERCENTILES] + ["max"]
-    lines = ["  " + f"{'latency (ms)':<24}" + "".join(f"{n:>10}" for n in names)]
-    for part, title in LATENCY_PARTS:
-        if part == "latency" and result.latency_definition != "end-to-end":
-            title = result.latency_definition  # the run's latency: event-time or per micro-batch
-        values = percentiles_ms(result.histogram(part))
+    definitions = [result.latency_definition] + ([result.via_latency_definition] if _is_via(result)
+                                                 and result.via_latency is not None else [])
+    lines = [f"  latency: {latency_title(d)}: {latency_description(d)}" for d in definitions]
+    lines.append("  " + f"{'latency (ms)':<24}" + "".join(f"{n:>10}" for n in names))
+    for title, histogram in _latency_rows(result):
+        values = percentiles_ms(histogram)
         lines.append(f"    {title:<22}" + "".join(f"{_ms(values[n]):>10}" for n in names))
     return lines
 
@@ -77,12 +96,17 @@ def stages_lines(result: LoadResult) -> list[str]:
 
 
 def summary_text(result: LoadResult, name: str | None = None) -> str:
-    """The end-of-run table: target vs achieved, events, errors, latency percentiles and their split, Spark phases,
-    the stages of ``rateStages``, the thresholds' pass/fail. `name`: the scenario's, shown in the title."""
+    """The end-of-run text. First line, the headline: PASS or FAIL, the query and why (`impulse.loadtest.verdict`);
+    then target vs achieved, events, output rows, errors, micro-batches, latency percentiles (each row named by what
+    it measures, `impulse.loadtest.latency_names`), Spark's phases, the stages of ``rateStages``, the thresholds'
+    and the check's pass/fail. Through Kafka the output rows, micro-batches, latency and phases are the pipeline's,
+    and the producer has a block of its own (`impulse.loadtest.via_report.via_lines`). `name`: the scenario's."""
     c = result.config
-    verdict = result.verdict
+    via = _is_via(result)
     stages = stages_lines(result)
+    titled = f" {name!r}" if name else ""
     lines = [
+        f"impulse-load{titled}: {decide(result).headline()}",
         f"impulse-load summary{' of ' + repr(name) if name else ''}: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
         *([f"  on {describe(result.deployment)}"] if result.deployment else []),
@@ -92,23 +116,22 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"  {'':<24}{'target':>14}{'achieved':>14}",
         f"  {'rate (events/s)':<24}{result.target_rate:>14,.0f}{result.achieved_rate:>14,.0f}",
         f"  {'events':<24}{result.target_events:>14,}{result.events:>14,}",
+        *([f"  {'records read (pipeline)':<24}{'':>14}{result.via.get('rowsRead') or 0:>14,}"] if via else []),
         *([f"  {'output rows':<24}{'':>14}{result.output_rows:>14,}"] if result.output_rows is not None else []),
         f"  {'errors':<24}{'':>14}{result.errors:>14,}",
         f"  {'dead-lettered':<24}{'':>14}{result.dead_lettered:>14,}",
-        f"  {'MB (Arrow)':<24}{'':>14}{result.bytes / 2**20:>14,.1f}",
-        f"  {'batches':<24}{'':>14}{len(result.batches):>14,}",
+        *([] if via else [f"  {'MB (Arrow)':<24}{'':>14}{result.bytes / 2**20:>14,.1f}"]),
+        f"  {'batches (pipeline)' if via else 'batches':<24}{'':>14}{_batch_count(result):>14,}",
         f"  {'time (s)':<24}{c.duration_s:>14,.1f}{result.duration_s:>14,.1f}",
-        f"  sustained: {verdict}",
+        f"  sustained: {result.verdict}",
         *([f"  rateStages: {c.stages.text}"] if stages else []),
         *stages,
         "",
-        *([f"  latency: {_LATENCY_DEFINITIONS[result.latency_definition]}"]
-          if result.latency_definition != "end-to-end" else []),
         *_latency_lines(result),
         "",
-        f"  {'Spark phase (ms)':<24}{'mean':>10}{'max':>10}",
+        f"  {'Spark phase (ms)' + (', pipeline' if via else ''):<24}{'mean':>10}{'max':>10}",
     ]
-    for phase, stats in phase_stats(result.batches).items():
+    for phase, stats in _phase_stats(result).items():
         lines.append(f"    {phase:<22}{stats['mean']:>10,.1f}{stats['max']:>10,.0f}")
     checks = result.checks
     if checks:
@@ -127,13 +150,27 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
             check = "= the output rows" if rows == out else f"≠ {out if out is not None else '?':,} output rows"
         lines += ["", f"  embedded receiver: {rows:,} rows accepted in {result.receiver['requests']:,} requests "
                       f"({result.receiver['duplicates']:,} duplicates ignored) {check}"]
+    if via:
+        lines += ["", *via_lines(result)]
     return "\n".join(lines)
 
 
+def _batch_count(result: LoadResult) -> int:
+    """The run's micro-batches: through Kafka, the pipeline's."""
+    return len(result.pipeline_batches) if _is_via(result) else len(result.batches)
+
+
+def _phase_stats(result: LoadResult) -> dict:
+    """Spark's phases of the run's micro-batches: through Kafka, the pipeline's."""
+    return phase_stats(result.pipeline_batches if _is_via(result) else result.batches)
+
+
 def ramp_text(ramp: RampResult) -> str:
-    """One row per step, the highest sustained rate and the ramp's verdict as a gate (`RampResult.failures`)."""
+    """The headline (PASS or FAIL, the query and why), one row per step, the highest sustained rate and the ramp's
+    verdict as a gate (`RampResult.failures`)."""
     c = ramp.config
     lines = [
+        f"impulse-load: {decide(ramp).headline()}",
         f"impulse-load ramp: {c.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"{ramp.ramp.step_duration_s:g}s per step; sustained = {ramp.bound}",
         *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
@@ -167,22 +204,24 @@ def _write_csv(path: Path, rows: Sequence[dict]) -> None:
 
 
 def _summary_row(result: LoadResult) -> dict:
+    """summary.csv's row: the summary and Spark's phases (through Kafka, the pipeline's)."""
     row = result.summary()
-    for phase, stats in phase_stats(result.batches).items():
+    for phase, stats in _phase_stats(result).items():
         row[f"{phase}MeanMs"] = stats["mean"]
         row[f"{phase}MaxMs"] = stats["max"]
     return row
 
 
 def _document(result: LoadResult | RampResult) -> tuple[dict, list[LoadResult], str]:
-    """The report.json object of a run or a ramp, its runs, and its plot's title."""
+    """The report.json object of a run or a ramp (with its ``result``: PASS or FAIL and why,
+    `impulse.loadtest.verdict`), its runs, and its plot's title."""
     if isinstance(result, RampResult):
         title = (f"impulse-load ramp: {result.config.sink}, highest sustained "
                  + (f"{result.highest_sustained_rate:,.0f} events/s" if result.highest_sustained_rate else "rate: none"))
-        return result.to_dict(), result.steps, title
+        return {"mode": "ramp", "result": decide(result).to_dict(), **result.to_dict()}, result.steps, title
     title = (f"impulse-load: {result.sink}, target {result.target_rate:,.0f} events/s, "
              f"achieved {result.achieved_rate:,.0f}")
-    return {"mode": "run", **result.to_dict()}, [result], title
+    return {"mode": "run", "result": decide(result).to_dict(), **result.to_dict()}, [result], title
 
 
 def report_document(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]], *,
@@ -198,7 +237,8 @@ def report_document(result: LoadResult | RampResult | Sequence[tuple[str, LoadRe
         sections.append({"name": name, **section})
         named += [(name, run) for run in runs]
     title = f"impulse-load: {file}, {len(sections)} scenario{'s' if len(sections) != 1 else ''}"
-    return {"mode": "scenarios", "file": file, "scenarios": sections}, named, title
+    return ({"mode": "scenarios", "file": file, "result": decide_all(list(result)).to_dict(), "scenarios": sections},
+            named, title)
 
 
 def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResult | RampResult]],
@@ -220,8 +260,8 @@ def write_report(result: LoadResult | RampResult | Sequence[tuple[str, LoadResul
     batch_rows = []
     origin = (runs[0].schedule_start_us or runs[0].started_us) if runs else 0
     for name, run in named:
-        batch_rows += [{**({"scenario": name} if name else {}), "targetRate": run.target_rate, **b.row(origin)}
-                       for b in run.batches]
+        batch_rows += [{**({"scenario": name} if name else {}), "targetRate": run.target_rate, **row}
+                       for row in report_rows(run, origin)]
     _write_csv(paths["batches.csv"], batch_rows or [{"targetRate": "", **{f"{p}Ms": "" for p in PHASES}}])
     try:
         plot_runs(runs, paths["report.png"], title)

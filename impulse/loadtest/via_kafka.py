@@ -51,9 +51,9 @@ from typing import Any, Callable, Iterator, Mapping
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.check import judge, last_watermark
 from impulse.loadtest.config import LoadConfig, LoadError
-from impulse.loadtest.metrics import Collector, percentiles_ms
-from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, pipeline_part,
-                                             read_output)
+from impulse.loadtest.metrics import Collector, percentiles_ms, phase_stats
+from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, output_latency_values,
+                                             pipeline_part_values, read_output)
 from impulse.loadtest.run import LoadResult, exception_text, impulse_options, impulse_schema_for
 from impulse.loadtest.transform import apply as apply_transform
 from impulse.loadtest.plan import refuse_real_time, refuse_unfinal_check
@@ -64,11 +64,14 @@ from impulse.loadtest.transform import resolve as resolve_transform
 from impulse.loadtest.transform import ship
 from impulse.loadtest.via_check import OutputTopicReadback, as_records, decode, expected_input, via_readback
 from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
+from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
+                                         pipeline_batches, producer_section, via_lines)
 from impulse.loadtest.via_watch import Watch, committed_ends
 from impulse.loadtest.warm_pipeline import warm_pipeline
 
 __all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka",
-           "producer_frame", "pipeline_source", "kafka_columns", "session_master", "KAFKA_SINKS", "Transform"]
+           "producer_frame", "pipeline_source", "kafka_columns", "session_master", "KAFKA_SINKS", "Transform",
+           "via_lines"]
 
 Transform = Callable[[Any], Any]     # DataFrame → DataFrame
 KAFKA_SINKS = ("kafka", "kafka-sink")   # pipeline sinks whose output topic the harness reads back
@@ -76,14 +79,20 @@ _POLL_S = 0.25              # how often the prefill is polled
 _PREFILL_RATE = 1_000_000.0  # events/s of the prefill's schedule: as fast as the producer can write
 @dataclass
 class ViaResult(LoadResult):
-    """A `LoadResult` of the producer (its batches, rate and events are the events written into the input topic)
-    whose latency is the pipeline's: scheduled time → output (`pipeline_latency`); ``schedule_delay`` and
-    ``delivery`` stay the producer's parts."""
+    """A run through Kafka. Its `batches` are the producer's: the run's events and its target vs achieved rate are
+    the events written into the input topic (the load). The reports give the pipeline's figures as the run's
+    (`impulse.loadtest.via_report`): its micro-batches (`pipeline_batches`), its output rows (``via["outputRows"]``)
+    and its latency (`pipeline_latency`, named by `latency_definition`), with `via_latency` (named by
+    `via_latency_definition`: through Kafka, scheduled or event-time → output) beside it when the run's latency is
+    the pipeline's own part; the producer's own figures are `producer_run`'s."""
 
     via: dict = field(default_factory=dict)                     # the pipeline's counts, drain, latency source
     pipeline_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     producer_options: dict = field(default_factory=dict)        # the impulse options of the run's events
     prefill_options: dict | None = None                          # … of the prefill's events
+    pipeline_batches: list[PipelineBatch] = field(default_factory=list)
+    via_latency: LatencyHistogram | None = None
+    via_latency_definition: str | None = None
 
     def histogram(self, part: str) -> LatencyHistogram:
         if part == "latency":
@@ -95,21 +104,43 @@ class ViaResult(LoadResult):
         """Scheduled time → the producer's commit into the input topic."""
         return super().histogram("latency")
 
+    @property
+    def output_rows(self) -> int | None:
+        """The pipeline's output rows: records in the output topic, or rows the sink acknowledged (None: unknown)."""
+        return self.via.get("outputRows")
+
+    def producer_run(self) -> LoadResult:
+        """The producer as a run of its own (impulse → kafka-sink into the input topic): its figures."""
+        return LoadResult(config=self.config, sink="kafka-sink", options={}, query_id=None, batches=self.batches,
+                          schedule_start_us=self.schedule_start_us, started_us=self.started_us,
+                          finished_us=self.finished_us, outcome=self.outcome, error=self.error)
+
+    def producer_document(self) -> dict:
+        """report.json's ``producer`` object (`impulse.loadtest.via_report.producer_section`)."""
+        return producer_section(self.producer_run().to_dict())
+
     def summary(self) -> dict:
         out = super().summary()
+        out["batches"] = len(self.pipeline_batches)      # the pipeline's micro-batches; the producer's: its own
+        out.pop("bytes", None)                            # the producer's Arrow bytes: the pipeline's are not known
         out["via"] = self.via.get("input")
         out["pipelineTrigger"] = self.via.get("trigger")
         out["pipelineRows"] = self.via.get("rowsRead")
-        out["outputRows"] = self.via.get("outputRows")
         out["latencySource"] = self.via.get("latencySource")
-        producer = percentiles_ms(self.producer_latency)
-        out["producerLatencyP50Ms"], out["producerLatencyP99Ms"] = producer["p50"], producer["p99"]
         return out
 
     def to_dict(self) -> dict:
         out = super().to_dict()
+        origin = self.schedule_start_us or self.started_us
+        out["batches"] = batch_rows(self.pipeline_batches, origin)
+        out["phasesMs"] = phase_stats(self.pipeline_batches)
+        for key in ("scheduleDelayMs", "deliveryMs", "scheduleDelayHistogram", "deliveryHistogram"):
+            out.pop(key, None)   # the parts of the producer's latency: in its section
         out["via"] = self.via
-        out["producerLatencyMs"] = percentiles_ms(self.producer_latency)
+        if self.via_latency is not None:
+            out["viaLatency"] = {"definition": self.via_latency_definition, "ms": percentiles_ms(self.via_latency),
+                                 "histogram": self.via_latency.to_dict()}
+        out["producer"] = self.producer_document()
         return out
 
 
@@ -423,35 +454,16 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         if display is not None:
             display.finish()
         pipeline = watch.pipeline
-        progress = [json.loads(p.json) for p in pipeline.recentProgress] if pipeline is not None else []
-        rows_read = sum(int(p.get("numInputRows", 0)) for p in progress)
+        batches = pipeline_batches(watch.progress + ([json.loads(p.json) for p in pipeline.recentProgress]
+                                                     if pipeline is not None else []))
+        assign_lag(batches, [(watch.pipeline_started_us + round(s * 1e6), lag) for s, lag in watch.lag_samples])
         via_info = {"input": f"kafka://{via.bootstrap}/{via.topic}", "trigger": trigger.text, "decode": decode,
-                    "outputMode": mode_note or output_mode, "rowsRead": rows_read, "pipelineBatches": len(progress),
-                    "prefill": watch.drain_info(), "lagSamples": watch.lag_samples[-2000:]}
-        latency = LatencyHistogram()
-        column = event_time_column or "timestamp"
-        if output_topic:
-            records = read_output(output_client, output_topic, output_start)
-            start_us = collector.schedule_start_us
-            # the values carry milliseconds (to_json): the first event's time, truncated, is the run's start
-            from_us = None if start_us is None else start_us - start_us % 1000
-            measured: OutputLatency = output_latency(records, column, from_us)
-            latency = measured.histogram
-            part = pipeline_part(records, _producer_commits(watch.producer, collector), from_us, column)
-            if part.count:
-                via_info["pipelinePartMs"] = percentiles_ms(part)
-            via_info.update(outputRows=len(records), latencySource=(
-                f"output topic's {measured.clock} − the value's '{column}' field"), outputLatency=measured.to_dict())
-            if output_kind != LOG_APPEND_TIME:
-                via_info["latencyNote"] = (f"topic '{output_topic}' has message.timestamp.type={output_kind}: the "
-                                           "broker time is the writer's CreateTime")
-        elif metrics_path is not None:
-            latency, out_rows = _metrics_latency(metrics_path)
-            via_info.update(outputRows=out_rows, latencySource=f"{config.sink}'s acknowledgement − the rows' "
-                                                                "'timestamp'")
-        else:
-            via_info.update(outputRows=None, latencySource="none: the sink cannot be read back")
-        via_info["outputTopic"] = output_topic
+                    "outputMode": mode_note or output_mode, "rowsRead": sum(b.rows for b in batches),
+                    "pipelineBatches": len(batches), "prefill": watch.drain_info(),
+                    "lagSamples": watch.lag_samples[-2000:], "outputTopic": output_topic}
+        output = (output_client, output_topic, output_start, output_kind) if output_topic else None
+        figures = _pipeline_figures(batches, via_info, collector, event_time_column or "timestamp", config.sink,
+                                    output, metrics_path)
         check = None
         if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
             if display is not None:
@@ -471,8 +483,8 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
                          query_id=str(pipeline.id) if pipeline is not None else None, batches=collector.batches,
                          schedule_start_us=collector.schedule_start_us, started_us=started_us,
                          finished_us=time.time_ns() // 1000, outcome=outcome, error=error,
-                         deployment=deployment(spark, config.remote), via=via_info, pipeline_latency=latency,
-                         producer_options=producer_opts, prefill_options=prefill_opts)
+                         deployment=deployment(spark, config.remote), via=via_info, producer_options=producer_opts,
+                         prefill_options=prefill_opts, pipeline_batches=batches, **figures)
         result.check = check
         return result
     finally:
@@ -524,63 +536,79 @@ def _prefill(spark, config: LoadConfig, via: Via, options: Mapping[str, str], wo
         _stop_quietly(query)
 
 
-def _producer_commits(producer, collector: Collector) -> dict[int, tuple[Any, Any]]:
+def _producer_commits(collector: Collector) -> dict[int, tuple[Any, Any]]:
     """Per impulse partition: the end counters (ascending) of the producer's batches and their commit times (µs)."""
     import numpy as np
 
-    acks = {b.batch_id: b.ack_us for b in collector.batches}
     ends: dict[int, list[tuple[int, int]]] = {}
-    for progress in producer.recentProgress:
-        data = json.loads(progress.json)
-        if data["batchId"] not in acks or not data.get("sources"):
-            continue
-        end = data["sources"][0].get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        for partition, counter in enumerate((end or {}).get("counters", ())):
-            ends.setdefault(partition, []).append((int(counter), acks[data["batchId"]]))
+    for batch in collector.batches:
+        for partition, counter in enumerate(batch.end_counters):
+            ends.setdefault(partition, []).append((counter, batch.ack_us))
     out = {}
     for partition, pairs in ends.items():
         pairs.sort()
-        out[partition] = (np.array([c for c, _ in pairs], dtype=np.int64), np.array([a for _, a in pairs], dtype=np.int64))
+        out[partition] = (np.array([c for c, _ in pairs], dtype=np.int64),
+                          np.array([a for _, a in pairs], dtype=np.int64))
     return out
 
 
-def _metrics_latency(path: str) -> tuple[LatencyHistogram, int]:
-    """The merged latency histogram and row count of a project sink's metrics file."""
+def _pipeline_figures(batches: list[PipelineBatch], via_info: dict, collector: Collector, column: str, sink: str,
+                      output: tuple | None, metrics_path: str | None) -> dict:
+    """The pipeline's latency (`ViaResult`'s fields: the run's latency and its definition, the latency through Kafka
+    beside it), its output rows and latency source into `via_info`, and each of `batches` its output's latency.
+
+    `output`: (client, topic, offsets before the run, timestamp type) of a Kafka sink's output topic, read back: the
+    run's latency is the pipeline's own part (input committed → output appended) where the records carry the
+    event's ``subtask_index`` and ``counter``, else `column` → output appended; `metrics_path`: a project sink's
+    metrics file (its rows' ``timestamp`` → its acknowledgement, per batch)."""
+    event_time = "via-event-time" if column != "timestamp" else "via-end-to-end"
+    if output is not None:
+        client, topic, start, kind = output
+        records = read_output(client, topic, start)
+        start_us = collector.schedule_start_us
+        # the values carry milliseconds (to_json): the first event's time, truncated, is the run's start
+        from_us = None if start_us is None else start_us - start_us % 1000
+        measured: OutputLatency = output_latency(records, column, from_us)
+        index, values = pipeline_part_values(records, _producer_commits(collector), from_us, column)
+        figures = {"pipeline_latency": measured.histogram, "latency_definition": event_time}
+        if len(index):
+            part = LatencyHistogram()
+            part.record(values)
+            figures = {"pipeline_latency": part, "latency_definition": "pipeline", "via_latency": measured.histogram,
+                       "via_latency_definition": event_time}
+            via_info["pipelinePartMs"] = percentiles_ms(part)
+        else:
+            index, values = output_latency_values(records, column, from_us)
+        attribute_latency(batches, records.times_ms[index] * 1000, values)
+        count_output(batches, records.times_ms * 1000)
+        via_info.update(outputRows=len(records), latencySource=(
+            f"output topic's {measured.clock} − the value's '{column}' field"), outputLatency=measured.to_dict())
+        if kind != LOG_APPEND_TIME:
+            via_info["latencyNote"] = (f"topic '{topic}' has message.timestamp.type={kind}: the broker time is the "
+                                       "writer's CreateTime")
+        return figures
+    if metrics_path is not None:
+        latency, out_rows = _metrics_latency(metrics_path, {b.batch_id: b for b in batches})
+        via_info.update(outputRows=out_rows, latencySource=f"{sink}'s acknowledgement − the rows' 'timestamp'")
+        return {"pipeline_latency": latency, "latency_definition": "end-to-end"}
+    via_info.update(outputRows=None, latencySource="none: the sink cannot be read back")
+    return {"pipeline_latency": LatencyHistogram(), "latency_definition": event_time}
+
+
+def _metrics_latency(path: str, batches: Mapping[int, PipelineBatch]) -> tuple[LatencyHistogram, int]:
+    """The merged latency histogram and row count of a project sink's metrics file; each of `batches` (by id) gets
+    its line's latency and rows."""
     histogram, rows = LatencyHistogram(), 0
     if os.path.exists(path):
         with open(path, "rb") as source:
             for line in source:
                 if line.strip():
                     record = json.loads(line)
-                    histogram.merge(LatencyHistogram.from_dict(record.get("latency")))
+                    one = LatencyHistogram.from_dict(record.get("latency"))
+                    histogram.merge(one)
                     rows += int(record.get("rows", 0))
+                    batch = batches.get(int(record.get("batchId", -1)))
+                    if batch is not None:
+                        batch.output_rows = int(record.get("rows", 0))
+                        batch.latency_data = one.to_dict() if one.count else None
     return histogram, rows
-
-
-def via_lines(result: ViaResult) -> list[str]:
-    """The summary's lines of the Kafka topology: the pipeline's input and output, its latency's definition, the
-    producer's own latency and the backlog's drain."""
-    via = result.via
-    producer = percentiles_ms(result.producer_latency)
-    lines = [f"  through {via['input']}: pipeline trigger {via['trigger']}, {via['outputMode']}"
-             f"{', decoded events' if via['decode'] else ''}; {via['rowsRead']:,} records read in "
-             f"{via['pipelineBatches']} batches, "
-             + (f"{via['outputRows']:,} output rows" if via.get("outputRows") is not None else "output not counted"),
-             f"  end-to-end latency: {via['latencySource']}",
-             f"  producer latency (scheduled → committed in the input topic): p50 {producer['p50']:,.1f} ms, "
-             f"p99 {producer['p99']:,.1f} ms"]
-    part = via.get("pipelinePartMs")
-    if part:
-        lines.append(f"  pipeline's own part (input committed → output in the topic): p50 {part['p50']:,.1f} ms, "
-                     f"p99 {part['p99']:,.1f} ms, max {part['max']:,.1f} ms")
-    if via.get("latencyNote"):
-        lines.append(f"  note: {via['latencyNote']}")
-    drain = via.get("prefill")
-    if drain:
-        read = f"read in {drain['readS']:g}s ({drain['readRate']:,.0f} events/s)" if drain["readS"] else "not read"
-        caught = (f"caught up (lag ≤ {drain['caughtUpLag']:,} events) after {drain['caughtUpS']:g}s, "
-                  f"{drain['drainRate']:,.0f} events/s read meanwhile" if drain["caughtUpS"]
-                  else "never caught up")
-        lines.append(f"  backlog of {drain['events']:,} events: {read}; {caught}")
-    return lines

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.metrics import Collector
 from impulse.loadtest.run import exception_text
+from impulse.loadtest.via_report import compact_progress
 
 __all__ = ["Watch", "committed_ends", "kafka_offsets"]
 
@@ -64,6 +65,7 @@ class Watch:
         self.read_at_caught_up = 0
         self._seen_batches = -1
         self.rows_read: dict[int, int] = {}   # pipeline batch id → input rows
+        self.progress: list[dict] = []        # the pipeline's progress records (`via_report.compact_progress`)
 
     def drain_info(self) -> dict | None:
         if not self.prefill:
@@ -101,6 +103,7 @@ class Watch:
             record = json.loads(progress.json)
             if record["batchId"] > self._seen_batches:
                 self.rows_read[record["batchId"]] = int(record.get("numInputRows", 0))
+                self.progress.append(compact_progress(record))
         self._seen_batches = data["batchId"]
         offsets = kafka_offsets(data, self.via.topic)
         if offsets is None:

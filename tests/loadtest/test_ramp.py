@@ -133,6 +133,7 @@ class _Step:
     events: int = 0
     errors: int = 0
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    outcome: str = "completed"
 
     def to_dict(self) -> dict:
         return {"summary": {"targetRate": self.target_rate, "outcome": "completed",

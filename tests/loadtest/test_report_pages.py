@@ -111,7 +111,7 @@ def test_the_page_shows_every_gate_a_check_and_keys_it_does_not_know():
     specs = json.loads(re.search(r'id="figures">(.*?)</script>', page, re.S).group(1))
     titles = [spec["layout"]["title"]["text"] for spec in specs]
     assert [t.split(":")[0].split(" (")[0] for t in titles] == [
-        "Rate", "Lag", "End-to-end latency per micro-batch", "Schedule delay vs delivery per micro-batch",
+        "Rate", "Lag", "Latency per micro-batch", "Schedule delay vs delivery per micro-batch",
         "Spark's phases per micro-batch", "Latency distribution"]
     hdr = specs[-1]["data"][0]
     assert hdr["name"] == "end-to-end" and hdr["y"] == sorted(hdr["y"]) and hdr["x"] == sorted(hdr["x"])

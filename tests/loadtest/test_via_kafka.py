@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -201,6 +202,45 @@ def test_a_filter_through_kafka_gives_exactly_the_filtered_events(runs):
 @pytest.mark.integration
 @pytest.mark.kafka
 @pytest.mark.slow
+def test_the_filters_report_gives_the_pipelines_figures_and_the_producers_in_a_section_of_their_own(runs):
+    run = runs["filter"]
+    written = len(run["input"])
+    report, text = run["report"], run["summaryText"]
+    outputs = len(run["output"])
+    assert 0 < outputs < written
+    # the run's figures are the pipeline's: its output rows, micro-batches, phases and own latency …
+    assert report["summary"]["outputRows"] == outputs and report["summary"]["events"] == written
+    assert re.search(rf"^  output rows\s+{outputs:,}$", text, re.M)
+    assert re.search(rf"^  records read \(pipeline\)\s+{written:,}$", text, re.M)
+    pipeline_batches = report["batches"]
+    assert sum(b["events"] for b in pipeline_batches) == written == run["via"]["rowsRead"]
+    assert sum(b["outputRows"] for b in pipeline_batches) == outputs
+    assert report["summary"]["batches"] == len(pipeline_batches) == run["via"]["pipelineBatches"]
+    assert re.search(rf"^  batches \(pipeline\)\s+{len(pipeline_batches):,}$", text, re.M)
+    add_batch = report["phasesMs"]["addBatch"]
+    assert add_batch["max"] == max(b["addBatchMs"] for b in pipeline_batches)
+    assert re.search(rf"^    addBatch\s+{add_batch['mean']:,.1f}\s+{add_batch['max']:,.0f}$",
+                     text.split("Spark phase (ms), pipeline")[1].split("\n\n")[0], re.M)
+    assert report["summary"]["latencyDefinition"] == "pipeline"
+    assert report["latencyMs"] == run["via"]["pipelinePartMs"]
+    assert report["viaLatency"]["definition"] == "via-end-to-end"
+    assert report["viaLatency"]["ms"]["p50"] >= report["latencyMs"]["p50"]   # the producer's part on top
+    assert "  latency: pipeline: the pipeline's own: each input record's commit into the input topic" in text
+    # … and the producer's are its own: its batches, bytes, phases, its latency scheduled → committed
+    producer = report["producer"]
+    assert producer["summary"]["latencyDefinition"] == "producer" and producer["summary"]["events"] == written
+    assert [b["delivered"] for b in producer["batches"]][-1] == written
+    assert producer["summary"]["batches"] == len(producer["batches"]) and producer["summary"]["bytes"] > 0
+    block = text.split("  producer (impulse → ")[1]
+    assert f"{len(producer['batches']):,} micro-batches, {written:,} events" in block
+    assert "latency: producer: each event's schedule → the producer's commit of it into the input topic" in block
+    assert "MB (Arrow)" not in text.split("  producer (impulse → ")[0]
+    assert text.splitlines()[0].startswith("impulse-load: PASS — impulse events through kafka://")
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
 def test_a_windowed_aggregation_through_kafka_counts_every_closed_window_exactly(runs):
     run = runs["window"]
     _completed(run)
@@ -221,6 +261,13 @@ def test_a_windowed_aggregation_through_kafka_counts_every_closed_window_exactly
     assert run["via"]["latencySource"].endswith("'window.end' field")
     assert run["via"]["outputLatency"]["measured"] == len(emitted)
     assert run["check"]["passed"] and run["check"]["expected"] == len(emitted) == run["check"]["delivered"]
+    # its latency is event-time (window.end → output), named so; the batches that closed no window have none
+    assert run["report"]["summary"]["latencyDefinition"] == "via-event-time"
+    assert "  latency: event-time → output: through Kafka: the output's --event-time-column" in run["summaryText"]
+    assert re.search(rf"^  output rows\s+{len(emitted):,}$", run["summaryText"], re.M)
+    with_output = [b for b in run["report"]["batches"] if b["outputRows"]]
+    assert with_output and all(b["latencyP99Ms"] is not None for b in with_output)
+    assert all(b["latencyP99Ms"] is None for b in run["report"]["batches"] if not b["outputRows"])
 
 
 @pytest.mark.integration

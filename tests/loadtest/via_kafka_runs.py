@@ -1,8 +1,8 @@
 """Runs of the Kafka topology for ``test_via_kafka.py``, in a process of their own (Spark's Kafka connector needs a
 session started with it): ``python -m tests.loadtest.via_kafka_runs BOOTSTRAP OUT.json [NAME…]``.
 
-Each run writes its result's summary and what it read back (input and output records) into OUT.json, one object
-per run name; the tests check them. The runs share one Spark session and the broker at BOOTSTRAP.
+Each run writes its result's summary, its summary text and report.json object, and what it read back (input and
+output records) into OUT.json, one object per run name; the tests check them. The runs share one Spark session and the broker at BOOTSTRAP.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import replace
 from connectors.kafka_topics import read_topic
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.metrics import percentiles_ms
+from impulse.loadtest.report import report_document, summary_text
 from impulse.loadtest.session import make_session
 from impulse.loadtest.via_kafka import run_via_kafka
 
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> None:
             "check": result.check.to_json() if result.check is not None else None,
             "checkLines": result.check.lines() if result.check is not None else None,
             "input": _records(bootstrap, input_topic), "output": _records(bootstrap, config.options["topic"]),
+            "summaryText": summary_text(result), "report": report_document(result)[0],
         }
         with open(out, "w") as sink:
             json.dump(results, sink)
