@@ -364,7 +364,7 @@ def test_bad_queries_exit_2_naming_the_flag_with_spark_s_reason_and_no_java_stac
 def test_the_readme_pipeline_runs_and_passes_its_check(spark, redis_server, tmp_path, capsys, monkeypatch):
     """The README's "Load-testing your own pipeline" module, as my_pipeline.py in the working directory, with the
     README's flags (a small rate, this test's Redis and a fresh keyPrefix)."""
-    (tmp_path / "my_pipeline.py").write_text(python_block("### Load-testing your own pipeline"))
+    (tmp_path / "my_pipeline.py").write_text(python_block("### Load-testing your own pipeline", 0))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(__import__("sys").modules, "my_pipeline", raising=False)
     prefix = f"regions-{uuid.uuid4().hex[:8]}:"
@@ -381,7 +381,7 @@ def test_the_readme_pipeline_runs_and_passes_its_check(spark, redis_server, tmp_
 @pytest.mark.webhook
 def test_a_ramp_runs_the_query_at_each_step(spark, tmp_path, capsys):
     code, out, report = _run(capsys, tmp_path, "--transform", f"{PIPELINES}:evens", "--ramp", "200:200:400",
-                             "--step-duration", "2s")
+                             "--step-duration", "5s")
     assert code == 0, out
     assert report["mode"] == "ramp" and [s["summary"]["targetRate"] for s in report["steps"]][:1] == [200]
     for step in report["steps"]:
