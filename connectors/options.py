@@ -8,18 +8,26 @@ any option nobody asked for, so a typo (`eventsPerSecnod`) fails instead of bein
 Durations are strings with a unit (``250ms``, ``1.5s``, ``500us``, ``1m``); they parse to integer
 microseconds. Times are ISO-8601 (``2026-01-01T00:00:00Z``; no zone means UTC) or integer epoch
 milliseconds; they parse to integer epoch microseconds.
+
+Inside ``with recording() as asked:`` every getter of every reader also appends what it was asked for (an
+`OptionSpec`: the option, its type and allowed values, its default) to ``asked``: parsing a connector's options
+there lists the options it knows, from the code that reads them (the documentation's option tables).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from connectors.errors import OptionError
 
-__all__ = ["OptionReader", "parse_duration_us", "parse_time_us", "format_duration_us", "CATALOG_TABLE_OPTIONS"]
+__all__ = ["OptionReader", "OptionSpec", "recording", "parse_duration_us", "parse_time_us", "format_duration_us",
+           "CATALOG_TABLE_OPTIONS"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]+)\s*$", re.IGNORECASE)
 _UNIT_US = {
@@ -78,6 +86,53 @@ def parse_time_us(text: str, option: str = "time") -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as a getter of `OptionReader` was asked for it (see `recording`).
+
+    `kind`: the getter (``string``, ``integer``, ``number``, ``boolean``, ``choice``, ``duration``, ``time``;
+    ``prefix`` for a family of options, `option` ending in ``*``; ``known`` when only `OptionReader.has` asked,
+    which says nothing of the value). `allowed` says what a value may be, as the getter's errors say it, and
+    `choices` lists a choice's values. `default` is the default as a user would write it (None: none);
+    `default_text` describes instead a default that is not a constant (the getter's ``documented_default``).
+    """
+
+    option: str
+    kind: str
+    allowed: str = ""
+    default: str | None = None
+    default_text: str | None = None
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    reader: str = ""   #: the reader's `OptionReader.name`, e.g. ``"impulse source"``
+
+
+_RECORDING: ContextVar[list[OptionSpec] | None] = ContextVar("impulse_option_recording", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[OptionSpec]]:
+    """Inside the block, every getter of every `OptionReader` appends its `OptionSpec` to the list yielded (in the
+    order asked; an option asked twice appears twice)."""
+    asked: list[OptionSpec] = []
+    token = _RECORDING.set(asked)
+    try:
+        yield asked
+    finally:
+        _RECORDING.reset(token)
+
+
+def _shown(value: object) -> str | None:
+    """A default as a user would write it (None stays None: no default)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 class OptionReader:
     """Typed, case-insensitive access to a data source's string options.
 
@@ -90,8 +145,12 @@ class OptionReader:
         self._given = {str(k).lower(): (str(k), v) for k, v in options.items()}
         self._known: dict[str, str] = {}
 
-    def _take(self, option: str) -> str | None:
+    def _take(self, option: str, kind: str = "known", allowed: str = "", default: object = None, *,
+              default_text: str | None = None, required: bool = False, choices: tuple[str, ...] = ()) -> str | None:
         self._known[option.lower()] = option
+        asked = _RECORDING.get()
+        if asked is not None:
+            asked.append(OptionSpec(option, kind, allowed, _shown(default), default_text, required, choices, self.name))
         entry = self._given.get(option.lower())
         return None if entry is None else str(entry[1])
 
@@ -100,7 +159,7 @@ class OptionReader:
         return self._take(option) is not None
 
     def string(self, option: str, default: str | None = None, *, required: bool = False) -> str | None:
-        value = self._take(option)
+        value = self._take(option, "string", "a string", default, required=required)
         if value is None or value == "":
             if required:
                 raise OptionError(option, value, f"a value; set it with .option('{option}', ...) on the {self.name}")
@@ -108,8 +167,11 @@ class OptionReader:
         return value
 
     def integer(self, option: str, default: int | None = None, *, minimum: int | None = None,
-                maximum: int | None = None) -> int | None:
-        value = self._take(option)
+                maximum: int | None = None, documented_default: str | None = None) -> int | None:
+        """An integer (``_`` separators allowed) from `minimum` to `maximum`. `documented_default`: how the
+        documentation states a default that is not a constant (the driver's CPU count)."""
+        value = self._take(option, "integer", _range("an integer", minimum, maximum), default,
+                           default_text=documented_default)
         if value is None:
             return default
         try:
@@ -123,10 +185,10 @@ class OptionReader:
     def number(self, option: str, default: float | None = None, *, above: float | None = None,
                minimum: float | None = None) -> float | None:
         """A float; `above` is an exclusive lower bound, `minimum` an inclusive one."""
-        value = self._take(option)
+        expected = "a number" + (f" > {above:g}" if above is not None else "") + (f" ≥ {minimum:g}" if minimum is not None else "")
+        value = self._take(option, "number", expected, default)
         if value is None:
             return default
-        expected = "a number" + (f" > {above:g}" if above is not None else "") + (f" ≥ {minimum:g}" if minimum is not None else "")
         try:
             number = float(value.strip().replace("_", ""))
         except ValueError:
@@ -138,7 +200,7 @@ class OptionReader:
         return number
 
     def boolean(self, option: str, default: bool) -> bool:
-        value = self._take(option)
+        value = self._take(option, "boolean", "true or false", default)
         if value is None:
             return default
         lowered = value.strip().lower()
@@ -148,19 +210,23 @@ class OptionReader:
             return False
         raise OptionError(option, value, "true or false")
 
-    def choice(self, option: str, choices: Iterable[str], default: str | None = None) -> str | None:
-        """One of `choices`, compared case-insensitively; returns the canonical spelling."""
-        value = self._take(option)
+    def choice(self, option: str, choices: Iterable[str], default: str | None = None, *,
+               documented_default: str | None = None) -> str | None:
+        """One of `choices`, compared case-insensitively; returns the canonical spelling. `documented_default`: how
+        the documentation states a default that depends on other options."""
+        allowed = list(choices)
+        expected = "one of " + ", ".join(repr(c) for c in allowed)
+        value = self._take(option, "choice", expected, default, default_text=documented_default, choices=tuple(allowed))
         if value is None:
             return default
-        allowed = list(choices)
         for candidate in allowed:
             if candidate.lower() == value.strip().lower():
                 return candidate
-        raise OptionError(option, value, "one of " + ", ".join(repr(c) for c in allowed))
+        raise OptionError(option, value, expected)
 
     def duration_us(self, option: str, default: int | None = None, *, positive: bool = True) -> int | None:
-        value = self._take(option)
+        value = self._take(option, "duration", f"a duration {'> 0' if positive else '≥ 0'}, e.g. '250ms', '1.5s', '1m'",
+                           None if default is None else format_duration_us(default) if default else "0s")
         if value is None:
             return default
         us = parse_duration_us(value, option)
@@ -169,12 +235,16 @@ class OptionReader:
         return us
 
     def time_us(self, option: str) -> int | None:
-        value = self._take(option)
+        value = self._take(option, "time", "an ISO-8601 time such as '2026-01-01T00:00:00Z' or epoch milliseconds")
         return None if value is None else parse_time_us(value, option)
 
     def prefixed(self, prefix: str) -> dict[str, str]:
         """Every option starting with `prefix` (case-insensitive), prefix removed, original case kept."""
         self._known[prefix.lower() + "*"] = prefix + "*"
+        asked = _RECORDING.get()
+        if asked is not None:
+            asked.append(OptionSpec(prefix + "*", "prefix", f"any option starting with '{prefix}'",
+                                    reader=self.name))
         out = {}
         for lowered, (original, value) in self._given.items():
             if lowered.startswith(prefix.lower()) and len(lowered) > len(prefix):

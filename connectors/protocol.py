@@ -87,7 +87,7 @@ from connectors.retry import Backoff, Retry
 from connectors.worker import freeze_gc_once
 
 __all__ = ["WriteIdentity", "CommitMessage", "ProtocolOptions", "Sink", "ProtocolWriter", "stream_writer",
-           "CHECK_EVERY_S", "Fingerprint", "PartitionInput", "fingerprint_of", "CHANGED_INPUT_CAUSE",
+           "read_sink_options", "CHECK_EVERY_S", "Fingerprint", "PartitionInput", "fingerprint_of", "CHANGED_INPUT_CAUSE",
            "CHANGED_INPUT_REMEDY"]
 
 CHECK_EVERY_S = 10.0
@@ -515,15 +515,23 @@ def _context(where: str):
     return map_errors(lambda exc: SinkError(f"{where} failed: {type(exc).__name__}: {exc}"), note=where)
 
 
-def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[OptionReader], Sink]) -> ProtocolWriter:
-    """Parse a sink's options (its own and the protocol's), reject unknown ones, check the target.
-
-    Runs on the driver each time Spark asks a sink's DataSource for its ``streamWriter()``.
-    """
+def read_sink_options(options: Mapping[str, object], *, name: str,
+                      build: Callable[[OptionReader], Sink]) -> tuple[ProtocolOptions, Sink]:
+    """A sink's options parsed, its own (`build`) and the protocol's, unknown ones rejected (`OptionError`); the
+    target is not checked here (`build` may ask it what it is, as the Redis sink's ``cluster=auto`` does)."""
     reader = OptionReader(options, name=name)
     protocol = ProtocolOptions.read(reader)
     sink = build(reader)
     reader.finish()
+    return protocol, sink
+
+
+def stream_writer(options: Mapping[str, object], *, name: str, build: Callable[[OptionReader], Sink]) -> ProtocolWriter:
+    """Parse a sink's options (`read_sink_options`), check the target.
+
+    Runs on the driver each time Spark asks a sink's DataSource for its ``streamWriter()``.
+    """
+    protocol, sink = read_sink_options(options, name=name, build=build)
     # Spark makes a writer for every micro-batch: a target that is briefly down (restarting) mid-stream
     # must not fail the query, so a TransientError from the check is retried like a write.
     key = (sink.name, tuple(sorted((str(k).lower(), str(v)) for k, v in options.items())))

@@ -72,7 +72,8 @@ class ImpulseOptions:
                               "exactly one of 'eventsPerSecond' (events/s over all partitions, > 0), "
                               "'delay' (time between events of one partition, e.g. '250ms') or 'rateStages' "
                               "(e.g. '30s:1000,1m:1000,30s:5000')")
-        partitions = reader.integer("numPartitions", os.cpu_count() or 1, minimum=1, maximum=100_000)
+        partitions = reader.integer("numPartitions", os.cpu_count() or 1, minimum=1, maximum=100_000,
+                                    documented_default="the driver's CPU count")
         stages = None if stages_text is None else RateStages.parse(stages_text, partitions)
         if stages is not None:
             rate = stages.peak * partitions
@@ -117,7 +118,9 @@ class ImpulseOptions:
             ramp_up_us=reader.duration_us("rampUpTime", 0, positive=False),
             payload_bytes=reader.integer("payloadBytes", 0, minimum=0, maximum=64 * 1024 * 1024),
             downtime=reader.choice("downtime", (DOWNTIME_SKIP, DOWNTIME_CATCHUP),
-                                   DOWNTIME_CATCHUP if pinned else DOWNTIME_SKIP),
+                                   DOWNTIME_CATCHUP if pinned else DOWNTIME_SKIP,
+                                   documented_default=f"{DOWNTIME_CATCHUP} with startTime or interval, else "
+                                                      f"{DOWNTIME_SKIP}"),
             seed=seed,
             out_of_orderness_us=reader.duration_us("outOfOrderness", 0, positive=False),
             late_rate=late_rate,

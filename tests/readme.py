@@ -1,4 +1,4 @@
-"""The README's code blocks, for the tests that run them as written."""
+"""The README's code blocks, for the tests that run them as written (and any other Markdown page's: `blocks`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def section(heading: str) -> str:
-    """The README from the heading that starts with `heading` (``"### Changelogs"``) to the next heading of the same
-    or a higher level (a ``# comment`` line in a code block is not a heading)."""
-    text = README.read_text(encoding="utf-8")
+def section(heading: str, page: Path = README) -> str:
+    """The README (or `page`) from the heading that starts with `heading` (``"### Changelogs"``) to the next heading
+    of the same or a higher level (a ``# comment`` line in a code block is not a heading)."""
+    text = page.read_text(encoding="utf-8")
     start = text.index("\n" + heading) + 1
     level = len(heading) - len(heading.lstrip("#"))
     following = re.compile(r"^#{1,%d} " % level, re.MULTILINE)
@@ -21,9 +21,9 @@ def section(heading: str) -> str:
     return text[start:]
 
 
-def python_block(heading: str, index: int | None = None) -> str:
-    """The one ```python block of the section under `heading`, or its `index`-th (from 0) of several."""
-    found = [b.split("```", 1)[0] for b in section(heading).split("```python\n")[1:]]
+def python_block(heading: str, index: int | None = None, page: Path = README) -> str:
+    """The one ```python block of the README's (or `page`'s) section under `heading`, or its `index`-th (from 0)."""
+    found = [b.split("```", 1)[0] for b in section(heading, page).split("```python\n")[1:]]
     if index is None:
         (block,) = found
         return block
@@ -32,23 +32,27 @@ def python_block(heading: str, index: int | None = None) -> str:
 
 #: The comment that says, just above a fenced block, why no test runs it: ``<!-- not run in CI: reason -->``.
 NOT_RUN = re.compile(r"<!-- not run in CI: (.+?) -->")
+#: A fence: ``` or ~~~ (three or more), indented too (a block in a list or an admonition), then its language.
+FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*(?P<language>[^\s`]*)")
 
 
-def blocks() -> list[tuple[str, int, str, int, str | None]]:
-    """Every fenced block of the README: ``(heading, ordinal under that heading, language, line, not-run reason)``;
-    the heading is the nearest one above the block (any level), the ordinal counts from 0."""
+def blocks(page: Path = README) -> list[tuple[str, int, str, int, str | None]]:
+    """Every fenced block of `page` (the README, or a page of docs/): ``(heading, ordinal under that heading,
+    language, line, not-run reason)``; the heading is the nearest one above the block (any level), the ordinal
+    counts from 0."""
     found, heading, seen, fence, reason = [], "", {}, None, None
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines, 1):
         if fence is None and re.match(r"#{1,6} ", line):
             heading = line
-        if line.startswith("```"):
+        opened = FENCE.match(line)
+        if opened:
             if fence is None:
                 above = "\n".join(lines[max(0, number - 3):number - 1])
                 marked = NOT_RUN.search(above)
-                fence = (line[3:].strip(), number, marked.group(1) if marked else None)
-            else:
-                language, start, reason = fence
+                fence = (opened["language"], number, marked.group(1) if marked else None, opened["fence"])
+            elif opened["fence"].startswith(fence[3]) and not opened["language"]:
+                language, start, reason, _ = fence
                 ordinal = seen.get(heading, 0)
                 seen[heading] = ordinal + 1
                 found.append((heading, ordinal, language, start, reason))

@@ -1,5 +1,6 @@
-"""Every shell and Python block of the README is run by a named test or says in the README why it is not run in CI;
-a new block that is neither fails here. (The runners themselves are the tests named in `RUN`.)"""
+"""Every shell and Python block of the README and of the documentation's pages (docs/**/*.md) is run by a named test
+or says just above it why it is not run in CI; a new block that is neither fails here. (The runners themselves are
+the tests named in `RUN` and `DOCS_RUN`.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from tests.readme import blocks
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 CODE = {"python", "bash", "sh", "shell"}
 
 #: (heading, ordinal under it) → the test that runs the block as written (addresses filled by its fixtures)
@@ -44,6 +46,11 @@ RUN = {
 }
 
 
+#: (page under docs/, heading, ordinal under it) → the test that runs the block as written (`tests.readme.blocks`,
+#: `tests.readme.python_block` with ``page=``); the pages the hooks generate from the code have no blocks to run
+DOCS_RUN: dict[tuple[str, str, int], str] = {}
+
+
 def test_every_code_block_is_run_or_says_why_not():
     code = [(h, i, lang, line, reason) for h, i, lang, line, reason in blocks() if lang in CODE]
     assert len(code) > 20, "the README's blocks were not found: the test checks nothing"
@@ -59,10 +66,49 @@ def test_each_listed_block_exists_and_its_runner_reads_that_section():
     present = {(h, i) for h, i, lang, _, _ in blocks() if lang in CODE}
     assert not set(RUN) - present, f"listed blocks the README no longer has: {set(RUN) - present}"
     for (heading, _), runner in RUN.items():
-        path, name = runner.split("::")
-        source = (ROOT / path).read_text(encoding="utf-8")
-        assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"{runner}: no such test"
-        helpers = [ROOT / (m.replace(".", "/") + ".py") for m in re.findall(r"\btests\.[\w.]+", source)]
-        texts = [source] + [h.read_text(encoding="utf-8") for h in helpers if h.is_file()]
-        title = heading.lstrip("#").strip().split(":")[0]
-        assert any(title in text for text in texts), f"{runner} (or a tests module it uses) does not name {heading!r}"
+        _assert_runner_reads(runner, heading)
+
+
+def _assert_runner_reads(runner: str, heading: str) -> None:
+    """`runner` (``path::test``) exists and it, or a tests module it uses, names the section `heading`."""
+    path, name = runner.split("::")
+    source = (ROOT / path).read_text(encoding="utf-8")
+    assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"{runner}: no such test"
+    helpers = [ROOT / (m.replace(".", "/") + ".py") for m in re.findall(r"\btests\.[\w.]+", source)]
+    texts = [source] + [h.read_text(encoding="utf-8") for h in helpers if h.is_file()]
+    title = heading.lstrip("#").strip().split(":")[0]
+    assert any(title in text for text in texts), f"{runner} (or a tests module it uses) does not name {heading!r}"
+
+
+def _docs_code_blocks() -> list[tuple[str, str, int, str, int, str | None]]:
+    """Every code block of docs/**/*.md: ``(page under docs/, heading, ordinal, language, line, not-run reason)``."""
+    return [(page.relative_to(DOCS).as_posix(), h, i, lang, line, reason)
+            for page in sorted(DOCS.rglob("*.md")) for h, i, lang, line, reason in blocks(page) if lang in CODE]
+
+
+def test_every_code_block_of_the_docs_is_run_or_says_why_not():
+    pages = sorted(DOCS.rglob("*.md"))
+    assert len(pages) >= 5, f"the documentation's pages were not found under {DOCS}: the test checks nothing"
+    code = _docs_code_blocks()
+    unaccounted = [f"docs/{page}:{line} ({h!r}, block {i}, {lang})" for page, h, i, lang, line, reason in code
+                   if (page, h, i) not in DOCS_RUN and reason is None]
+    assert not unaccounted, ("run these blocks in a test (and add them to DOCS_RUN) or put <!-- not run in CI: reason "
+                             f"--> just above them: {unaccounted}")
+    doubly = [(page, h, i) for page, h, i, _, _, reason in code if reason is not None and (page, h, i) in DOCS_RUN]
+    assert not doubly, f"marked as not run, yet listed as run: {doubly}"
+
+
+def test_each_listed_docs_block_exists_and_its_runner_reads_that_section():
+    present = {(page, h, i) for page, h, i, _, _, _ in _docs_code_blocks()}
+    assert not set(DOCS_RUN) - present, f"listed blocks the docs no longer have: {set(DOCS_RUN) - present}"
+    for (_, heading, _), runner in DOCS_RUN.items():
+        _assert_runner_reads(runner, heading)
+
+
+def test_blocks_finds_fenced_and_indented_blocks_with_their_heading_and_reason(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n```bash\necho run\n```\n\n## Part\n\n<!-- not run in CI: needs a cluster -->\n"
+                    "```python\nprint(1)\n```\n\n- a step:\n\n    ~~~sh\n    ls\n    ```\n    ~~~\n\n"
+                    "```\nplain output\n```\n", encoding="utf-8")
+    assert blocks(page) == [("# Title", 0, "bash", 3, None), ("## Part", 0, "python", 10, "needs a cluster"),
+                            ("## Part", 1, "sh", 16, None), ("## Part", 2, "", 21, None)]

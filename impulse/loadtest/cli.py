@@ -1,12 +1,7 @@
 """``impulse-load`` (also ``python -m impulse.loadtest``): the command line of the load harness.
 
-Exit codes (the PASS/FAIL of `impulse.loadtest.verdict`, which the summary's first line states): 0 the run
-completed (a ramp: ran to its end and passed as a gate); 1 the query failed, did not deliver every event in time, or
-needed task retries (errors > 0); 2 nothing was sent: a bad flag or file, an unknown sink, a bad sink option, a bad
-``--threshold`` or an unreachable target (one line on stderr, no traceback); 99 a ``--threshold`` or ``--check``
-failed, or a ramp did (no step sustained, or its highest sustained rate below ``--min-sustained``:
-`impulse.loadtest.ramp.RampResult.failures`) (k6's code; after the report is written); 130 stopped by Ctrl-C /
-SIGTERM (the report still covers what ran).
+Exit codes: `EXIT_CODES`, which ``--help`` and the documentation's reference page print; each run's code is its
+PASS/FAIL (`impulse.loadtest.verdict`), which the summary's first line states.
 
 ``impulse-load run FILE.toml [FLAGS…] [--set KEY=VALUE…]`` runs the scenarios of a file one after
 another (`impulse.loadtest.scenario`: the flags and the file's keys are one table); a bad file exits 2
@@ -19,6 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import textwrap
 import warnings
 from contextlib import ExitStack
 from dataclasses import replace
@@ -26,11 +22,22 @@ from typing import Sequence
 
 from impulse.loadtest.scenario import Plan, Scenario, plan_from_args
 from impulse.loadtest.units import LoadError
-from impulse.loadtest.verdict import EXIT_INTERRUPTED
+from impulse.loadtest.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS
 
 __all__ = ["main"]
 
 EXIT_USAGE = 2   # the others are a run's PASS/FAIL: impulse.loadtest.verdict
+
+#: What each exit code means: the one list, printed by ``--help`` and the documentation's reference page.
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "the run completed (a ramp: ran to its end and passed as a gate)",
+    EXIT_FAILED: "the query failed, did not deliver every event in time, or needed task retries (errors > 0)",
+    EXIT_USAGE: "nothing was sent: a bad flag or file, an unknown sink, a bad sink option, a bad --threshold or an "
+                "unreachable target (one line on stderr, no traceback)",
+    EXIT_THRESHOLDS: "a --threshold or --check failed, or a ramp did (no step sustained, or its highest sustained "
+                     "rate below --min-sustained) (k6's code; after the report is written)",
+    EXIT_INTERRUPTED: "stopped by Ctrl-C / SIGTERM (the report still covers what ran)",
+}
 
 _EPILOG = """\
 examples:
@@ -67,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return compare_main(argv[1:])
     try:
-        plan = plan_from_args(argv, description=_DESCRIPTION, epilog=_EPILOG)
+        plan = plan_from_args(argv, description=_DESCRIPTION, epilog=_EPILOG + _exit_codes_help())
     except LoadError as exc:
         return _error(str(exc))
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
@@ -121,6 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             display.finish()
             print("impulse-load: interrupted before the load started", file=sys.stderr)
             return EXIT_INTERRUPTED
+
+
+def _exit_codes_help() -> str:
+    """`EXIT_CODES` as the end of ``--help``."""
+    return "\nexit codes:\n" + "".join(textwrap.fill(meaning, 110, initial_indent=f"  {code:<5}",
+                                                      subsequent_indent=" " * 7) + "\n"
+                                        for code, meaning in EXIT_CODES.items())
 
 
 def _slots(master: str) -> int:

@@ -87,7 +87,9 @@ class NexmarkOptions:
         own = {name.lower() for name in (*_GENERATOR_OPTIONS, "table")}
         reader = OptionReader({k: v for k, v in options.items() if str(k).lower() in own}, name="nexmark source")
         table = reader.choice("table", TABLE_NAMES, "event")
-        params = {field: reader.integer(name, None, minimum=minimum, maximum=MAX_AVERAGE_BYTES if "Byte" in name else None)
+        defaults = Generator()  # the reference generator's defaults, named so that the option tables show them
+        params = {field: reader.integer(name, getattr(defaults, field), minimum=minimum,
+                                        maximum=MAX_AVERAGE_BYTES if "Byte" in name else None)
                   for name, (field, minimum) in _GENERATOR_OPTIONS.items()}
         rest = {k: v for k, v in options.items() if str(k).lower() not in own}
         lowered = {str(k).lower(): k for k in rest}
@@ -107,7 +109,7 @@ class NexmarkOptions:
                 raise OptionError(error.option, error.value, f"a known option of the nexmark source: {known}, or "
                                   f"one of the impulse source's ({error.expected.split('(known: ')[-1]}") from None
             raise
-        generator = Generator(seed=impulse.seed, **{k: v for k, v in params.items() if v is not None})
+        generator = Generator(seed=impulse.seed, **params)
         return cls(impulse, table, generator)
 
 

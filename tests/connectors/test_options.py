@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from connectors.errors import ConnectorError, OptionError
-from connectors.options import OptionReader, format_duration_us, parse_duration_us, parse_time_us
+from connectors.options import (OptionReader, OptionSpec, format_duration_us, parse_duration_us, parse_time_us,
+                                recording)
 
 
 # --- durations -------------------------------------------------------------------------------------
@@ -209,3 +210,40 @@ def test_option_error_is_a_value_error_and_a_connector_error():
     err = OptionError("limit", "-1", "an integer ≥ 0")
     assert isinstance(err, ValueError) and isinstance(err, ConnectorError)
     assert str(err) == "invalid value '-1' for option 'limit': expected an integer ≥ 0"
+
+
+# --- recording what the getters ask (the documentation's option tables) -----------------------------
+
+def test_recording_lists_each_getter_with_its_type_default_and_allowed_values():
+    reader = OptionReader({"target": "LIST"}, name="redis sink")
+    with recording() as asked:
+        assert reader.choice("target", ("string", "list"), "string") == "list"  # parsing is unchanged
+        reader.string("keyPrefix", "")
+        reader.integer("numPartitions", 4, minimum=1, documented_default="the driver's CPU count")
+        reader.duration_us("rampUpTime", 0, positive=False)
+        reader.duration_us("timeout", 10_000_000)
+        reader.number("lateRate", 0.0, minimum=0.0)
+        reader.boolean("decode", False)
+        reader.prefixed("kafka.")
+        reader.has("value.schema")
+    assert asked == [
+        OptionSpec("target", "choice", "one of 'string', 'list'", "string", choices=("string", "list"),
+                   reader="redis sink"),
+        OptionSpec("keyPrefix", "string", "a string", "", reader="redis sink"),
+        OptionSpec("numPartitions", "integer", "an integer ≥ 1", "4", "the driver's CPU count", reader="redis sink"),
+        OptionSpec("rampUpTime", "duration", "a duration ≥ 0, e.g. '250ms', '1.5s', '1m'", "0s", reader="redis sink"),
+        OptionSpec("timeout", "duration", "a duration > 0, e.g. '250ms', '1.5s', '1m'", "10s", reader="redis sink"),
+        OptionSpec("lateRate", "number", "a number ≥ 0", "0", reader="redis sink"),
+        OptionSpec("decode", "boolean", "true or false", "false", reader="redis sink"),
+        OptionSpec("kafka.*", "prefix", "any option starting with 'kafka.'", reader="redis sink"),
+        OptionSpec("value.schema", "known", reader="redis sink"),
+    ]
+
+
+def test_a_required_option_is_recorded_before_its_error_and_nothing_is_recorded_outside_the_block():
+    reader = OptionReader({}, name="webhook sink")
+    with recording() as asked, pytest.raises(OptionError):
+        reader.string("url", required=True)
+    assert asked == [OptionSpec("url", "string", "a string", required=True, reader="webhook sink")]
+    reader.integer("batchSize", 100)
+    assert len(asked) == 1
