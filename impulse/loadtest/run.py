@@ -18,8 +18,8 @@ Sequence of `run_load`:
    query failed, a stop was requested (Ctrl-C: the harness waits up to 10 s for the running batch
    to finish, so nothing is cut in half; a second Ctrl-C stops at once), or the drain time ran out.
 5. The query is stopped and the run's last progress read: a `LoadResult`; with ``--check`` the target
-   is then read back and compared with the query over a batch read of the same events
-   (`impulse.loadtest.check`).
+   is then read back and compared with the expected answer over the same events, computed the way
+   `impulse.loadtest.check.expectation` decided before the load (`impulse.loadtest.check`).
 
 Counting is exact: the report's events are the events of committed batches, which is what a
 target deduplicating per event (or written exactly once by our sinks) holds — except after a
@@ -48,7 +48,7 @@ from impulse.loadtest.session import deployment, make_session, warm_up
 from impulse.loadtest.stages import StageResult, stage_results
 from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
-from impulse.loadtest.check import readback, run_check
+from impulse.loadtest.check import expectation, readback, run_check
 from impulse.loadtest.transform import apply as apply_transform
 from impulse.loadtest.transform import check_mode, latency_definition, output_mode, ship, with_event_time
 from impulse.loadtest.transform import resolve as resolve_transform
@@ -395,6 +395,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     if schema is not None:
         source = source.schema(schema)
     try:
+        expected = expectation(spark, config, transform, source_options, schema) if reader is not None else None
         output = apply_transform(spark, transform, source.load())
         definition = latency_definition(config, output)
         if definition != "end-to-end" and not target.reports_metrics:
@@ -461,9 +462,9 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
                         deployment=deployment(spark, config.remote), latency_definition=definition)
     if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
         if display is not None:
-            display.line("checking: reading the target back and computing the answer over a batch read…")
+            display.line("checking: reading the target back and computing the expected answer…")
         result.check = run_check(spark, config, transform, mode, source_options, collector.schedule_start_us,
-                                 query, reader, schema)
+                                 query, reader, schema, expected)
     if receiver is not None and received_before is not None:
         after = receiver.counts()
         result.receiver = {"rows": after.rows - received_before.rows,
