@@ -111,8 +111,9 @@ def test_expect_s_rows_are_converted_with_the_output_s_schema(spark):
 
 
 @pytest.mark.parametrize("result, words", [
-    ([{"subtask_index": 0, "metres": 1}], "returned the columns (subtask_index, metres); the output's are "
-                                          "(subtask_index, counter, km): missing counter, km; not in the output: metres"),
+    ([{"subtask_index": 0, "metres": 1}],
+     "returned the columns (subtask_index, metres); the output's are (subtask_index, counter, km): missing counter, "
+     "km; not in the output: metres"),
     ([(0, 1)], "a row of 2 values, (0, 1); the output has 3 columns (subtask_index, counter, km)"),
     ([(0, 1, "far")], "its rows do not fit the output's schema (struct<subtask_index:bigint,counter:bigint,"
                       "km:double>)"),
@@ -248,3 +249,53 @@ def test_bad_expect_values_exit_2_naming_the_flag(spark, tmp_path, capsys):
     assert code == 2, out
     assert (f"--expect {PIPELINES}:in_kilometres_wrong_columns: returned the columns (subtask_index, metres); the "
             "output's are (subtask_index, counter, km)") in out and "Traceback" not in out
+
+
+# ------------------------------------------------------------------------------------------- through Kafka
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def via_runs(kafka_broker, tmp_path_factory) -> dict:
+    """The results of `tests.loadtest.check_streaming_via_runs` (one subprocess, one Spark session with Kafka)."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("check-via") / "runs.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "tests.loadtest.check_streaming_via_runs", kafka_broker.bootstrap,
+                           str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0 and out.exists(), done.stdout[-3000:] + done.stderr[-5000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dedup", "records"])
+def test_a_deduplication_through_kafka_passes_the_check_against_one_micro_batch_of_the_input_topic(via_runs, name):
+    """``dedup`` sees the decoded events, ``records`` the Kafka source's columns (its one micro-batch reads the
+    input topic from the pipeline's starting offsets)."""
+    run = via_runs[name]
+    assert run["summary"]["outcome"] == "completed" and run["summary"]["events"] == 1_600, run["summary"]
+    keys = {c // 2 for n in EVENTS for c in range(n)}
+    assert Counter(row["k"] for row in run["output"]) == Counter(keys)   # each key written once
+    assert run["check"] == {"passed": True, "expected": len(keys), "delivered": len(keys), "lost": 0,
+                            "duplicated": 0, "unexpected": 0}
+    assert run["basis"].endswith("the query run as one micro-batch over the same events (Spark runs "
+                                 "dropDuplicatesWithinWatermark on streams only)"), run["basis"]
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_expect_through_kafka_catches_the_bug_the_batch_run_shares(via_runs):
+    run = via_runs["expect"]
+    assert run["summary"]["outcome"] == "completed", run["summary"]
+    wrong = sum(1 for row in run["output"] if row["km"] != row["counter"] / 1000)
+    assert wrong == 1_600 - 2   # every row but counter 0 of each partition
+    assert run["check"] == {"passed": False, "expected": 1_600, "delivered": 1_600, "lost": wrong, "duplicated": 0,
+                            "unexpected": wrong}
+    assert "--expect tests.loadtest.pipelines:in_kilometres_expected's rows" in run["basis"]
