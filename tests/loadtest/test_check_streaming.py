@@ -178,6 +178,7 @@ def test_a_deduplication_spark_runs_on_streams_only_passes_the_check_against_one
     assert basis == ("append: every row of the answer, as a multiset; the expected answer: the query run as one "
                      "micro-batch over the same events (Spark runs dropDuplicatesWithinWatermark on streams only)")
     assert f"check: pass ({keys} rows: {basis})" in out and "Traceback" not in out
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("impulse_check_")]  # dropped
 
 
 @pytest.mark.integration
@@ -249,6 +250,20 @@ def test_bad_expect_values_exit_2_naming_the_flag(spark, tmp_path, capsys):
     assert code == 2, out
     assert (f"--expect {PIPELINES}:in_kilometres_wrong_columns: returned the columns (subtask_index, metres); the "
             "output's are (subtask_index, counter, km)") in out and "Traceback" not in out
+
+
+@pytest.mark.integration
+@pytest.mark.connect
+def test_a_deduplication_over_spark_connect_passes_the_check_against_one_micro_batch(spark_connect, tmp_path,
+                                                                                    capsys):
+    """The batch twin planned by the server (which refuses it), the one micro-batch in the server's memory sink."""
+    code, out, report = _run(capsys, tmp_path, "--remote", spark_connect.url, "--transform",
+                             f"{PIPELINES}:pairs_once", "--check")
+    assert code == 0, out
+    keys = len({c // 2 for n in EVENTS for c in range(n)})
+    assert report["check"] == {"passed": True, "expected": keys, "delivered": keys, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}
+    assert "one micro-batch" in report["checkDetail"]["basis"]
 
 
 # ------------------------------------------------------------------------------------------- through Kafka
