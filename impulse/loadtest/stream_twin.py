@@ -63,12 +63,18 @@ def one_micro_batch(spark, stream, mode: str) -> Iterator:
     """`stream` (a streaming DataFrame over a bounded input: every event already due, no per-batch limit) run to its
     end with ``availableNow`` into Spark's ``memory`` sink in output mode `mode`; yields the rows it wrote as a
     DataFrame, valid inside the ``with`` only (the table is dropped after it). The query's failure is raised as
-    Spark reports it (``StreamingQueryException``)."""
+    Spark reports it (``StreamingQueryException``); a source that split the input into several micro-batches
+    (it would not be the one-micro-batch answer) raises `RuntimeError`."""
     name = f"impulse_check_{uuid.uuid4().hex[:12]}"
     query = (stream.writeStream.format("memory").queryName(name).outputMode(mode).trigger(availableNow=True)
              .start())
     try:
         query.awaitTermination()
+        read = [p.get("numInputRows") for p in query.recentProgress if p.get("numInputRows")]
+        if len(read) > 1:
+            raise RuntimeError(f"--check: the source read the run's events in {len(read)} micro-batches ({read} rows) "
+                               "with availableNow, not in one: the one-micro-batch answer needs a source that reads "
+                               "all that is available at once")
         yield spark.table(name)
     finally:
         if query.isActive:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from pyspark.errors import AnalysisException
 
-from impulse.loadtest.check import Expectation, batch_events
+from impulse.loadtest.check import Expectation, batch_events, stream_events
 from impulse.loadtest.cli import main
 from impulse.loadtest.expect import Oracle, as_frame, resolve
 from impulse.loadtest.scenario import KEYS, load_plan, plan_from_args
-from impulse.loadtest.stream_twin import batch_refusal, streaming_only
+from impulse.loadtest.stream_twin import batch_refusal, one_micro_batch, streaming_only
 from impulse.loadtest.units import LoadError
 from impulse.options import split_limit
 from tests.loadtest import pipelines
@@ -86,6 +86,21 @@ def test_the_batch_twin_of_a_streaming_only_operator_is_refused_by_spark_and_nam
     assert streaming_only(stateful) == "applyInPandasWithState"
     assert streaming_only(pipelines.evens(events)) is None
     assert streaming_only(pipelines.per_second(events)) is None   # a watermark alone is fine in a batch
+
+
+def test_one_micro_batch_holds_every_event_and_refuses_a_source_that_splits_them(spark):
+    # the run's own pace (maxEventsPerTrigger) is left out: every event in one micro-batch
+    events = stream_events(spark, "impulse", {**OPTIONS, "maxEventsPerTrigger": "500"}, 1_700_000_000_000_000)
+    with one_micro_batch(spark, pipelines.pairs_once_forgetting(events), "append") as answer:
+        assert sorted(row.k for row in answer.collect()) == list(range(10))   # each key once: no state forgotten
+        name = next(t.name for t in spark.catalog.listTables() if t.name.startswith("impulse_check_"))
+    assert name not in {t.name for t in spark.catalog.listTables()}
+    split = spark.readStream.format("impulse").options(**OPTIONS, maxEventsPerTrigger="500",
+                                                       startTime="2024-01-01T00:00:00+00:00").load()
+    with pytest.raises(RuntimeError, match=re.escape("read the run's events in 4 micro-batches ([500, 500, 500, "
+                                                     "100] rows) with availableNow, not in one")):
+        with one_micro_batch(spark, pipelines.pairs_once(split), "append"):
+            pass
 
 
 def test_expect_s_rows_are_converted_with_the_output_s_schema(spark):
