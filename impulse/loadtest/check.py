@@ -233,9 +233,9 @@ def expectation(spark, config, transform, source_options: Mapping[str, str], sch
 
 
 def probe(batch_twin, label: str) -> str | None:
-    """The operator Spark runs on streams only that `batch_twin` holds (`impulse.loadtest.stream_twin.streaming_only`),
-    None without one; any other error Spark finds planning it is a `LoadError` naming `label`, as
-    `impulse.loadtest.transform.apply` reports the stream's."""
+    """The operator Spark runs on streams only that `batch_twin` holds
+    (`impulse.loadtest.stream_twin.streaming_only`), None without one; any other error Spark finds planning it is
+    a `LoadError` naming `label`, as `impulse.loadtest.transform.apply` reports the stream's."""
     from impulse.loadtest.stream_twin import streaming_only
     from impulse.loadtest.transform import reason
 
