@@ -1,17 +1,30 @@
-"""``--check``: the exact answer under load. The target is read back and compared with the query over a batch read.
+"""``--check``: the answer under load. The target is read back and compared with an expected answer.
 
 The events are a pure function of the source options and the timeline, so the harness reads the same events
-again with ``spark.read`` (the run's options, ``startTime`` pinned to the run's schedule start), applies the
-same transform (`impulse.loadtest.transform.build`) and compares the result with what the target holds:
+again (the run's options, ``startTime`` pinned to the run's schedule start) and computes the expected answer
+from them, one of three ways, decided before the load (`expectation`; the summary and report.json's
+``checkDetail.basis`` say which):
 
-- **append**: every row delivered, as a multiset, against the rows of the batch answer that are final under the
-  stream's last watermark: with a finality rule (``--event-time-column COL``, or a Nexmark query's own), the
+- the **batch twin**: the same transform (`impulse.loadtest.transform.build`) over ``spark.read`` of the
+  events (`batch_events`);
+- **one micro-batch**: for a transform Spark refuses on a batch DataFrame because it holds an operator Spark
+  runs on streams only (``dropDuplicatesWithinWatermark``, ``applyInPandasWithState``), the same transform over
+  ``spark.readStream`` of the events (`stream_events`) run as ONE micro-batch (`impulse.loadtest.stream_twin`):
+  the answer the query gives when no event arrives late;
+- ``--expect MODULE:FUNCTION``: the user's reference rows over the batch read (`impulse.loadtest.expect`).
+
+Without ``--expect`` the check proves the stream equals the same query run as a batch (or as one micro-batch)
+over the same events, so a logic bug present in both passes; with it, that the stream equals the user's own
+answer. The expected answer is then compared with what the target holds:
+
+- **append**: every row delivered, as a multiset, against the rows of the expected answer that are final under
+  the stream's last watermark: with a finality rule (``--event-time-column COL``, or a Nexmark query's own), the
   rows whose rule value is ≤ that watermark (Spark appends a window once the watermark passed its end, so the
   windows still open when the run stopped are not expected); without one, every row (a filter, a projection, a
   join with a static table or an inner stream-stream join appends each row when its input arrives).
 - **update / complete**: the final state per key, where the target keeps one row per key: redis-sink
   ``target=string`` with ``keyColumn``, or ``target=hash`` with ``fieldColumn``; the values held are compared,
-  as a set of rows, with the whole batch answer. Other targets are refused before the load (exit 2). (Spark
+  as a set of rows, with the whole expected answer. Other targets are refused before the load (exit 2). (Spark
   writes the project's sinks, Python data sources, in append or complete mode only: update is refused.)
 - a Nexmark query with its own batch answer (``Query.answer``: q4, q6, q15, q16) is compared with that answer
   under the stream's last watermark; one with ``latest_by`` (an update stream, e.g. q6 in append mode) by its
@@ -35,6 +48,7 @@ receiver (webhook-sink without ``url``, NDJSON), redis-sink under a ``keyPrefix`
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -42,7 +56,8 @@ from urllib.parse import urlsplit
 from impulse.loadtest.units import LoadError
 
 __all__ = ["CheckResult", "Readback", "readback", "compare", "last_watermark", "final_rows", "latest", "batch_events",
-           "expected_answer", "run_check", "judge", "EXAMPLES"]
+           "stream_events", "Expectation", "expectation", "probe", "expected_answer", "run_check", "judge",
+           "EXAMPLES"]
 
 EXAMPLES = 3   # rows shown per kind of difference
 
@@ -150,16 +165,85 @@ def latest(rows, key: Sequence[str], latest_by: str):
     return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")
 
 
-def batch_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
-    """A bounded batch read of a run's events: `source` with its options, ``startTime`` pinned to
-    `schedule_start_us` (µs since the epoch, UTC), without ``maxEventsPerTrigger`` (a streaming pace)."""
+def _pinned(source_options: Mapping[str, str], schedule_start_us: int) -> dict[str, str]:
+    """A run's source options with ``startTime`` pinned to `schedule_start_us` (µs since the epoch, UTC), without
+    ``maxEventsPerTrigger`` (a streaming pace): every event of the run, each with its own time."""
     start = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=schedule_start_us)
     options = {k: v for k, v in source_options.items() if k.lower() != "maxeventspertrigger"}
     options["startTime"] = start.isoformat()
-    reader = spark.read.format(source).options(**options)
+    return options
+
+
+def batch_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
+    """A bounded batch read of a run's events: `source` with its options, ``startTime`` pinned to
+    `schedule_start_us` (µs since the epoch, UTC), without ``maxEventsPerTrigger`` (a streaming pace)."""
+    reader = spark.read.format(source).options(**_pinned(source_options, schedule_start_us))
     if schema is not None:
         reader = reader.schema(schema)
     return reader.load()
+
+
+def stream_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
+    """The same events as `batch_events`, read as a stream: once the run is over every one is due, so a query with
+    ``availableNow`` reads them all in one micro-batch."""
+    reader = spark.readStream.format(source).options(**_pinned(source_options, schedule_start_us))
+    if schema is not None:
+        reader = reader.schema(schema)
+    return reader.load()
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Where ``--check``'s expected answer comes from (module docstring), decided before the load: `oracle` (an
+    `impulse.loadtest.expect.Oracle`): ``--expect``'s rows; else `operator` (what Spark runs on streams only):
+    the query as one micro-batch; else the query's batch twin."""
+
+    operator: str | None = None
+    oracle: Any = None
+
+    @property
+    def way(self) -> str:
+        """``expect``, ``stream`` or ``batch``."""
+        return "expect" if self.oracle is not None else "stream" if self.operator is not None else "batch"
+
+    def describe(self) -> str:
+        """What the expected answer is, for the check's basis."""
+        if self.oracle is not None:
+            return f"the expected answer: {self.oracle.label}'s rows over a batch read of the same events"
+        if self.operator is not None:
+            return (f"the expected answer: the query run as one micro-batch over the same events (Spark runs "
+                    f"{self.operator} on streams only)")
+        return "the expected answer: the query over a batch read of the same events"
+
+
+def expectation(spark, config, transform, source_options: Mapping[str, str], schema=None) -> Expectation:
+    """Before the load, on the session: ``--expect`` imported (`impulse.loadtest.expect.resolve`), or else whether
+    the transform's batch twin holds an operator Spark runs on streams only (`probe`). A Nexmark query is its
+    own batch twin (or has its own answer); SQL has no streaming-only operator."""
+    from impulse.loadtest.expect import resolve
+    from impulse.loadtest.transform import build
+
+    oracle = resolve(spark, config.expect)
+    if oracle is not None:
+        return Expectation(oracle=oracle)
+    if transform is None or transform.function is None:
+        return Expectation()
+    events = batch_events(spark, config.source, source_options, time.time_ns() // 1_000, schema)
+    return Expectation(operator=probe(build(spark, config, transform, events), transform.label))
+
+
+def probe(batch_twin, label: str) -> str | None:
+    """The operator Spark runs on streams only that `batch_twin` holds
+    (`impulse.loadtest.stream_twin.streaming_only`), None without one; any other error Spark finds planning it is
+    a `LoadError` naming `label`, as `impulse.loadtest.transform.apply` reports the stream's."""
+    from impulse.loadtest.stream_twin import streaming_only
+    from impulse.loadtest.transform import reason
+
+    try:
+        return streaming_only(batch_twin)
+    except Exception as exc:  # noqa: BLE001 - not a streaming-only refusal (those are returned): quoted
+        raise LoadError(f"{label}: Spark cannot run it over a batch read of the events (the check's expected "
+                        f"answer): {reason(exc)}") from None
 
 
 def expected_answer(spark, config, transform, source_options: Mapping[str, str], schedule_start_us: int, schema=None,
@@ -177,31 +261,48 @@ def expected_answer(spark, config, transform, source_options: Mapping[str, str],
 
 
 def run_check(spark, config, transform, mode: str, source_options: Mapping[str, str], schedule_start_us: int,
-              query, reader: "Readback", schema=None) -> CheckResult:
-    """Read the target back (`reader`) and compare it with the expected answer (module docstring)."""
-    from impulse.loadtest.transform import connect_mode, final_after
+              query, reader: "Readback", schema=None, expected: Expectation | None = None) -> CheckResult:
+    """Read the target back (`reader`) and compare it with the expected answer computed the way `expected` says
+    (default: the batch twin; module docstring)."""
+    from impulse.loadtest.expect import answer as expect_answer
+    from impulse.loadtest.stream_twin import one_micro_batch
+    from impulse.loadtest.transform import apply, build, connect_mode, final_after, with_event_time
 
-    with connect_mode(type(spark).__module__.startswith("pyspark.sql.connect")):
+    expected = expected or Expectation()
+    remote = type(spark).__module__.startswith("pyspark.sql.connect")
+    with connect_mode(remote):
         watermark = last_watermark(query)
-        answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema, watermark)
         q = transform.nexmark if transform is not None else None
         update = (q.key, q.latest_by) if q is not None and q.latest_by else None
+        rule, said = final_after(config, transform), expected.describe()
+        if expected.oracle is not None:
+            events = batch_events(spark, config.source, source_options, schedule_start_us, schema)
+            rows = expect_answer(spark, expected.oracle, events, apply(spark, transform, events).schema)
+            return judge(spark, with_event_time(config, rows, remote), reader, mode, rule, watermark, update,
+                         answered_by=said)
+        if expected.operator is not None:
+            events = stream_events(spark, config.source, source_options, schedule_start_us, schema)
+            with one_micro_batch(spark, build(spark, config, transform, events), mode) as answer:
+                return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said)
+        answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema, watermark)
         if q is not None and q.answer is not None:  # its own answer is already the state under the watermark
             return judge(spark, answer, reader, mode, None, watermark, update,
                          basis=f"{mode}: {q.name}'s batch answer under the last watermark {watermark or 'none'}")
-        return judge(spark, answer, reader, mode, final_after(config, transform), watermark, update)
+        return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said)
 
 
 def judge(spark, answer, reader: "Readback", mode: str, rule: str | None, watermark: str | None,
-          update: tuple[Sequence[str], str] | None = None, render=None, basis: str | None = None) -> CheckResult:
-    """The one comparison of ``--check``: the target's rows (`reader`) against `answer`, the batch answer.
+          update: tuple[Sequence[str], str] | None = None, render=None, basis: str | None = None,
+          answered_by: str = "") -> CheckResult:
+    """The one comparison of ``--check``: the target's rows (`reader`) against `answer`, the expected answer.
 
     append: `answer`'s rows final under `watermark` by `rule` (`final_rows`); update / complete: the whole
     `answer`. `update` (key columns, SQL ordering): the delivered rows are an update stream, reduced to their
     final row per key (`latest`) before the comparison. `render`: the expected rows put in the shape the sink
     wrote (a DataFrame → DataFrame, e.g. the single ``value`` column Spark's ``kafka`` sink writes), applied
     after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value``.
-    `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`)."""
+    `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`), followed by
+    `answered_by` (how the expected answer was computed, `Expectation.describe`)."""
     from pyspark.sql import functions as F
 
     if mode == "append":
@@ -221,6 +322,8 @@ def judge(spark, answer, reader: "Readback", mode: str, rule: str | None, waterm
     if update is not None:
         delivered = latest(delivered, update[0], update[1])
         basis += f"; delivered rows reduced to the final row per {', '.join(update[0])}"
+    if answered_by:
+        basis += f"; {answered_by}"
     return compare(expected, delivered, basis)
 
 

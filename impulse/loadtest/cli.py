@@ -155,6 +155,7 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
     from impulse.loadtest.receiver import Receiver, embedded_options, needs_receiver
     from impulse.loadtest.run import impulse_options
     from impulse.loadtest.target import preflight
+    from impulse.loadtest.expect import locate as locate_oracle
     from impulse.loadtest.transform import check_mode, output_mode, resolve
     from impulse.loadtest.via_check import via_readback
     from impulse.loadtest.via_kafka import prepare_topics
@@ -175,6 +176,8 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
             transform = resolve(config)
+            if config.expect is not None:
+                locate_oracle(config.expect)
             check_mode(config.sink, output_mode(config, transform))
             if config.via is not None:  # the Kafka topology: its topics reached (and created) before Spark starts
                 if ramp is not None:

@@ -57,7 +57,8 @@ class LoadConfig:
     sql: str | None = None                # or a query over the temporary view `events`
     output_mode: str | None = None        # append | update | complete; None: append (a Nexmark query: its own mode)
     event_time_column: str | None = None  # the output's event time (e.g. window.end): latency from it to the ack
-    check: bool = False                   # read the target back and compare with the batch answer (`check`)
+    check: bool = False                   # read the target back and compare with the expected answer (`check`)
+    expect: str | None = None             # MODULE:FUNCTION: --check's expected rows, the user's own (`expect`)
     # -- the production topology (`impulse.loadtest.via_kafka`): impulse → a Kafka topic → the pipeline → the sink
     via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
     via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options
@@ -105,6 +106,8 @@ class LoadConfig:
             raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
         if self.transform is not None and self.sql is not None:
             raise LoadError("--transform and --sql are two ways to say the same thing: give one of them")
+        if self.expect is not None and not self.check:
+            raise LoadError(f"--expect {self.expect} gives --check its expected rows: add --check")
         if self.output_mode is not None and self.output_mode not in OUTPUT_MODES:
             raise LoadError(f"--output-mode {self.output_mode!r}: Spark's output modes are {', '.join(OUTPUT_MODES)}")
         if self.source == "nexmark" and self.schema:

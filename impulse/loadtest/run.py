@@ -21,8 +21,8 @@ Sequence of `run_load`:
    query failed, a stop was requested (Ctrl-C: the harness waits up to 10 s for the running batch
    to finish, so nothing is cut in half; a second Ctrl-C stops at once), or the drain time ran out.
 5. The query is stopped and the run's last progress read: a `LoadResult`; with ``--check`` the target
-   is then read back and compared with the query over a batch read of the same events
-   (`impulse.loadtest.check`).
+   is then read back and compared with the expected answer over the same events, computed the way
+   `impulse.loadtest.check.expectation` decided before the load (`impulse.loadtest.check`).
 
 Counting is exact: the report's events are the events of committed batches, which is what a
 target deduplicating per event (or written exactly once by our sinks) holds — except after a
@@ -51,7 +51,7 @@ from impulse.loadtest.session import deployment, make_session, warm_up
 from impulse.loadtest.stages import StageResult, stage_results
 from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
-from impulse.loadtest.check import readback, run_check
+from impulse.loadtest.check import expectation, readback, run_check
 from impulse.loadtest.transform import apply as apply_transform
 from impulse.loadtest.transform import (check_mode, exception_text, final_after, latency_definition, output_mode, ship,
                                         with_event_time)
@@ -402,6 +402,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
     if reader is not None:
         refuse_unfinal_check(applied, mode, final_after(config, transform),
                              transform.label if transform is not None else "the query")
+    expected = expectation(spark, config, transform, source_options, schema) if reader is not None else None
     warm_s = None
     if config.warmup:
         if display is not None:
@@ -479,9 +480,9 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
                         deployment=deployment(spark, config.remote), latency_definition=definition, warm_s=warm_s)
     if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
         if display is not None:
-            display.line("checking: reading the target back and computing the answer over a batch read…")
+            display.line("checking: reading the target back and computing the expected answer…")
         result.check = run_check(spark, config, transform, mode, source_options, collector.schedule_start_us,
-                                 query, reader, schema)
+                                 query, reader, schema, expected)
     if receiver is not None and received_before is not None:
         after = receiver.counts()
         result.receiver = {"rows": after.rows - received_before.rows,

@@ -194,7 +194,12 @@ KEYS: tuple[Key, ...] = (
         "it to the sink's acknowledgement, and in append mode the rows --check counts are those final under the "
         "last watermark (this column <= it)", "your own query", "COLUMN"),
     Key("check", "bool", _D.check, "after the run read the target back and compare it with the query applied to a "
-        "batch read of the same events; a difference exits 99", "your own query"),
+        "batch read of the same events (run as one micro-batch when Spark runs an operator of it on streams only), "
+        "or with --expect's rows; a difference exits 99", "your own query"),
+    Key("expect", "text", _D.expect, "with --check, your reference implementation: MODULE:FUNCTION, called with a "
+        "batch read of the run's events, returning the rows the query should write (a DataFrame, a pandas DataFrame "
+        "or a list of dicts or tuples); the check then compares the target with them, which also catches a bug the "
+        "query has in both its stream and its batch run", "your own query", "MODULE:FUNCTION"),
     # -- through Kafka (the production topology, `impulse.loadtest.via_kafka`)
     Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
         "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
@@ -550,7 +555,7 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         source_options=source, thresholds=tuple(get("thresholds")), abort_on_fail=get("abort-on-fail"),
         remote=get("remote"), create_topic=get("create-topic"), source=get("source-format"),
         transform=get("transform"), sql=get("sql"), output_mode=get("output-mode"),
-        event_time_column=get("event-time-column"), check=get("check"),
+        event_time_column=get("event-time-column"), check=get("check"), expect=get("expect"),
         via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
         pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))
     config.validate()

@@ -41,7 +41,7 @@ from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.target import project_sinks
 from impulse.loadtest.units import LoadError
 
-__all__ = ["Transform", "describe", "check_mode", "resolve", "load", "locate", "build", "apply", "with_event_time",
+__all__ = ["Transform", "describe", "check_mode", "resolve", "function_of", "load", "locate", "build", "apply", "with_event_time",
            "latency_definition", "start", "ship", "output_mode", "final_after", "reason", "exception_text", "NEXMARK_PREFIX", "EVENTS_VIEW"]
 
 NEXMARK_PREFIX = "nexmark:"   # --transform nexmark:q5: a built-in Nexmark query
@@ -204,26 +204,36 @@ def resolve(config: LoadConfig) -> Transform | None:
         if not q.runs:
             raise LoadError(f"--transform {text}: Spark cannot stream this query: {q.unsupported}")
         return Transform("--transform", text, nexmark=q)
-    path, shipped = locate(module_name, "--transform", text)
+    return function_of(text, "--transform")
+
+
+def function_of(text: str, flag: str, example: str = "my_pipeline:enrich") -> Transform:
+    """``MODULE:FUNCTION`` of `flag` (``--transform``, ``--expect``) checked before Spark starts: MODULE is found and
+    binds FUNCTION, read without running it (`locate`, `defines`); `load` imports it once the session exists."""
+    module_name, sep, function_name = text.strip().rpartition(":")
+    if not sep or not module_name or not function_name:
+        raise LoadError(f"{flag} {text!r}: write MODULE:FUNCTION (e.g. {example})")
+    path, shipped = locate(module_name, flag, text)
     if path is not None and not defines(path, function_name):
-        raise LoadError(f"--transform {text}: module {module_name!r} ({path}) has no {function_name!r}")
-    return Transform("--transform", text, module_path=shipped, module_name=module_name, function_name=function_name)
+        raise LoadError(f"{flag} {text}: module {module_name!r} ({path}) has no {function_name!r}")
+    return Transform(flag, text, module_path=shipped, module_name=module_name, function_name=function_name)
 
 
 def load(spark, transform: Transform | None) -> Transform | None:
     """`transform` with its FUNCTION imported, now that `spark` exists (unchanged for SQL, Nexmark, or a transform
-    already loaded); `LoadError` naming ``--transform`` when the module fails to import, or FUNCTION is missing or
-    not callable."""
+    already loaded); `LoadError` naming its flag when the module fails to import, or FUNCTION is missing or not
+    callable."""
     if transform is None or transform.function is not None or transform.module_name is None:
         return transform
-    text, module_name, function_name = transform.text, transform.module_name, transform.function_name
-    module = _import(module_name, "--transform", text, _is_remote(spark))
+    flag, text = transform.flag, transform.text
+    module_name, function_name = transform.module_name, transform.function_name
+    module = _import(module_name, flag, text, _is_remote(spark))
     function = getattr(module, function_name, None)
     if function is None:
-        raise LoadError(f"--transform {text}: module {module_name!r} ({getattr(module, '__file__', '?')}) has no "
+        raise LoadError(f"{flag} {text}: module {module_name!r} ({getattr(module, '__file__', '?')}) has no "
                         f"{function_name!r}")
     if not callable(function):
-        raise LoadError(f"--transform {text}: {module_name}.{function_name} is a {type(function).__name__}, not a "
+        raise LoadError(f"{flag} {text}: {module_name}.{function_name} is a {type(function).__name__}, not a "
                         "function of the events DataFrame")
     return replace(transform, function=function)
 

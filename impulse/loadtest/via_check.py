@@ -14,22 +14,31 @@ and how a Spark ``kafka`` sink is read back:
   ``value`` of every committed record of the output topic after the run's starting offsets, compared with the
   expected rows rendered the way the pipeline writes them (`impulse.loadtest.via_kafka` drops the input's
   ``topic`` / ``partition`` and makes the row a JSON ``value``).
+
+As in the direct topology the way the expected answer is computed is decided before the load
+(`via_expectation`, `impulse.loadtest.check.Expectation`): ``--expect``'s rows over the bounded input above;
+else, for a transform Spark refuses on a batch DataFrame (an operator it runs on streams only), the transform
+over Spark's Kafka source reading the input topic from the offsets the pipeline started from (decoded with
+``--decode``, without the pacing options ``maxOffsetsPerTrigger`` …) as ONE micro-batch
+(`impulse.loadtest.stream_twin.one_micro_batch`); else the transform over the bounded input (`run_via_check`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Mapping
+import time
+from typing import Any, Callable, Mapping
 
-from impulse.loadtest.check import Readback, batch_events, readback
+from impulse.loadtest.check import CheckResult, Expectation, Readback, batch_events, judge, probe, readback
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.units import LoadError
 from impulse.loadtest.via_options import Via
 
-__all__ = ["as_records", "decode", "OutputTopicReadback", "via_readback", "expected_input"]
+__all__ = ["as_records", "decode", "OutputTopicReadback", "via_readback", "expected_input", "via_expectation",
+           "run_via_check"]
 
-_STREAM_ONLY = ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "startingoffsets",
-                "startingtimestamp", "startingoffsetsbytimestamp")
+_PACING = ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")
+_STREAM_ONLY = _PACING + ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
 
 
 def as_records(events):
@@ -87,9 +96,77 @@ def expected_input(spark, via: Via, *, decode_schema, read_schema, runs: list[tu
         for frame in frames[1:]:
             out = out.unionByName(frame)
         return out
-    options = {k: v for k, v in via.source_options(input_start).items() if k.lower() not in _STREAM_ONLY}
-    topic = via.topic
-    options["startingOffsets"] = json.dumps({topic: {str(p): o for p, o in sorted(input_start.items())}})
-    options["endingOffsets"] = json.dumps({topic: {str(p): o for p, o in sorted(input_end.items())}})
-    return spark.read.format("kafka").options(**options).load()
+    return _batch_input(spark, via, _offsets(via, input_start), _offsets(via, input_end))
+
+
+def _offsets(via: Via, offsets: Mapping[int, int]) -> str:
+    return json.dumps({via.topic: {str(p): o for p, o in sorted(offsets.items())}})
+
+
+def _batch_input(spark, via: Via, starting: str, ending: str):
+    """Spark's batch Kafka read of the input topic from `starting` to `ending` (its option values)."""
+    options = {k: v for k, v in via.source_options({}).items() if k.lower() not in _STREAM_ONLY}
+    return spark.read.format("kafka").options(**options, startingOffsets=starting, endingOffsets=ending).load()
+
+
+def _stream_input(spark, via: Via, input_start: Mapping[int, int], decode_schema):
+    """The pipeline's input again, as a stream without its pacing: the input topic from `input_start`, decoded with
+    `decode_schema` (``--decode``); once the run is over ``availableNow`` reads all of it in one micro-batch."""
+    options = {k: v for k, v in via.source_options(input_start).items() if k.lower() not in _PACING}
+    frame = spark.readStream.format("kafka").options(**options).load()
+    return frame if decode_schema is None else decode(frame, decode_schema)
+
+
+def _label(config: LoadConfig) -> str:
+    """The pipeline's query, for messages."""
+    return (f"--transform {config.transform}" if config.transform is not None
+            else f"--sql {config.sql}" if config.sql is not None else "the pipeline's transform")
+
+
+def via_expectation(spark, config: LoadConfig, via: Via, transform: Callable[[Any], Any] | None,
+                    producer_options: Mapping[str, str], *, decode_schema, read_schema) -> Expectation:
+    """Before the load (`impulse.loadtest.check.expectation` for the Kafka topology): ``--expect`` imported, or
+    else whether the pipeline's `transform` (DataFrame → DataFrame) holds an operator Spark runs on streams only,
+    found by planning it over a batch of the input it will read: with `decode_schema` impulse events with the
+    producer's options (`read_schema`: the run's ``--schema``) encoded and decoded, else the input topic."""
+    from impulse.loadtest.expect import resolve
+
+    oracle = resolve(spark, config.expect)
+    if oracle is not None:
+        return Expectation(oracle=oracle)
+    if transform is None:
+        return Expectation()
+    if decode_schema is not None:
+        events = decode(as_records(batch_events(spark, "impulse", producer_options, time.time_ns() // 1_000,
+                                                read_schema)), decode_schema)
+    else:
+        events = _batch_input(spark, via, "earliest", "latest")
+    return Expectation(operator=probe(transform(events), _label(config)))
+
+
+def run_via_check(spark, via: Via, transform: Callable[[Any], Any] | None, expected: Expectation, reader: Readback,
+                  mode: str, *, rule: str | None, watermark: str | None, render: Callable[[Any], Any],
+                  decode_schema, read_schema, runs: list[tuple[Mapping[str, str], int]],
+                  input_start: Mapping[int, int]) -> CheckResult:
+    """After the run: the expected answer, computed the way `expected` says (module docstring), against the target
+    (`reader`), by `impulse.loadtest.check.judge` in output mode `mode` with the finality `rule` under the
+    pipeline's last `watermark`, the expected rows put in the sink's shape by `render`. `decode_schema`,
+    `read_schema`, `runs`, `input_start`: as for `expected_input` (its end: the topic's committed end now)."""
+    from impulse.loadtest.expect import answer as expect_answer
+    from impulse.loadtest.stream_twin import one_micro_batch
+    from impulse.loadtest.via_watch import committed_ends
+
+    said = expected.describe()
+    if expected.operator is not None:
+        stream = _stream_input(spark, via, input_start, decode_schema)
+        with one_micro_batch(spark, transform(stream), mode) as answer:
+            return judge(spark, answer, reader, mode, rule, watermark, render=render, answered_by=said)
+    events = expected_input(spark, via, decode_schema=decode_schema, read_schema=read_schema, runs=runs,
+                            input_start=input_start, input_end=committed_ends(via.client_config, via.topic))
+    if expected.oracle is not None:
+        output = transform(events) if transform is not None else events
+        answer = expect_answer(spark, expected.oracle, events, output.schema)
+    else:
+        answer = transform(events) if transform is not None else events
+    return judge(spark, answer, reader, mode, rule, watermark, render=render, answered_by=said)
 

@@ -49,7 +49,7 @@ from functools import partial
 from typing import Any, Callable, Iterator, Mapping
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest.check import judge, last_watermark
+from impulse.loadtest.check import last_watermark
 from impulse.loadtest.config import LoadConfig, LoadError
 from impulse.loadtest.metrics import Collector, percentiles_ms, phase_stats
 from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, output_latency_values,
@@ -62,7 +62,8 @@ from impulse.loadtest.transform import load as load_transform
 from impulse.loadtest.transform import output_mode as transform_output_mode
 from impulse.loadtest.transform import resolve as resolve_transform
 from impulse.loadtest.transform import ship
-from impulse.loadtest.via_check import OutputTopicReadback, as_records, decode, expected_input, via_readback
+from impulse.loadtest.via_check import (OutputTopicReadback, as_records, decode, run_via_check, via_expectation,
+                                        via_readback)
 from impulse.loadtest.via_options import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
                                          pipeline_batches, producer_section, via_lines)
@@ -374,6 +375,8 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
             _check_slots(spark, via, config)
         if config.check:
             refuse_unfinal_check(probe, check_mode, event_time_column or final_after(config, resolved), label)
+    expected = via_expectation(spark, config, via, transform, producer_opts, read_schema=schema,
+                               decode_schema=events_schema(spark, config) if decode else None) if config.check else None
     if config.warmup:
         if display is not None:
             display.line("warming up (Spark's Python workers and your pipeline; nothing is sent to the sinks)…")
@@ -467,16 +470,15 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
         check = None
         if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
             if display is not None:
-                display.line("checking: reading the target back and computing the answer over a batch read…")
+                display.line("checking: reading the target back and computing the expected answer…")
             runs = ([(prefill_opts, _us(prefill_opts["startTime"]))] if prefill_opts is not None else []) + [
                 (producer_opts, collector.schedule_start_us)]
-            events = expected_input(spark, via, decode_schema=events_schema(spark, config) if decode else None,
-                                    read_schema=impulse_schema_for(spark, config), runs=runs,
-                                    input_start=input_start, input_end=committed_ends(via.client_config, via.topic))
-            answer = transform(events) if transform is not None else events
-            check = judge(spark, answer, reader, check_mode, event_time_column or final_after(config, resolved),
-                          last_watermark(pipeline) if pipeline is not None else None,
-                          render=partial(_output_frame, sink=config.sink))
+            check = run_via_check(spark, via, transform, expected, reader, check_mode,
+                                  rule=event_time_column or final_after(config, resolved),
+                                  watermark=last_watermark(pipeline) if pipeline is not None else None,
+                                  render=partial(_output_frame, sink=config.sink),
+                                  decode_schema=events_schema(spark, config) if decode else None,
+                                  read_schema=impulse_schema_for(spark, config), runs=runs, input_start=input_start)
             if config.sink == "kafka":
                 check = replace(check, basis=check.basis + "; the record values of the output topic")
         result = ViaResult(config=config, sink=config.sink, options=redact_options(config.options),

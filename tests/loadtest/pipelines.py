@@ -56,3 +56,41 @@ def returns_a_batch_frame(events):
 
 def returns_none(events):
     events.select("counter")  # forgot the return
+
+
+def pairs_once(events):
+    """Deduplication the streaming way (Spark runs dropDuplicatesWithinWatermark on streams only): each key
+    ``counter DIV 2`` once; its four events (counters 2k and 2k+1 of both partitions) are scheduled within a few
+    milliseconds, well inside the 5-second watermark, so the stream drops the same duplicates one micro-batch does."""
+    return (events.withColumn("k", F.expr("counter DIV 2")).withWatermark("timestamp", "5 seconds")
+            .dropDuplicatesWithinWatermark(["k"]).select("k"))
+
+
+def pairs_once_forgetting(events):
+    """A dedup bug that shows after the first micro-batch only: key ``counter % 10`` recurs every 10 events of a
+    partition, but a watermark delay of 0 lets Spark forget each key once a micro-batch has passed it, so every
+    later micro-batch writes the ten keys again; one micro-batch holding every event writes each key once."""
+    return (events.withColumn("k", F.col("counter") % 10).withWatermark("timestamp", "0 seconds")
+            .dropDuplicatesWithinWatermark(["k"]).select("k"))
+
+
+def in_kilometres(events):
+    """A unit conversion with a bug its batch run shares: the counter (metres) in kilometres, divided by 100."""
+    return events.select("subtask_index", "counter", (F.col("counter") / 100).alias("km"))
+
+
+def in_kilometres_fixed(events):
+    """The conversion done right: metres / 1000."""
+    return events.select("subtask_index", "counter", (F.col("counter") / 1000).alias("km"))
+
+
+def in_kilometres_expected(events):
+    """``--expect`` for the conversions, in pandas: the right answer, computed apart from the query."""
+    rows = events.select("subtask_index", "counter").toPandas()
+    rows["km"] = rows["counter"] / 1000
+    return rows
+
+
+def in_kilometres_wrong_columns(events):
+    """A bad ``--expect``: rows whose columns are not the output's."""
+    return [{"subtask_index": 0, "metres": 1}]
