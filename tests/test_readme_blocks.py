@@ -42,7 +42,7 @@ RUN = {
     ("### Load-testing your own pipeline", 0):
         "tests/loadtest/test_transform.py::test_the_readme_pipeline_runs_and_passes_its_check",
     ("#### A pipeline with a Python UDF under a ramp", 0):
-        "tests/loadtest/test_before_the_load.py::test_a_module_with_a_top_level_udf_sustains_each_ramp_step_warm",
+        "tests/loadtest/test_before_the_load.py::test_a_module_with_a_top_level_udf_runs_each_ramp_step_warm",
 }
 
 
