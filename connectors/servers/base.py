@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 __all__ = ["LOOPBACK", "ROOT", "ClientLibrary", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once",
            "free_port", "quiet_logger", "tail", "wait_until"]
 
-ROOT = Path(__file__).resolve().parents[2]   # the checkout (its tests/kafka/pom.xml pins the Kafka version)
+ROOT = Path(__file__).resolve().parents[2]   # what holds the connectors package (a checkout or site-packages)
 LOOPBACK = "127.0.0.1"
 
 
