@@ -390,10 +390,7 @@ class RedisSinkDataSource(SinkDataSource):
     """
 
     label = "redis sink"
-
-    @classmethod
-    def name(cls) -> str:
-        return RedisSink.name
+    sink_class = RedisSink
 
     def build(self, reader: OptionReader, schema) -> RedisSink:
         """The sink of the options in `reader`, whose column options must name columns of `schema`."""
