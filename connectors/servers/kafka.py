@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +23,7 @@ from typing import Any, Iterable
 
 from connectors.kafka_topics import create_topic, end_offsets, read_topic
 from connectors.servers.base import (LOOPBACK, ClientLibrary, ProcessServer, ServerError, cache_root, fetch_once,
-                                     free_port, quiet_logger, wait_until)
+                                     free_port, java, maven, quiet_logger, wait_until)
 
 __all__ = ["KAFKA_POM", "KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir", "pom_digest"]
 
@@ -59,11 +57,8 @@ def fetch_kafka(quiet: bool = False) -> Path:
     target = kafka_jars_dir()
 
     def fill(staging: Path) -> None:
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
-        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-            raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
+        mvn = maven()
+        java()  # the broker runs on it: say so now rather than after the download
         if not quiet:
             print(f"fetching Apache Kafka {KAFKA_VERSION} from Maven Central into {target} ...", file=sys.stderr)
         cmd = [
@@ -185,17 +180,8 @@ class KafkaBroker(ProcessServer):
         props.update(self.extra_config)
         return props
 
-    def _java(self) -> str:
-        home = os.environ.get("JAVA_HOME")
-        if home and (Path(home) / "bin" / "java").exists():
-            return str(Path(home) / "bin" / "java")
-        java = shutil.which("java")
-        if java is None:
-            raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
-        return java
-
     def _java_cmd(self, jars: Path, main: str, *args: str, heap: str | None = None) -> list[str]:
-        cmd = [self._java()]
+        cmd = [java()]
         if heap:
             cmd += [f"-Xmx{heap}", "-Xms256m"]
         cmd += [
