@@ -1,7 +1,8 @@
 """`SinkDataSource`: the PySpark `DataSource` of every sink, streaming and batch writes from one `build`.
 
-A sink's data source names itself (``name()``), says how its options are called in errors (`label`) and
-builds its `connectors.protocol.Sink` from the parsed options (`build`); this class gives it the rest:
+A sink's data source names the `connectors.protocol.Sink` class it builds (`sink_class`, whose ``name`` is the
+format's, ``name()``), says how its options are called in errors (`label`) and builds its sink from the parsed
+options (`build`); this class gives it the rest:
 
 - ``streamWriter`` → `connectors.protocol.stream_writer` (``writeStream``);
 - ``writer`` → `connectors.batch.batch_writer` (``df.write … mode("append")``, SQL ``INSERT INTO``);
@@ -27,10 +28,17 @@ __all__ = ["SinkDataSource"]
 
 
 class SinkDataSource(DataSource):
-    """Subclasses set `label`, and implement ``name()`` and `build`."""
+    """Subclasses set `sink_class` and `label`, and implement `build`."""
 
+    #: the class of the sink `build` makes; its ``name`` is the format's name (``name()``)
+    sink_class: type[Sink]
     #: the sink as option errors name it, e.g. ``"redis sink"``
     label: str
+
+    @classmethod
+    def name(cls) -> str:
+        """The format's name, e.g. ``"redis-sink"``: the ``name`` of `sink_class`."""
+        return cls.sink_class.name
 
     def build(self, reader: OptionReader, schema) -> Sink:
         """The sink of the options in `reader` (its getters raise `OptionError`), for rows of `schema`."""

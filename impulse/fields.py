@@ -9,7 +9,8 @@ the indices are exactly 0..L-1).
 
 ARRAY, MAP and STRUCT columns are built from these, their leaves addressed by path: `impulse.nested`.
 
-Kinds, the types they take and their properties (besides ``kind``, ``nullRate`` and, on STRING, ``format``):
+Kinds, the types they take and their properties (besides ``kind``, ``nullRate`` and, on STRING, ``format``); each
+is one row of `KIND_TABLE`, its parser and its generator:
 
 ==============  ==========================================  ==============================================
 kind            types                                       properties (default)
@@ -62,7 +63,7 @@ import string
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal, InvalidOperation
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -75,13 +76,9 @@ from connectors.options import OptionReader, parse_time_us
 from impulse import draws, faker_pool
 from impulse.schedule import Schedule
 
-__all__ = ["Column", "ColumnType", "column_type", "generated_column", "values_at", "alphanumeric", "numbers_to_type",
-           "ALPHANUMERIC", "KINDS", "PROPERTIES", "TYPE_NAMES"]
+__all__ = ["Column", "ColumnType", "Kind", "column_type", "generated_column", "values_at", "alphanumeric",
+           "numbers_to_type", "ALPHANUMERIC", "KIND_TABLE", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
-KINDS = ("sequence", "random", "normal", "exponential", "zipf", "values", "uuid", "ref", "faker")
-PROPERTIES = ("kind", "nullRate", "format", "start", "step", "min", "max", "length", "minLength", "maxLength",
-              "probability", "mean", "stddev", "cardinality", "exponent", "values", "weights",
-              "refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "window", "provider", "locale")
 PICKS = ("uniform", "recent", "window")
 TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP"
 _DAY_US = 86_400_000_000
@@ -129,7 +126,7 @@ class Column:
     name: str
     type: ColumnType
     kind: str
-    params: tuple = ()            # the kind's parsed parameters, see `_parse`
+    params: tuple = ()            # the kind's parsed parameters (`Kind.parse`)
     null_rate: float = 0.0
     fmt: tuple | None = None      # STRING from numbers: see `_parse_format`
     keys: tuple[int, int, int] = field(default=(0, 0, 0))  # stream keys: value, null, length
@@ -142,10 +139,7 @@ class Column:
         `since_start_us`: each event's scheduled time (before disorder) minus the stream's start time, µs;
         only ``kind=ref`` reads it (`refers`).
         """
-        if self.kind == "ref":
-            values = _ref(self, subtask, first, count, since_start_us, keep)
-        else:
-            values = _KIND_ARRAYS[self.kind](self, subtask, first, count, partitions, keep)
+        values = _BY_NAME[self.kind].generate(self, subtask, first, count, partitions, since_start_us, keep)
         if self.null_rate <= 0:
             return values
         nulls = draws.uniform(draws.words(self.keys[1], subtask, first, count)) < self.null_rate
@@ -159,7 +153,7 @@ class Column:
     @property
     def refers(self) -> bool:
         """Whether the values depend on the events' scheduled times (``kind=ref``)."""
-        return self.kind == "ref"
+        return _BY_NAME[self.kind].refers
 
     def _words(self, subtask: int, first: int, count: int, per_event: int = 1,
                keep: np.ndarray | None = None) -> np.ndarray:
@@ -181,11 +175,10 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
         raise OptionError(f"schema, column '{name}'", data_type.simpleString().upper(),
                           f"a type impulse can generate: {TYPE_NAMES}, and ARRAY, MAP, STRUCT of them")
     reader = OptionReader({prefix + k: v for k, v in properties.items()}, name=f"column '{name}'")
-    kind = reader.choice(prefix + "kind", KINDS, "random")
-    allowed = _KIND_FAMILIES[kind]
-    if ctype.family not in allowed:
-        raise OptionError(prefix + "kind", kind, f"a kind for a {ctype.name} column: one of "
-                          + ", ".join(k for k in KINDS if ctype.family in _KIND_FAMILIES[k]))
+    kind = _BY_NAME[reader.choice(prefix + "kind", KINDS, "random")]
+    if ctype.family not in kind.families:
+        raise OptionError(prefix + "kind", kind.name, f"a kind for a {ctype.name} column: one of "
+                          + ", ".join(k.name for k in KIND_TABLE if ctype.family in k.families))
     null_rate = reader.number(prefix + "nullRate", 0.0, minimum=0.0)
     if null_rate > 1:
         raise OptionError(prefix + "nullRate", properties.get("nullrate"), "a fraction from 0 to 1")
@@ -193,35 +186,20 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
         raise OptionError(prefix + "nullRate", properties.get("nullrate"),
                           f"0 for a NOT NULL column; declare '{name}' nullable to give it nulls")
     fmt, numbers = None, ctype
-    if ctype.family == "string" and kind not in ("values", "uuid", "faker") and (
-            kind != "random" or any(reader.has(prefix + p) for p in ("min", "max", "format"))):
+    if ctype.family == "string" and kind.writes_numbers(reader, prefix):
         # numbers on a STRING column: drawn as BIGINT or DOUBLE (by the format), then formatted
         fmt = _parse_format(reader.string(prefix + "format", "{}"), prefix + "format")
-        continuous = fmt[1] == "float" or (kind in ("normal", "exponential") and fmt[1] == "plain")
+        continuous = fmt[1] == "float" or (kind.continuous and fmt[1] == "plain")
         numbers = ColumnType("STRING", "float" if continuous else "int", pa.int64(), -2 ** 63, 2 ** 63 - 1)
     lower = name.lower()
-    params = _parse(kind, numbers, reader, prefix, draws.stream_key(seed, lower, "faker"))
+    params = kind.parse(numbers, reader, prefix, draws.stream_key(seed, lower, "faker"))
     reader.finish()
     keys = (draws.stream_key(seed, lower, "value"), draws.stream_key(seed, lower, "null"),
             draws.stream_key(seed, lower, "length"))
-    return Column(name, ctype, kind, params, null_rate, fmt, keys)
+    return Column(name, ctype, kind.name, params, null_rate, fmt, keys)
 
 
 # --- parsing -------------------------------------------------------------------------------------------------
-
-_NUMBERS = ("int", "float", "decimal")
-_KIND_FAMILIES = {
-    "sequence": _NUMBERS + ("string",),
-    "random": _NUMBERS + ("boolean", "string", "binary", "date", "timestamp"),
-    "normal": _NUMBERS + ("string",),
-    "exponential": _NUMBERS + ("string",),
-    "zipf": ("int", "string"),
-    "values": _NUMBERS + ("boolean", "string", "date", "timestamp"),
-    "uuid": ("string",),
-    "ref": ("int",),
-    "faker": ("string",),
-}
-
 
 def _literal(ctype: ColumnType, text: str, option: str):
     """A value of the column's type, as the generators hold it (ints, floats, unscaled decimals, days, µs)."""
@@ -268,93 +246,116 @@ def _literal_or(reader: OptionReader, ctype: ColumnType, option: str, default):
     return default if text is None else _literal(ctype, text, option)
 
 
-def _parse(kind: str, ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
-    """The kind's parameters for `Column.params`, in the units the generators use (see `_literal`); `pool_key`
-    seeds a ``faker`` pool."""
+# Each kind's parser (`Kind.parse`): (the column's type, or the numbers' on a STRING column; the reader; the
+# column's option prefix; the key that seeds a faker pool) → `Column.params`, in the units the generators use
+# (see `_literal`).
+
+def _parse_sequence(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(start, step): floats on FLOAT and DOUBLE, else integers (DECIMAL: unscaled)."""
     family = ctype.family
-    if kind == "faker":
-        provider = reader.string(prefix + "provider")
-        if provider is None:
-            raise OptionError(prefix + "provider", None, "a Faker provider for kind=faker, e.g. name, email, city, "
-                              "ipv4, user_agent")
-        locale = reader.string(prefix + "locale", "en_US").strip()
-        cardinality = reader.integer(prefix + "cardinality", 10_000, minimum=1, maximum=1_000_000)
-        return (faker_pool.pool(provider.strip(), locale, cardinality, pool_key, prefix),)
-    if kind == "sequence":
-        one = 1.0 if family == "float" else 10 ** ctype.scale
-        return (_literal_or(reader, ctype, prefix + "start", 0.0 if family == "float" else 0),
-                _literal_or(reader, ctype, prefix + "step", one))
-    if kind == "random":
-        if family == "boolean":
-            p = reader.number(prefix + "probability", 0.5, minimum=0.0)
-            if p > 1:
-                raise OptionError(prefix + "probability", p, "a probability from 0 to 1")
-            return (p,)
-        if family in ("string", "binary"):
-            length = reader.integer(prefix + "length", None, minimum=0, maximum=1 << 20)
-            low = reader.integer(prefix + "minLength", None, minimum=0, maximum=1 << 20)
-            high = reader.integer(prefix + "maxLength", None, minimum=0, maximum=1 << 20)
-            if length is not None and (low is not None or high is not None):
-                raise OptionError(prefix + "length", length, "either 'length' or 'minLength'/'maxLength', not both")
-            if family == "binary" and (low is not None or high is not None):
-                raise OptionError(prefix + ("minLength" if low is not None else "maxLength"), low if low is not None else high,
-                                  "no such property for BINARY: use 'length'")
-            if length is None:
-                low = 16 if low is None and high is None else (low or 0)
-                high = low if high is None else high
-                if low > high:
-                    raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high},
-                                      "minLength ≤ maxLength")
-                return (low, high)
-            return (length, length)
-        defaults = {"int": (ctype.lo, ctype.hi), "float": (0.0, 1.0), "decimal": (0, ctype.hi),
-                    "date": (_EPOCH_2000_DAYS, _EPOCH_2030_DAYS - 1),
-                    "timestamp": (_EPOCH_2000_DAYS * _DAY_US, _EPOCH_2030_DAYS * _DAY_US - 1)}
-        lo = _literal_or(reader, ctype, prefix + "min", defaults[family][0])
-        hi = _literal_or(reader, ctype, prefix + "max", defaults[family][1])
-        if lo > hi:
-            raise OptionError(prefix + "min/max", {"min": reader.string(prefix + "min"), "max": reader.string(prefix + "max")},
-                              "min ≤ max")
-        return (lo, hi)
-    if kind == "normal":
-        mean = reader.number(prefix + "mean", 0.0)
-        stddev = reader.number(prefix + "stddev", 1.0, minimum=0.0)
-        clip_lo, clip_hi = (reader.number(prefix + p, None) for p in ("min", "max"))
-        if clip_lo is not None and clip_hi is not None and clip_lo > clip_hi:
-            raise OptionError(prefix + "min/max", {"min": clip_lo, "max": clip_hi}, "min ≤ max")
-        return (mean, stddev, clip_lo, clip_hi)
-    if kind == "exponential":
-        return (reader.number(prefix + "mean", 1.0, above=0.0),)
-    if kind == "zipf":
-        cardinality = reader.integer(prefix + "cardinality", None, minimum=1, maximum=1 << 40)
-        if cardinality is None:
-            raise OptionError(prefix + "cardinality", None, "the number of distinct values (an integer ≥ 1) for kind=zipf")
-        exponent = reader.number(prefix + "exponent", 1.0, minimum=0.0)
-        low = _literal_or(reader, ctype, prefix + "min", 0)
-        if low + cardinality - 1 > ctype.hi:
-            raise OptionError(prefix + "cardinality", cardinality,
-                              f"at most {ctype.hi - low + 1}: min + cardinality - 1 must fit {ctype.name}")
-        return (cardinality, exponent, low)
-    if kind == "values":
-        text = reader.string(prefix + "values", required=True)
-        items = tuple(_literal(ctype, v, prefix + "values") for v in text.split(","))
-        weights_text = reader.string(prefix + "weights")
-        weights = None
-        if weights_text is not None:
-            try:
-                weights = tuple(float(w) for w in weights_text.split(","))
-            except ValueError:
-                raise OptionError(prefix + "weights", weights_text, "comma-separated numbers ≥ 0") from None
-            if len(weights) != len(items) or min(weights) < 0 or sum(weights) <= 0 or not all(map(math.isfinite, weights)):
-                raise OptionError(prefix + "weights", weights_text,
-                                  f"{len(items)} numbers ≥ 0 (one per value), not all 0")
-        return (items, weights)
-    if kind == "ref":
-        return _parse_ref(ctype, reader, prefix)
-    return ()  # uuid
+    one = 1.0 if family == "float" else 10 ** ctype.scale
+    return (_literal_or(reader, ctype, prefix + "start", 0.0 if family == "float" else 0),
+            _literal_or(reader, ctype, prefix + "step", one))
 
 
-def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str) -> tuple:
+def _parse_random(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """BOOLEAN: (probability,); STRING and BINARY: (shortest, longest) length; the others: (min, max)."""
+    family = ctype.family
+    if family == "boolean":
+        p = reader.number(prefix + "probability", 0.5, minimum=0.0)
+        if p > 1:
+            raise OptionError(prefix + "probability", p, "a probability from 0 to 1")
+        return (p,)
+    if family in ("string", "binary"):
+        length = reader.integer(prefix + "length", None, minimum=0, maximum=1 << 20)
+        low = reader.integer(prefix + "minLength", None, minimum=0, maximum=1 << 20)
+        high = reader.integer(prefix + "maxLength", None, minimum=0, maximum=1 << 20)
+        if length is not None and (low is not None or high is not None):
+            raise OptionError(prefix + "length", length, "either 'length' or 'minLength'/'maxLength', not both")
+        if family == "binary" and (low is not None or high is not None):
+            raise OptionError(prefix + ("minLength" if low is not None else "maxLength"), low if low is not None else high,
+                              "no such property for BINARY: use 'length'")
+        if length is None:
+            low = 16 if low is None and high is None else (low or 0)
+            high = low if high is None else high
+            if low > high:
+                raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high},
+                                  "minLength ≤ maxLength")
+            return (low, high)
+        return (length, length)
+    defaults = {"int": (ctype.lo, ctype.hi), "float": (0.0, 1.0), "decimal": (0, ctype.hi),
+                "date": (_EPOCH_2000_DAYS, _EPOCH_2030_DAYS - 1),
+                "timestamp": (_EPOCH_2000_DAYS * _DAY_US, _EPOCH_2030_DAYS * _DAY_US - 1)}
+    lo = _literal_or(reader, ctype, prefix + "min", defaults[family][0])
+    hi = _literal_or(reader, ctype, prefix + "max", defaults[family][1])
+    if lo > hi:
+        raise OptionError(prefix + "min/max", {"min": reader.string(prefix + "min"), "max": reader.string(prefix + "max")},
+                          "min ≤ max")
+    return (lo, hi)
+
+
+def _parse_normal(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(mean, stddev, clip min or None, clip max or None)."""
+    mean = reader.number(prefix + "mean", 0.0)
+    stddev = reader.number(prefix + "stddev", 1.0, minimum=0.0)
+    clip_lo, clip_hi = (reader.number(prefix + p, None) for p in ("min", "max"))
+    if clip_lo is not None and clip_hi is not None and clip_lo > clip_hi:
+        raise OptionError(prefix + "min/max", {"min": clip_lo, "max": clip_hi}, "min ≤ max")
+    return (mean, stddev, clip_lo, clip_hi)
+
+
+def _parse_exponential(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(mean,)."""
+    return (reader.number(prefix + "mean", 1.0, above=0.0),)
+
+
+def _parse_zipf(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(cardinality, exponent, min)."""
+    cardinality = reader.integer(prefix + "cardinality", None, minimum=1, maximum=1 << 40)
+    if cardinality is None:
+        raise OptionError(prefix + "cardinality", None, "the number of distinct values (an integer ≥ 1) for kind=zipf")
+    exponent = reader.number(prefix + "exponent", 1.0, minimum=0.0)
+    low = _literal_or(reader, ctype, prefix + "min", 0)
+    if low + cardinality - 1 > ctype.hi:
+        raise OptionError(prefix + "cardinality", cardinality,
+                          f"at most {ctype.hi - low + 1}: min + cardinality - 1 must fit {ctype.name}")
+    return (cardinality, exponent, low)
+
+
+def _parse_values(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(the values, their weights or None)."""
+    text = reader.string(prefix + "values", required=True)
+    items = tuple(_literal(ctype, v, prefix + "values") for v in text.split(","))
+    weights_text = reader.string(prefix + "weights")
+    weights = None
+    if weights_text is not None:
+        try:
+            weights = tuple(float(w) for w in weights_text.split(","))
+        except ValueError:
+            raise OptionError(prefix + "weights", weights_text, "comma-separated numbers ≥ 0") from None
+        if len(weights) != len(items) or min(weights) < 0 or sum(weights) <= 0 or not all(map(math.isfinite, weights)):
+            raise OptionError(prefix + "weights", weights_text,
+                              f"{len(items)} numbers ≥ 0 (one per value), not all 0")
+    return (items, weights)
+
+
+def _parse_nothing(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """A kind without properties."""
+    return ()
+
+
+def _parse_faker(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(the pool of texts,): `impulse.faker_pool`, seeded by `pool_key`."""
+    provider = reader.string(prefix + "provider")
+    if provider is None:
+        raise OptionError(prefix + "provider", None, "a Faker provider for kind=faker, e.g. name, email, city, "
+                          "ipv4, user_agent")
+    locale = reader.string(prefix + "locale", "en_US").strip()
+    cardinality = reader.integer(prefix + "cardinality", 10_000, minimum=1, maximum=1_000_000)
+    return (faker_pool.pool(provider.strip(), locale, cardinality, pool_key, prefix),)
+
+
+def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
     """(delay µs of one referenced partition, refNumPartitions, refLimit or None, pick, cardinality, exponent,
     window µs)."""
     rate = reader.number(prefix + "refEventsPerSecond", None, above=0.0)
@@ -431,7 +432,7 @@ def _decimals(unscaled: np.ndarray, arrow: pa.DataType) -> pa.Array:
 
 
 def _sequence(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     start, step = column.params
     index = np.arange(first, first + count, dtype=np.int64)
     index *= partitions
@@ -446,7 +447,7 @@ def _sequence(column: Column, subtask: int, first: int, count: int, partitions: 
 
 
 def _random(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     family = column.type.family
     if family == "boolean":
         return pa.array(draws.uniform(column._words(subtask, first, count, keep=keep)) < column.params[0])
@@ -505,7 +506,7 @@ def alphanumeric(raw: np.ndarray) -> np.ndarray:
 
 
 def _normal(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     mean, stddev, lo, hi = column.params
     values = draws.normal(column._words(subtask, first, count, keep=keep), mean, stddev)
     if lo is not None or hi is not None:
@@ -514,12 +515,12 @@ def _normal(column: Column, subtask: int, first: int, count: int, partitions: in
 
 
 def _exponential(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     return numbers_to_type(column, draws.exponential(column._words(subtask, first, count, keep=keep), column.params[0]))
 
 
 def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     cardinality, exponent, low = column.params
     ranks = draws.zipf(cardinality, exponent).ranks(column._words(subtask, first, count, keep=keep))
     if low:
@@ -528,7 +529,7 @@ def _zipf(column: Column, subtask: int, first: int, count: int, partitions: int,
 
 
 def _values(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     items, weights = column.params
     return values_at(column, draws.choice(column._words(subtask, first, count, keep=keep), weights, len(items)))
 
@@ -547,7 +548,7 @@ def values_at(column: Column, index: np.ndarray) -> pa.Array:
 
 
 def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
     raw = column._words(subtask, first, count, 2, keep).view(np.uint8).reshape(-1, 16)
     count = len(raw)
@@ -592,15 +593,15 @@ def _hex_lanes(words: np.ndarray) -> np.ndarray:
     return pairs
 
 
-def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: np.ndarray,
-         keep: np.ndarray | None = None) -> pa.Array:
+def _ref(column: Column, subtask: int, first: int, count: int, partitions: int,
+         since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """Ids of referenced entities created at or before each event's scheduled time (module docstring)."""
-    delay_us, partitions, limit, pick, cardinality, exponent, window_us = column.params
+    delay_us, ref_partitions, limit, pick, cardinality, exponent, window_us = column.params
     created = Schedule(0, delay_us)  # the referenced stream's schedule, on the same start
 
     def existing(at: np.ndarray) -> np.ndarray:
         n = created.due_many(at)
-        n *= partitions
+        n *= ref_partitions
         if limit is not None:
             np.minimum(n, limit, out=n)
         return n
@@ -626,14 +627,59 @@ def _ref(column: Column, subtask: int, first: int, count: int, since_start_us: n
 
 
 def _faker(column: Column, subtask: int, first: int, count: int, partitions: int,
-        keep: np.ndarray | None = None) -> pa.Array:
+        since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """A uniform pick from the column's pool (`impulse.faker_pool`): one word per event."""
     pool = column.params[0]
     return pool.take(pa.array(draws.integers(column._words(subtask, first, count, keep=keep), 0, len(pool) - 1)))
 
 
-_KIND_ARRAYS = {"sequence": _sequence, "random": _random, "normal": _normal, "exponential": _exponential,
-                "zipf": _zipf, "values": _values, "uuid": _uuid, "faker": _faker}
+# --- kinds ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of generated column (``fields.<column>.kind``): all that defines it, one row of `KIND_TABLE`
+    (documented in the module docstring's table; tests/impulse/test_fields.py checks that table against this one).
+    """
+
+    name: str
+    families: tuple[str, ...]      #: the types it generates (`ColumnType.family`)
+    properties: tuple[str, ...]    #: what it reads besides kind, nullRate and format (`PROPERTIES`)
+    #: (type, reader, option prefix, faker pool key) → `Column.params`; the type is the numbers' on a STRING column
+    parse: Callable[[ColumnType, OptionReader, str, int], tuple]
+    #: (column, subtask, first counter, count, partitions, since_start_us, keep) → the values (`Column.array`)
+    generate: Callable[..., pa.Array]
+    #: on a STRING column: numbers formatted by ``format`` always (None), or only when one of these properties is
+    #: given (``()``: never, the kind writes text of its own)
+    numbers_with: tuple[str, ...] | None = None
+    continuous: bool = False       #: draws doubles, which a plain ``{}`` format writes as such
+    refers: bool = False           #: reads the events' scheduled times (`Column.refers`)
+
+    def writes_numbers(self, reader: OptionReader, prefix: str) -> bool:
+        """Whether, on a STRING column, it draws numbers and formats them (by its `numbers_with`)."""
+        return self.numbers_with is None or any(reader.has(prefix + p) for p in self.numbers_with)
+
+
+_NUMBERS = ("int", "float", "decimal")
+
+KIND_TABLE: tuple[Kind, ...] = (
+    Kind("sequence", _NUMBERS + ("string",), ("start", "step"), _parse_sequence, _sequence),
+    Kind("random", _NUMBERS + ("boolean", "string", "binary", "date", "timestamp"),
+         ("min", "max", "length", "minLength", "maxLength", "probability"), _parse_random, _random,
+         numbers_with=("min", "max", "format")),
+    Kind("normal", _NUMBERS + ("string",), ("mean", "stddev", "min", "max"), _parse_normal, _normal, continuous=True),
+    Kind("exponential", _NUMBERS + ("string",), ("mean",), _parse_exponential, _exponential, continuous=True),
+    Kind("zipf", ("int", "string"), ("cardinality", "exponent", "min"), _parse_zipf, _zipf),
+    Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights"), _parse_values,
+         _values, numbers_with=()),
+    Kind("uuid", ("string",), (), _parse_nothing, _uuid, numbers_with=()),
+    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "cardinality", "exponent",
+                           "window"), _parse_ref, _ref, refers=True),
+    Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
+)
+_BY_NAME = {kind.name: kind for kind in KIND_TABLE}
+KINDS = tuple(_BY_NAME)
+#: every property of a column: the ones of all kinds, in table order, after those any column takes
+PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties))))
 
 
 def _format(values: np.ndarray, fmt: tuple) -> pa.Array:

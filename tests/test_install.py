@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from connectors.registry import connectors, sinks
+from connectors.servers.kafka import KAFKA_POM
 from tests.venvs import FEATURE_EXTRAS, wheel, wheel_env
 
 pytestmark = [pytest.mark.install, pytest.mark.slow]
@@ -79,6 +81,13 @@ def _run(exe: Path, *args: str, cwd: Path, timeout: float = 300) -> subprocess.C
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     return wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def test_the_wheel_ships_the_pom_the_kafka_broker_is_fetched_by(built):
+    """`connectors.servers.fetch_kafka` runs Maven on the pom beside its module, not on a file of the checkout."""
+    with zipfile.ZipFile(built) as wheel_file:
+        pom = wheel_file.read("connectors/servers/kafka-pom.xml")
+    assert pom == KAFKA_POM.read_bytes()
 
 
 def test_without_extras_every_format_registers_and_a_sink_names_its_extra(built, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +20,7 @@ import pytest
 
 from connectors.conformance.network import cut_points
 from connectors.servers import KAFKA_VERSION, RedisCluster, RedisServer, fetch_kafka, free_port, kafka_jars_dir, wait_until
+from connectors.servers.kafka import KAFKA_POM, pom_digest
 from connectors.servers.tap import DOWN, UP, Tap
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -36,10 +39,26 @@ def test_wait_until_returns_value_and_times_out():
         wait_until(lambda: False, timeout=0.2, message="the impossible")
 
 
-def test_kafka_version_is_pinned_in_the_pom():
-    pom = (Path(__file__).parent / "kafka" / "pom.xml").read_text()
-    assert f"<kafka.version>{KAFKA_VERSION}</kafka.version>" in pom
-    assert KAFKA_VERSION == "4.1.1"
+def test_the_pom_and_the_readme_name_the_kafka_version_of_the_package():
+    """One Kafka version: the package's constant, the pom Maven resolves the broker's jars from, and every
+    "Kafka X.Y.Z" of the README."""
+    pom = ET.parse(KAFKA_POM).getroot()
+    assert pom.findtext("m:properties/m:kafka.version", namespaces={"m": "http://maven.apache.org/POM/4.0.0"}) \
+        == KAFKA_VERSION
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    mentioned = re.findall(r"\bKafka (\d+\.\d+\.\d+)\b", readme)
+    assert mentioned and set(mentioned) == {KAFKA_VERSION}, mentioned
+
+
+def test_the_kafka_jar_cache_is_keyed_by_the_pom_without_its_comments(tmp_path):
+    """A comment edited in the pom keeps the cached jars; another dependency version is another cache folder."""
+    text = KAFKA_POM.read_text()
+    commented = tmp_path / "commented.xml"
+    commented.write_text(text.replace("<project ", "<!-- another comment -->\n<project ", 1))
+    bumped = tmp_path / "bumped.xml"
+    bumped.write_text(text.replace(f"<kafka.version>{KAFKA_VERSION}<", "<kafka.version>0.0.1<", 1))
+    assert pom_digest(commented) == pom_digest(KAFKA_POM) != pom_digest(bumped)
+    assert kafka_jars_dir().name == f"kafka-{KAFKA_VERSION}-{pom_digest()[:12]}"
 
 
 # --------------------------------------------------------------------------------------------- Redis

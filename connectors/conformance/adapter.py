@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import socket
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,7 +13,13 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from connectors.servers.base import free_port
+
 __all__ = ["SinkAdapter", "Poison", "events_from_json", "unused_port", "host_port", "with_address"]
+
+#: A loopback port where nothing listens (bound and released at once): the servers' `free_port`, for the target
+#: options of a stopped server (`SinkAdapter.unreachable_options`).
+unused_port = free_port
 
 
 Event = tuple[int, int]  # (subtask_index, counter)
@@ -159,13 +164,6 @@ class SinkAdapter(ABC):
         """The adapter for the target the parsed `args` name, open for the whole run (a default receiver
         may be started here and stopped on exit). Default: ``cls()``."""
         yield cls()
-
-
-def unused_port() -> int:
-    """A loopback port where nothing listens (bound and released at once)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def events_from_json(values: list[bytes]) -> list[tuple[int, int]]:

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 __all__ = ["LOOPBACK", "ROOT", "ClientLibrary", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once",
-           "free_port", "quiet_logger", "tail", "wait_until"]
+           "free_port", "java", "maven", "quiet_logger", "tail", "wait_until"]
 
-ROOT = Path(__file__).resolve().parents[2]   # the checkout (its tests/kafka/pom.xml pins the Kafka version)
+ROOT = Path(__file__).resolve().parents[2]   # what holds the connectors package (a checkout or site-packages)
 LOOPBACK = "127.0.0.1"
 
 
@@ -61,6 +61,26 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return sock.getsockname()[1]
+
+
+def java() -> str:
+    """``$JAVA_HOME/bin/java`` when there is one, else the ``java`` on the PATH; `ServerError` saying how to install
+    it when there is neither."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
+    return found
+
+
+def maven() -> str:
+    """The ``mvn`` on the PATH, which fetches the servers' jars; `ServerError` saying how to install it."""
+    found = shutil.which("mvn")
+    if found is None:
+        raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
+    return found
 
 
 def wait_until(
@@ -112,14 +132,35 @@ def _stop_leftovers() -> None:  # a crashed test session must not leave JVMs or 
 
 
 class Server:
-    """Shared life cycle: a temp dir, ``start/stop/restart/close`` and the context-manager protocol."""
+    """Shared life cycle: a temp dir, ``start/stop/restart/close`` and the context-manager protocol; and
+    ``external(address)``, a server someone else runs instead (the address comes from the environment variable
+    `external_env`: `from_env`), which this process neither starts nor stops (`managed` is False)."""
 
     name = "server"
     client_library: ClientLibrary | None = None   # what starting it imports beyond the standard library
+    external_env = ""
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"impulse-{self.name}-"))
         self._lock = threading.RLock()
+        self._external: str | None = None
+
+    @classmethod
+    def external(cls, address: str):
+        server = cls()
+        server._external = address
+        return server
+
+    @classmethod
+    def from_env(cls):
+        """The server named by `external_env` if that variable is set, else a new one to start here."""
+        address = os.environ.get(cls.external_env)
+        return cls.external(address) if address else cls()
+
+    @property
+    def managed(self) -> bool:
+        """Whether this process starts and stops it (not one `external` wraps)."""
+        return self._external is None
 
     # subclasses implement these
     def _start(self) -> None:
@@ -168,33 +209,13 @@ class Server:
 class ProcessServer(Server):
     """A server that is a child process whose stdout/stderr go to ``<dir>/<name>.out``.
 
-    ``external(address)`` wraps one someone else runs instead (the address comes from the environment
-    variable `external_env`): the client helpers work, start/stop are no-ops and ``restart()`` fails.
+    One that ``external(address)`` wraps: the client helpers work, start/stop are no-ops and ``restart()`` fails.
     """
-
-    external_env = ""
 
     def __init__(self) -> None:
         super().__init__()
         self.proc: subprocess.Popen | None = None
         self.out_path = self.dir / f"{self.name}.out"
-        self._external: str | None = None
-
-    @classmethod
-    def external(cls, address: str):
-        server = cls()
-        server._external = address
-        return server
-
-    @classmethod
-    def from_env(cls):
-        """The server named by `external_env` if that variable is set, else a new one to start here."""
-        address = os.environ.get(cls.external_env)
-        return cls.external(address) if address else cls()
-
-    @property
-    def managed(self) -> bool:
-        return self._external is None
 
     def _address(self, local: Callable[[], str]) -> str:
         """The external address if this wraps one, else `local()` once a port was picked."""

@@ -1,9 +1,10 @@
 """A single-node Apache Kafka broker (`KafkaBroker`, KRaft) and the Maven fetcher of its jars (`fetch_kafka`).
 
-The Kafka version is pinned in ``tests/kafka/pom.xml`` of the checkout (``kafka.version``) and read from
-there at import (`KAFKA_VERSION`, None outside a checkout): the broker needs a checkout (Maven fetches its
-jars by that pom). ``confluent_kafka`` is imported only by the client helpers, so ``python -m
-connectors.servers fetch-kafka`` works before the clients are installed.
+The broker's version is `KAFKA_VERSION`. Maven resolves its jars from ``kafka-pom.xml`` beside this module
+(`KAFKA_POM`, shipped with the package, so an installed package fetches them as a checkout does), whose
+``kafka.version`` is the same (tests/test_servers.py checks it and the README against `KAFKA_VERSION`).
+``confluent_kafka`` is imported only by the client helpers, so ``python -m connectors.servers fetch-kafka`` works
+before the clients are installed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,46 +22,43 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from connectors.kafka_topics import create_topic, end_offsets, read_topic
-from connectors.servers.base import (LOOPBACK, ROOT, ClientLibrary, ProcessServer, ServerError, cache_root, fetch_once,
-                                     free_port, quiet_logger, wait_until)
+from connectors.servers.base import (LOOPBACK, ClientLibrary, ProcessServer, ServerError, cache_root, fetch_once,
+                                     free_port, java, maven, quiet_logger, wait_until)
 
-__all__ = ["KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir"]
+__all__ = ["KAFKA_POM", "KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir", "pom_digest"]
 
-KAFKA_POM = ROOT / "tests" / "kafka" / "pom.xml"
-
-
-def _read_kafka_version() -> str:
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    root = ET.parse(KAFKA_POM).getroot()
-    node = root.find("m:properties/m:kafka.version", ns)
-    if node is None or not (node.text or "").strip():
-        raise ServerError(f"no <kafka.version> property in {KAFKA_POM}")
-    return node.text.strip()
+KAFKA_VERSION = "4.1.1"
+KAFKA_POM = Path(__file__).with_name("kafka-pom.xml")
 
 
-KAFKA_VERSION = _read_kafka_version() if KAFKA_POM.exists() else None  # None: not a checkout (no broker)
+def pom_digest(pom: Path = KAFKA_POM) -> str:
+    """The sha256 of `pom` without its comments and formatting (canonical XML): what decides the jars Maven
+    resolves, so editing a comment of the pom neither moves nor refetches the cached jars."""
+    try:
+        canonical = ET.canonicalize(from_file=str(pom), with_comments=False, strip_text=True)
+    except OSError as exc:
+        raise ServerError(f"cannot read {pom} ({exc}): reinstall impulse-connectors, whose package data it is") from exc
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def kafka_jars_dir() -> Path:
-    if KAFKA_VERSION is None:
-        raise ServerError(f"no {KAFKA_POM}: the Kafka broker needs the project's checkout (its pom pins the version)")
-    return cache_root() / f"kafka-{KAFKA_VERSION}"
+    """Where the broker's jars are cached: ``<cache>/kafka-<KAFKA_VERSION>-<12 hex digits of pom_digest()>``, one
+    folder per pom, so checkouts sharing the cache with another pom do not refetch each other's jars."""
+    return cache_root() / f"kafka-{KAFKA_VERSION}-{pom_digest()[:12]}"
 
 
 def fetch_kafka(quiet: bool = False) -> Path:
-    """Download the Kafka broker jars from Maven Central (via ``mvn``) unless already there; return their dir.
+    """Download the Kafka broker jars from Maven Central (via ``mvn``, by `KAFKA_POM`) unless already there; return
+    their dir (`kafka_jars_dir`).
 
-    A marker file holding the pom's sha256 is written after a complete download, so an interrupted or stale
-    fetch is redone. Concurrent callers serialise on a lock file (`connectors.servers.base.fetch_once`).
+    A marker file holding `pom_digest` is written after a complete download, so an interrupted fetch is redone.
+    Concurrent callers serialise on a lock file (`connectors.servers.base.fetch_once`).
     """
     target = kafka_jars_dir()
 
     def fill(staging: Path) -> None:
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
-        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-            raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
+        mvn = maven()
+        java()  # the broker runs on it: say so now rather than after the download
         if not quiet:
             print(f"fetching Apache Kafka {KAFKA_VERSION} from Maven Central into {target} ...", file=sys.stderr)
         cmd = [
@@ -71,12 +67,15 @@ def fetch_kafka(quiet: bool = False) -> Path:
         ]
         result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
         jars = sorted(p.name for p in staging.glob("*.jar"))
-        if result.returncode != 0 or f"kafka_2.13-{KAFKA_VERSION}.jar" not in jars:
+        if result.returncode != 0:
             raise ServerError(
                 f"`{' '.join(cmd)}` failed (exit {result.returncode}, jars: {len(jars)}):\n{result.stdout[-4000:]}"
             )
+        if f"kafka_2.13-{KAFKA_VERSION}.jar" not in jars:
+            raise ServerError(f"`{' '.join(cmd)}` fetched no kafka_2.13-{KAFKA_VERSION}.jar ({len(jars)} jars): the "
+                              f"pom's kafka.version must be KAFKA_VERSION of {__name__}")
 
-    return fetch_once(target, hashlib.sha256(KAFKA_POM.read_bytes()).hexdigest(), fill)
+    return fetch_once(target, pom_digest(), fill)
 
 
 _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
@@ -181,17 +180,8 @@ class KafkaBroker(ProcessServer):
         props.update(self.extra_config)
         return props
 
-    def _java(self) -> str:
-        home = os.environ.get("JAVA_HOME")
-        if home and (Path(home) / "bin" / "java").exists():
-            return str(Path(home) / "bin" / "java")
-        java = shutil.which("java")
-        if java is None:
-            raise ServerError("Java is not installed: run `apt-get install -y openjdk-17-jre-headless`")
-        return java
-
     def _java_cmd(self, jars: Path, main: str, *args: str, heap: str | None = None) -> list[str]:
-        cmd = [self._java()]
+        cmd = [java()]
         if heap:
             cmd += [f"-Xmx{heap}", "-Xms256m"]
         cmd += [

@@ -4,7 +4,6 @@ joined by ``redis-cli --cluster create``, and what the tests do to it (kill a pr
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -68,25 +67,8 @@ class RedisCluster(Server):
         self.node_timeout_ms = node_timeout_ms
         self.nodes: list[RedisServer] = []
         self._created = False
-        self._external: str | None = None
 
-    # -- external clusters ---------------------------------------------------------------------------
-    @classmethod
-    def external(cls, url: str) -> "RedisCluster":
-        cluster = cls()
-        cluster._external = url
-        return cluster
-
-    @classmethod
-    def from_env(cls) -> "RedisCluster":
-        """The cluster named by ``REDIS_CLUSTER_URL`` if set (any one node's ``redis://host:port``), else a new one."""
-        url = os.environ.get(cls.external_env)
-        return cls.external(url) if url else cls()
-
-    @property
-    def managed(self) -> bool:
-        return self._external is None
-
+    # -- external clusters (`Server.external`, `Server.from_env`: any one node's ``redis://host:port``) ---------
     def _managed_only(self, what: str) -> None:
         if not self.managed:
             raise ServerError(f"{self.name}: cannot {what} a cluster this process did not start ({self._external}); "

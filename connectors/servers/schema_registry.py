@@ -12,7 +12,6 @@ server: the server-wide default compatibility is NONE (set it per subject), and 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -20,19 +19,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, cache_root, fetch_once, free_port
+from connectors.servers.base import LOOPBACK, ProcessServer, ServerError, cache_root, fetch_once, free_port, java, maven
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "fetch_schema_registry"]
 
 APICURIO_VERSION = "3.0.9"  # 3.1+ needs Java 21; Debian's default JDK here is 17
 _ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
 _CCOMPAT = "/apis/ccompat/v7"
-
-
-def _java() -> str:
-    from connectors.servers.kafka import KafkaBroker
-
-    return KafkaBroker._java(None)  # JAVA_HOME's java, else the one on PATH (one home for that rule)
 
 
 def schema_registry_dir() -> Path:
@@ -49,9 +42,7 @@ def fetch_schema_registry(quiet: bool = False) -> Path:
     target = schema_registry_dir()
 
     def fill(staging: Path) -> None:
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ServerError("Maven is not installed: run `apt-get install -y maven` (tests/run does this)")
+        mvn = maven()
         repo = cache_root() / "m2"
         if not quiet:
             print(f"fetching Apicurio Registry {APICURIO_VERSION} from Maven Central into {target} ...", file=sys.stderr)
@@ -103,7 +94,7 @@ class SchemaRegistry(ProcessServer):
         for attempt in range(3):
             if not fixed_port:
                 self.port = free_port()
-            self._spawn([_java(), f"-Xmx{self.heap}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            self._spawn([java(), f"-Xmx{self.heap}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                          f"-Dquarkus.http.host={LOOPBACK}", f"-Dquarkus.http.port={self.port}",
                          "-Dquarkus.log.level=WARN", "-jar", str(runner)])
             try:

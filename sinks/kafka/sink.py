@@ -803,10 +803,7 @@ class KafkaSinkDataSource(SinkDataSource):
     """
 
     label = "kafka sink"
-
-    @classmethod
-    def name(cls) -> str:
-        return KafkaSink.name
+    sink_class = KafkaSink
 
     def build(self, reader: OptionReader, schema) -> KafkaSink:
         """The sink of the options in `reader`, for rows of `schema`."""

@@ -9,7 +9,7 @@ from typing import Iterator, Mapping
 
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, host_port, unused_port, with_address
 from connectors.servers.tap import UP, Tap
-from sinks.redis.sink import import_redis
+from sinks.redis.client import import_redis
 
 __all__ = ["RedisAdapter"]
 

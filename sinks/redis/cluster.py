@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from urllib.parse import urlsplit
 
 from connectors.errors import DeliveryError, TransientError
-from connectors.registry import import_extra
+from sinks.redis.client import connect, import_redis
 from sinks.redis.slots import SLOTS, commit_record_keys, group_by_slot, key_slots
 from sinks.redis.resp import command, packed
 
@@ -149,16 +149,11 @@ _RESET = b"local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS
 def cluster_enabled(url: str, timeout_s: float = 10.0) -> bool:
     """Whether the node at `url` runs in cluster mode (``INFO cluster`` → ``cluster_enabled:1``): what option
     ``cluster=auto`` asks once, on the driver. Connection errors propagate (redis-py's)."""
-    redis = _import_redis()
-    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=min(timeout_s, 5.0))
+    client = connect(url, timeout_s)
     try:
         return bool(client.info("cluster").get("cluster_enabled"))
     finally:
         client.close()
-
-
-def _import_redis():
-    return import_extra("redis", "redis", "the redis sink", "redis-py")
 
 
 class ClusterWriter:
@@ -200,7 +195,7 @@ class ClusterWriter:
     def _connection(self, address: tuple[str, int]):
         conn = self._connections.get(address)
         if conn is None:
-            redis = _import_redis()
+            redis = import_redis()
             conn = redis.connection.Connection(host=address[0], port=address[1], username=self.username,
                                                password=self.password, socket_timeout=self.timeout_s,
                                                socket_connect_timeout=min(self.timeout_s, 5.0))
@@ -227,7 +222,7 @@ class ClusterWriter:
     def refresh(self) -> np.ndarray:
         """Read ``CLUSTER SLOTS`` from a known node; sets `nodes` (primaries' ``(host, port)``) and `owners` (the
         index in `nodes` of each slot's primary, -1 for a slot no one serves) and returns `owners`."""
-        redis = _import_redis()
+        redis = import_redis()
         last: Exception | None = None
         for address in [*self.nodes, *self.startup]:
             try:
@@ -265,7 +260,7 @@ class ClusterWriter:
 
     def _asked_to(self, reply: Exception) -> tuple[str, int] | None:
         """Where an ``ASK`` reply sends the command (reachable, `address_map`); None for any other reply."""
-        redis = _import_redis()
+        redis = import_redis()
         if isinstance(reply, redis.exceptions.AskError) and not isinstance(reply, redis.exceptions.MovedError):
             return self._reachable(reply.host, reply.port)
         return None
@@ -277,7 +272,7 @@ class ClusterWriter:
         the importing node, after ``ASKING``), for up to ``redirect_timeout_s``. Returns each request's replies (an
         error reply as its exception), in the order of `requests`. Raises `TransientError` when a node is lost or
         still redirects."""
-        redis = _import_redis()
+        redis = import_redis()
         if not len(self.owners):
             self.refresh()
         out: list[list | None] = [None] * len(requests)
@@ -353,7 +348,7 @@ class ClusterWriter:
         """The groups of the node at `address`, each one `_GROUP` script, all sent in one write (one round trip for
         the node). Groups answered ``ASK`` go to `asked` by importing node; `asked` None: the groups are sent there,
         each after ``ASKING``. Returns the groups to send again later (nothing of them applied)."""
-        redis = _import_redis()
+        redis = import_redis()
         try:
             conn = self._connection(address)
             prefix = _ASKING if asked is None else b""
@@ -427,14 +422,14 @@ _ASKING = command(b"ASKING")
 
 def _redirect(exc: Exception) -> bool:
     """Whether `exc` is a reply that says "not here, not now" — nothing of the command (or transaction) ran."""
-    redis = _import_redis()
+    redis = import_redis()
     return isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError,  # MovedError is an AskError
                             redis.exceptions.ClusterDownError, redis.exceptions.ExecAbortError))
 
 
 def _replies(conn, count: int) -> list:
     """`count` replies, an error reply as its exception object (the stream stays in step)."""
-    redis = _import_redis()
+    redis = import_redis()
     out = []
     for _ in range(count):
         try:

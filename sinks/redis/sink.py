@@ -4,7 +4,6 @@ sorted sets."""
 from __future__ import annotations
 
 from dataclasses import replace
-from types import ModuleType
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -13,18 +12,18 @@ import pyarrow.compute as pc
 from pyspark.sql.types import NumericType
 
 from connectors.datasource import SinkDataSource
-from connectors.errors import DeliveryError, FencedError, OptionError, SinkError, TransientError, map_errors
+from connectors.errors import DeliveryError, OptionError, SinkError, TransientError
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.redact import redact_url
-from connectors.registry import import_extra
 from connectors.rows import as_binary, json_objects
-from sinks.redis.cluster import ClusterWriter, cluster_enabled, plan
+from sinks.redis.client import connect, import_redis, mapped
+from sinks.redis.cluster import cluster_enabled
 from sinks.redis.options import DELETES, RedisOptions
-from sinks.redis.resp import command, command_over, commands, packed
-from sinks.redis.slots import check_commit_key_prefix, group_by_slot, key_slot, key_slots
+from sinks.redis.resp import commands
+from sinks.redis.writers import REFUSED, NodeWriter, PartitionWrite, SlotWriter, Writer
 
-__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "import_redis"]
+__all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "import_redis", "mapped"]
 
 
 #: The Redis type a target's commands need their keys to hold (or the key to be absent). Redis refuses a
@@ -34,35 +33,9 @@ __all__ = ["RedisSinkDataSource", "RedisSink", "RedisOptions", "import_redis"]
 KEY_TYPES = {"list": "list", "hash": "hash", "stream": "stream", "set": "set", "zset": "zset"}
 
 
-# KEYS: the keys to check; ARGV[1]: the type they need. Returns {index, type, ...} of the keys holding another.
-_WRONG_TYPES = b"local bad = {} for i = 1, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
-               b"if t ~= ARGV[1] and t ~= 'none' then bad[#bad + 1] = i bad[#bad + 1] = t end end return bad"
-
-# The last command of a partition's transaction. KEYS: the partition's record, the set of partitions, then every
-# key the transaction wrote, the dead-letter stream last when it took entries; ARGV: the record, the partition id,
-# the type the written keys need, the refusal's prefix, how many trailing keys are dead-letter streams (0 or 1).
-# Writes the record only if every key holds its type (or is gone): a key of another type means one of this
-# transaction's commands was refused after the check before queueing (another client changed the key's type in
-# between), and the rest applied; the record then says so, and every replay of the partition fails.
-_RECORD = b"local rows = #KEYS - tonumber(ARGV[5]) for i = 3, #KEYS do local t = redis.call('TYPE', KEYS[i])['ok'] " \
-          b"local want = ARGV[3] if i > rows then want = 'stream' end " \
-          b"if t ~= want and t ~= 'none' then redis.call('SET', KEYS[1], ARGV[4] .. KEYS[i]) " \
-          b"redis.call('SADD', KEYS[2], ARGV[2]) return {KEYS[i], t} end end " \
-          b"redis.call('SET', KEYS[1], ARGV[1]) redis.call('SADD', KEYS[2], ARGV[2]) return 0"
-_REFUSED = " refused "  # the record of a partition whose transaction Redis applied in part: "<batch> refused <key>"
-
-# Commit record of a whole batch, written by the driver: the highest committed batch id, never lowered.
-_RAISE_TO = "local v = tonumber(redis.call('GET', KEYS[1]) or '-1') " \
-            "if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return v"
-
-
-def import_redis() -> ModuleType:
-    """``redis`` (redis-py), through the gate that names the ``redis`` extra."""
-    return import_extra("redis", "redis", "the redis sink", "redis-py")
-
-
 class RedisSink(Sink):
-    """Writes a partition and its commit record in one MULTI/EXEC, guarded by WATCH on the record.
+    """Writes a partition and its commit record through its `writer`: on a single node in one MULTI/EXEC, guarded by
+    WATCH on the record; on a cluster one atomic script per hash slot (`sinks.redis.writers`).
 
     Records, under ``commitKeyPrefix`` and the commit id Q: ``<Q>:<P>`` holds the last batch partition
     P committed and the input it was written from (``"<batch> <rows>:<digest>"``, or ``"<batch>"``
@@ -74,6 +47,7 @@ class RedisSink(Sink):
 
     def __init__(self, options: RedisOptions) -> None:
         self.options = options
+        self._writer: Writer | None = None
 
     @property
     def cluster(self) -> bool:
@@ -83,22 +57,18 @@ class RedisSink(Sink):
             self.options = replace(self.options, cluster="true" if _cluster_enabled(self.options) else "false")
         return self.options.cluster == "true"
 
-    # -- driver ---------------------------------------------------------------------------------
-    def _client(self):
-        redis = import_redis()
-        # lib_version given: redis-py otherwise asks importlib.metadata for its own version on every new
-        # connection, a scan of sys.path, which is long in a Spark Python worker (figures: bench/README.md).
-        try:
-            from redis.driver_info import DriverInfo  # redis-py ≥ 7: lib_version alone is deprecated
-            version = {"driver_info": DriverInfo(lib_version=redis.__version__)}
-        except ImportError:
-            version = {"lib_version": redis.__version__}
-        return redis.Redis.from_url(self.options.url, socket_timeout=self.options.timeout_s,
-                                    socket_connect_timeout=min(self.options.timeout_s, 5.0), **version)
+    @property
+    def writer(self) -> Writer:
+        """How this sink reaches Redis, chosen once from `cluster`: a `SlotWriter` on a cluster, else a `NodeWriter`
+        (`RedisSinkDataSource.build` asks on the driver; the executors get the choice with the sink)."""
+        if self._writer is None:
+            self._writer = (SlotWriter if self.cluster else NodeWriter)(self.options)
+        return self._writer
 
+    # -- driver ---------------------------------------------------------------------------------
     def check(self) -> None:
         redis = import_redis()
-        client = self._client()
+        client = connect(self.options.url, self.options.timeout_s)
         try:
             client.ping()
         except redis.AuthenticationError as exc:
@@ -114,17 +84,8 @@ class RedisSink(Sink):
             client.close()
 
     def commit_batch(self, commit_id: str, batch_id: int, messages: Sequence[CommitMessage]) -> None:
-        if self.cluster:
-            key = self.batch_key(commit_id).encode()
-            with mapped(self.options.url), self._cluster_writer() as writer:
-                writer.run([(key_slot(key), command(b"EVAL", _RAISE_TO.encode(), b"1", key, str(batch_id).encode()), 1)])
-            return
-        client = self._client()
-        try:
-            with mapped(self.options.url):
-                client.eval(_RAISE_TO, 1, self.batch_key(commit_id), batch_id)
-        finally:
-            client.close()
+        with mapped(self.options.url):
+            self.writer.raise_batch_record(self.batch_key(commit_id).encode(), batch_id)
 
     # -- keys of the commit records -------------------------------------------------------------
     def partition_key(self, identity: WriteIdentity) -> str:
@@ -137,54 +98,31 @@ class RedisSink(Sink):
         return f"{self.options.commit_key_prefix}{commit_id}:partitions"
 
     def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
-        if self.cluster:
-            return self._cluster_committed_beyond(commit_id, batch_id, partitions)
-        client = self._client()
-        try:
-            with mapped(self.options.url):
-                beyond = sorted(p for p in map(int, client.smembers(self.partitions_key(commit_id))) if p >= partitions)
-                if not beyond:
-                    return []
-                records = client.mget([f"{self.options.commit_key_prefix}{commit_id}:{p}" for p in beyond])
-        finally:
-            client.close()
-        return [p for p, record in zip(beyond, records) if record is not None and int(record.split()[0]) >= batch_id]
+        prefix = f"{self.options.commit_key_prefix}{commit_id}:"
+        with mapped(self.options.url):
+            records = self.writer.partition_records(self.partitions_key(commit_id).encode(),
+                                                    lambda p: f"{prefix}{p}".encode(), partitions)
+        return [p for p, record in records if record is not None and int(record.split()[0]) >= batch_id]
 
     # -- executor -------------------------------------------------------------------------------
     def open(self, identity: WriteIdentity) -> Any:
-        if self.cluster:
-            return self._cluster_writer()
         with mapped(self.options.url):
-            client = self._client()
-            return client, client.connection_pool.get_connection()
+            return self.writer.open()
 
     def close(self, conn: Any) -> None:
-        if isinstance(conn, ClusterWriter):
-            conn.close()
-            return
-        client, connection = conn
-        connection.disconnect()  # drops any WATCH or half-sent MULTI with it
-        client.close()
+        self.writer.close(conn)
 
     def is_committed(self, conn: Any, identity: WriteIdentity) -> bool | Fingerprint:
         key = self.partition_key(identity)
-        if isinstance(conn, ClusterWriter):  # the partition's summary record, written once all its groups are
-            with mapped(self.options.url):
-                [[committed]] = conn.run([(key_slot(key), command(b"GET", key.encode()), 1)])
-        else:
-            _, connection = conn
-            with mapped(self.options.url):
-                connection.send_command("WATCH", key)
-                connection.read_response()
-                connection.send_command("GET", key)
-                committed = connection.read_response()
+        with mapped(self.options.url):
+            committed = self.writer.read_record(conn, key.encode())
         if committed is None:
             return False
         batch, _, fingerprint = committed.partition(b" ")
         if int(batch) != identity.batch_id:
             return int(batch) > identity.batch_id
-        if fingerprint.startswith(_REFUSED[1:].encode()):
-            key = fingerprint[len(_REFUSED) - 1:].decode("utf-8", "replace")
+        if fingerprint.startswith(REFUSED[1:].encode()):
+            key = fingerprint[len(REFUSED) - 1:].decode("utf-8", "replace")
             raise DeliveryError(
                 f"redis-sink: an earlier attempt of {identity} was applied only in part: Redis refused its commands "
                 f"on key {key!r}, whose type another client changed while the partition was written, and ran the "
@@ -194,118 +132,28 @@ class RedisSink(Sink):
         return Fingerprint.parse(fingerprint) or True
 
     def write(self, conn: Any, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
-        """Write the partition and its commit record in one transaction; returns how many rows went to
-        ``deadLetterKey`` (in the same transaction)."""
-        if isinstance(conn, ClusterWriter):
-            return self._cluster_write(conn, identity, batches)
-        client, connection = conn
+        """Write the partition and its commit record (`Writer.write`); returns how many rows went to
+        ``deadLetterKey`` (in the same transaction, or slot groups on a cluster)."""
         expected = KEY_TYPES.get(self.options.target, "")
-        written: list[pa.Array] = []  # the distinct keys written of each record batch, their types checked
-        dead = 0
-        with mapped(self.options.url):
-            _call(connection, command(b"MULTI"))
-            for encoded, kept, letters in self._prepared(batches, identity, client, expected):
-                if expected:
-                    written.append(pc.unique(kept))
-                connection.send_packed_command([packed(encoded), packed(letters)], check_health=False)
-                for _ in range(len(encoded) + len(letters)):
-                    _expect_queued(connection)
-                dead += len(letters)
-            value = _record_value(identity, batches)
-            if dead:
-                written.append(pa.array([self.options.dead_letter_key.encode()], pa.binary()))
-            written_keys = pa.concat_arrays(written) if written else pa.array([], pa.binary())
-            record = command_over((b"EVAL", _RECORD, str(2 + len(written_keys)).encode(),
+        partition = PartitionWrite(identity, self._prepared(batches, identity, conn, expected),
+                                   lambda: _record_value(identity, batches).encode(),
                                    self.partition_key(identity).encode(),
-                                   self.partitions_key(identity.commit_id).encode()), written_keys,
-                                  (value.encode(), str(identity.partition_id).encode(), expected.encode(),
-                                   f"{identity.batch_id}{_REFUSED}".encode(), b"1" if dead else b"0"))
-            connection.send_packed_command([record + command(b"EXEC")], check_health=False)
-            _expect_queued(connection)
-            results = connection.read_response()
-        if results is None:
-            raise FencedError(f"redis-sink: the commit record of {identity} changed while writing: another attempt "
-                              "of this partition wrote it; this attempt wrote nothing")
-        *applied, recorded = results
-        errors = [r for r in applied if isinstance(r, Exception)]
-        if recorded != 0:
-            key, kind = (part.decode("utf-8", "replace") for part in recorded)
-            needs = "the dead-letter stream needs a stream" if dead and key == self.options.dead_letter_key \
-                else f"target '{self.options.target}' needs a {expected}"
-            raise DeliveryError(
-                f"redis-sink: Redis refused {len(errors)} commands of {identity} on key {key!r}, which another client "
-                f"made a {kind} while the partition was written ({needs}), and applied the rest: the partition is "
-                f"recorded as refused, and every replay of it fails instead of duplicating or losing rows. "
-                f"First refusal: {errors[0] if errors else '?'}")
-        if errors:
-            raise DeliveryError(f"redis-sink: {len(errors)} of {len(results)} commands failed, first: {errors[0]}")
-        return dead
-
-    # -- cluster mode -----------------------------------------------------------------------------
-    def _cluster_writer(self) -> ClusterWriter:
-        return ClusterWriter(self.options.url, timeout_s=self.options.timeout_s, min_replicas=self.options.min_replicas,
-                             address_map=dict(self.options.address_map))
-
-    def _cluster_write(self, writer: ClusterWriter, identity: WriteIdentity, batches: Iterator[pa.RecordBatch]) -> int:
-        """Cluster mode: the whole partition's commands grouped by hash slot, each group one atomic script with its
-        own commit record in its slot (`sinks.redis.cluster`), then the partition's summary record ``<Q>:<P>`` and its
-        id in ``<Q>:partitions``. Returns the rows sent to ``deadLetterKey``."""
-        expected = KEY_TYPES.get(self.options.target, "")
-        encoded_all: list[pa.Array] = []
-        keys_all: list[pa.Array] = []
-        dead = 0
+                                   self.partitions_key(identity.commit_id).encode(), expected)
         with mapped(self.options.url):
-            for encoded, kept, letters in self._prepared(batches, identity, writer, expected):
-                encoded_all += [encoded, letters]
-                keys_all += [_command_keys(kept, len(encoded)),
-                             pa.array([(self.options.dead_letter_key or "").encode()] * len(letters), pa.binary())]
-                dead += len(letters)
-            value = _record_value(identity, batches).encode()
-            if encoded_all:
-                writes = plan(pa.concat_arrays(keys_all), pa.concat_arrays(encoded_all),
-                              commit_key_prefix=self.options.commit_key_prefix, commit_id=identity.commit_id,
-                              partition=identity.partition_id, batch_id=identity.batch_id, record_value=value)
-                writer.write(writes)
-            summary, partitions = self.partition_key(identity).encode(), self.partitions_key(identity.commit_id).encode()
-            replies = writer.run([(key_slot(partitions), command(b"SADD", partitions, str(identity.partition_id).encode()), 1),
-                                  (key_slot(summary), command(b"SET", summary, value), 1)])
-        errors = [r for [r] in replies if isinstance(r, Exception)]
-        if errors:
-            raise DeliveryError(f"redis-sink: the summary record of {identity} was refused: {errors[0]}")
-        return dead
+            return self.writer.write(conn, partition)
 
-    def _cluster_committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
-        key = self.partitions_key(commit_id).encode()
-        with mapped(self.options.url), self._cluster_writer() as writer:
-            [[members]] = writer.run([(key_slot(key), command(b"SMEMBERS", key), 1)])
-            beyond = sorted(p for p in map(int, members) if p >= partitions)
-            records = [f"{self.options.commit_key_prefix}{commit_id}:{p}".encode() for p in beyond]
-            replies = writer.run([(key_slot(r), command(b"GET", r), 1) for r in records])
-        return [p for p, [record] in zip(beyond, replies) if record is not None and int(record.split()[0]) >= batch_id]
-
-    def _refusals(self, client, identity: WriteIdentity, keys: pa.Array, first_row: int) -> pa.Array | None:
+    def _refusals(self, conn: Any, identity: WriteIdentity, keys: pa.Array, first_row: int) -> pa.Array | None:
         """Why Redis would refuse each row of a record batch (`keys`: each row's key): None when it refuses none,
         else ``"<error code>: <reason>"`` per row, null for the rows it takes. Without ``deadLetterKey`` a refused row raises
         `DeliveryError` naming the first of them instead.
 
-        Runs before the rows are queued, on a second connection: nothing of the partition is applied yet.
+        Runs before the rows are queued (`Writer.wrong_types` on the partition's `conn`): nothing of the partition is
+        applied yet.
         """
         expected = KEY_TYPES[self.options.target]
         dead_letter_key = self.options.dead_letter_key
         distinct = pc.unique(keys)
-        if isinstance(client, ClusterWriter):
-            reply = _wrong_types_by_slot(client, distinct, expected.encode())
-            letters_type = client.run([(key_slot(dead_letter_key), command(b"TYPE", dead_letter_key.encode()), 1)])[0][0] \
-                if reply and dead_letter_key else b"none"
-        else:
-            probe = client.connection_pool.get_connection()
-            try:
-                reply = _call(probe, command_over((b"EVAL", _WRONG_TYPES, str(len(distinct)).encode()), distinct,
-                                                  (expected.encode(),)))
-                letters_type = _call(probe, command(b"TYPE", dead_letter_key.encode())) if reply and dead_letter_key \
-                    else b"none"
-            finally:
-                client.connection_pool.release(probe)
+        reply, letters_type = self.writer.wrong_types(conn, distinct, expected.encode())
         if not reply:
             return None
         wrong = [distinct[int(i) - 1].as_py() for i in reply[::2]]
@@ -352,17 +200,17 @@ class RedisSink(Sink):
                          pa.scalar(None, pa.string()))
         return why if reasons is None else pc.coalesce(reasons, why)
 
-    def _prepared(self, batches: Sequence[pa.RecordBatch], identity: WriteIdentity, checker: Any,
+    def _prepared(self, batches: Sequence[pa.RecordBatch], identity: WriteIdentity, conn: Any,
                   expected: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
         """Each non-empty record batch of a partition, in order, as `_commands` gives it (the commands, the keys
-        kept, the dead letters): its keys, its rows refused for a key of another type (asked through `checker`
-        when the target has an `expected` type) or a bad score, and the commands of the others."""
+        kept, the dead letters): its keys, its rows refused for a key of another type (asked on the partition's
+        `conn` when the target has an `expected` type) or a bad score, and the commands of the others."""
         first_row = 0
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             keys = self._keys(batch, identity, first_row)
-            reasons = self._refusals(checker, identity, keys, first_row) if expected else None
+            reasons = self._refusals(conn, identity, keys, first_row) if expected else None
             if self.options.score_column:
                 reasons = self._score_refusals(batch, identity, keys, first_row, reasons)
             yield self._commands(batch, identity, first_row, keys, reasons)
@@ -542,10 +390,7 @@ class RedisSinkDataSource(SinkDataSource):
     """
 
     label = "redis sink"
-
-    @classmethod
-    def name(cls) -> str:
-        return RedisSink.name
+    sink_class = RedisSink
 
     def build(self, reader: OptionReader, schema) -> RedisSink:
         """The sink of the options in `reader`, whose column options must name columns of `schema`."""
@@ -562,26 +407,10 @@ class RedisSinkDataSource(SinkDataSource):
                                   "): cast it, e.g. col('x').cast('double')")
         sink = RedisSink(opts)
         try:
-            cluster = sink.cluster  # cluster=auto: asked here, once per URL and driver process
+            writer = sink.writer  # cluster=auto: asked here, once per URL and driver process
         except TransientError:
-            cluster = None  # unreachable: check() says so; the executors ask again once it is back
-        if cluster:
-            if not opts.url.startswith("redis://"):
-                raise OptionError("url", redact_url(opts.url), "a redis:// URL in cluster mode (TLS and unix sockets "
-                                  "are not supported for a cluster yet)")
-            try:
-                check_commit_key_prefix(opts.commit_key_prefix)
-            except ValueError as exc:
-                raise OptionError("commitKeyPrefix", opts.commit_key_prefix,
-                                  "a prefix without '{' in cluster mode (each commit record is '<commitKeyPrefix>"
-                                  "{<slot tag>}<commit id>:<partition>', its first '{' the slot tag's)") from exc
-        elif cluster is False and opts.address_map:
-            raise OptionError("addressMap", ",".join(f"{a[0]}:{a[1]}={r[0]}:{r[1]}" for a, r in opts.address_map),
-                              f"no value: {redact_url(opts.url)} is a single node (not a cluster), which announces "
-                              "no other nodes")
-        elif cluster is False and opts.min_replicas:
-            raise OptionError("minReplicas", opts.min_replicas, f"0: {redact_url(opts.url)} is a single node (not a "
-                              "cluster), where the sink does not WAIT for replicas")
+            return sink  # unreachable: check() says so; the executors ask again once it is back
+        writer.check_options()
         return sink
 
 
@@ -600,31 +429,6 @@ def _record_value(identity: WriteIdentity, batches: Sequence[pa.RecordBatch]) ->
     """What a commit record holds: the batch id, and the input's fingerprint when there is one."""
     fingerprint = fingerprint_of(batches)
     return f"{identity.batch_id} {fingerprint}" if fingerprint is not None else str(identity.batch_id)
-
-
-def _command_keys(keys: pa.Array, count: int) -> pa.Array:
-    """The key of each of `count` commands (`RedisSink._commands`): the rows' `keys`, then for each per-key command
-    kind (``LTRIM``, ``ZREMRANGEBYRANK``, ``EXPIRE``) the distinct keys again, in `pc.unique` order."""
-    if count == len(keys):
-        return keys
-    distinct = pc.unique(keys)
-    return pa.concat_arrays([keys, *[distinct] * ((count - len(keys)) // len(distinct))])
-
-
-def _wrong_types_by_slot(writer: ClusterWriter, keys: pa.Array, expected: bytes) -> list:
-    """`_WRONG_TYPES` over distinct `keys` of any slots: one script per slot (on its node, pipelined per node); the
-    reply as one script over all of them would give (1-based indexes into `keys`, then the type)."""
-    groups = group_by_slot(key_slots(keys))
-    requests = [(int(slot), command_over((b"EVAL", _WRONG_TYPES, str(len(groups.rows(g))).encode()),
-                                         groups.take(keys, g), (expected,)), 1) for g, slot in enumerate(groups.slots)]
-    out: list = []
-    for g, [reply] in enumerate(writer.run(requests)):
-        if isinstance(reply, Exception):
-            raise DeliveryError(f"redis-sink: Redis refused the key-type check: {reply}")
-        rows = groups.rows(g)
-        for index, kind in zip(reply[::2], reply[1::2]):
-            out += [int(rows[int(index) - 1]) + 1, kind]
-    return out
 
 
 def _scores(batch: pa.RecordBatch, column: str) -> pa.Array:
@@ -665,33 +469,3 @@ def _concat(prefix: str, values: pa.Array) -> pa.Array:
     if not prefix:
         return values
     return pc.binary_join_element_wise(pa.scalar(prefix.encode(), pa.binary()), values, pa.scalar(b"", pa.binary()))
-
-
-def _call(connection, packed_command: bytes):
-    connection.send_packed_command([packed_command], check_health=False)
-    return connection.read_response()
-
-
-def _expect_queued(connection) -> None:
-    reply = connection.read_response()
-    if reply not in (b"QUEUED", "QUEUED"):
-        raise DeliveryError(f"redis-sink: Redis refused a command of the transaction: {reply!r}")
-
-
-def mapped(url: str):
-    """Translate redis-py errors into this project's: connection trouble is transient, the rest is not."""
-    return map_errors(lambda exc: _translate(exc, redact_url(url)))
-
-
-def _translate(exc: Exception, where: str) -> SinkError | None:
-    redis = import_redis()
-    if isinstance(exc, redis.AuthenticationError):
-        return SinkError(f"redis-sink: authentication failed at {where}: {exc}")
-    loading = isinstance(exc, redis.BusyLoadingError) or "LOADING" in str(exc)
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)) or loading:
-        return TransientError(f"redis-sink: lost Redis at {where}: {exc}")
-    if isinstance(exc, redis.ResponseError):
-        return DeliveryError(f"redis-sink: Redis at {where} refused a command: {exc}")
-    if isinstance(exc, redis.RedisError):
-        return SinkError(f"redis-sink: Redis at {where}: {exc}")
-    return None

@@ -291,10 +291,7 @@ class WebhookSinkDataSource(SinkDataSource):
     """
 
     label = "webhook sink"
-
-    @classmethod
-    def name(cls) -> str:
-        return WebhookSink.name
+    sink_class = WebhookSink
 
     def build(self, reader: OptionReader, schema) -> WebhookSink:
         """The sink of the options in `reader` (any columns: rows are sent as JSON)."""

@@ -20,6 +20,7 @@ from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DateType, Deci
 
 from connectors.errors import OptionError
 from impulse.events import Disorder, EventLayout, event_batches
+from impulse import fields
 from impulse.fields import generated_column
 from impulse.options import ImpulseOptions
 from impulse.schedule import Schedule
@@ -258,3 +259,20 @@ def test_option_errors_found_before_the_schema(options, option, words):
     with pytest.raises(OptionError) as err:
         ImpulseOptions.from_options({"delay": "1ms", **options})
     assert err.value.option == option and words in str(err.value), str(err.value)
+
+
+def test_the_docs_table_has_a_row_for_each_kind_naming_its_properties():
+    """`impulse.fields`'s docstring documents every kind of `KIND_TABLE`, in its order, with each property it reads:
+    a kind added to the table without its row (or a property without its mention) fails here."""
+    _, _, body, _ = re.split(r"^=+ .*$\n", fields.__doc__, flags=re.MULTILINE)
+    rows: dict[str, str] = {}
+    for line in body.splitlines():
+        if line and not line[0].isspace():
+            name = line.split()[0]
+            rows[name] = line
+        elif line.strip():
+            rows[name] += " " + line
+    assert list(rows) == [kind.name for kind in fields.KIND_TABLE]
+    for kind in fields.KIND_TABLE:
+        missing = [p for p in kind.properties if not re.search(rf"\b{p}\b", rows[kind.name])]
+        assert not missing, f"the docs' row of kind {kind.name} does not name {missing}"
