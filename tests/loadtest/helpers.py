@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 from impulse.loadtest.metrics import percentiles_ms
@@ -39,3 +40,14 @@ def assert_report_files(directory: Path, events: int) -> dict:
     lines = (directory / "summary.csv").read_text().splitlines()
     assert lines[0].startswith("sink,") and len(lines) >= 2
     return report
+
+
+def run_cli(capsys, tmp_path: Path, *argv: str) -> tuple[int, str, dict | None]:
+    """``impulse-load ARGV --output DIR`` in-process: (exit code, stdout + stderr, report.json or None)."""
+    from impulse.loadtest.cli import main
+
+    out_dir = tmp_path / f"report-{uuid.uuid4().hex[:6]}"
+    code = main([*argv, "--output", str(out_dir)])
+    captured = capsys.readouterr()
+    report = json.loads((out_dir / "report.json").read_text()) if (out_dir / "report.json").exists() else None
+    return code, captured.out + captured.err, report

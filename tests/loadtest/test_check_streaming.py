@@ -14,16 +14,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from pyspark.errors import AnalysisException
 
 from impulse.loadtest.check import Expectation, batch_events, stream_events
-from impulse.loadtest.cli import main
 from impulse.loadtest.expect import Oracle, as_frame, resolve
 from impulse.loadtest.scenario import KEYS, load_plan, plan_from_args
 from impulse.loadtest.stream_twin import batch_refusal, one_micro_batch, streaming_only
 from impulse.loadtest.units import LoadError
 from impulse.options import split_limit
 from tests.loadtest import pipelines
+from tests.loadtest.helpers import run_cli
 
 PIPELINES = "tests.loadtest.pipelines"
 RUN = ["--rate", "400", "--duration", "4s", "--partitions", "2", "--trigger", "500ms", "--drain-timeout", "5m"]
@@ -172,11 +173,7 @@ def test_an_expect_that_cannot_be_used_is_refused_naming_the_flag(spark):
 
 
 def _run(capsys, tmp_path: Path, *argv: str) -> tuple[int, str, dict | None]:
-    out_dir = tmp_path / f"report-{uuid.uuid4().hex[:6]}"
-    code = main([*RUN, *argv, "--output", str(out_dir)])
-    captured = capsys.readouterr()
-    report = json.loads((out_dir / "report.json").read_text()) if (out_dir / "report.json").exists() else None
-    return code, captured.out + captured.err, report
+    return run_cli(capsys, tmp_path, *RUN, *argv)
 
 
 @pytest.mark.integration

@@ -24,6 +24,7 @@ from impulse.loadtest.scenario import load_plan, plan_from_args
 from impulse.loadtest.transform import load, output_mode, resolve
 from impulse.loadtest.units import LoadError
 from impulse.options import split_limit
+from tests.loadtest.helpers import run_cli
 from tests.readme import python_block
 
 PIPELINES = "tests.loadtest.pipelines"
@@ -150,11 +151,7 @@ def test_the_check_line_and_its_json():
 
 
 def _run(capsys, tmp_path: Path, *argv: str) -> tuple[int, str, dict | None]:
-    out_dir = tmp_path / f"report-{uuid.uuid4().hex[:6]}"
-    code = main([*RUN, *argv, "--output", str(out_dir)])
-    captured = capsys.readouterr()
-    report = json.loads((out_dir / "report.json").read_text()) if (out_dir / "report.json").exists() else None
-    return code, captured.out + captured.err, report
+    return run_cli(capsys, tmp_path, *RUN, *argv)
 
 
 @pytest.mark.integration
