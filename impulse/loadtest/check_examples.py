@@ -1,7 +1,7 @@
-"""``--check``'s example rows as a table: the rows `impulse.loadtest.check.compare` keeps, one per line, parsed back.
+"""``--check``'s example rows as a table: the rows `impulse.answer.compare` keeps, one per line, parsed back.
 
 `CheckResult.examples` holds, per kind of difference (``lost``, ``duplicated``, ``unexpected``), up to
-`impulse.loadtest.check.EXAMPLES` strings ``ROW_JSON (expected E, delivered D)``: the row as Spark's
+`impulse.answer.EXAMPLES` strings ``ROW_JSON (expected E, delivered D)``: the row as Spark's
 ``to_json`` rendered it and how often it was expected and delivered. `example_table` turns them into the
 columns of the rows and one record per example, which the HTML report shows as a table.
 """

@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             from pyspark import SparkContext
 
-            from impulse.loadtest.session import make_session
+            from impulse.session import make_session
             from impulse.loadtest.via_kafka import session_master
 
             masters = {session_master(s.config) for s in scenarios} - {config.master}  # real-time mode's slots

@@ -21,7 +21,7 @@ from impulse.loadtest.config import LoadConfig, RampConfig
 from impulse.loadtest.display import Display
 from connectors.servers.receiver import Receiver
 from impulse.loadtest.run import LoadResult, impulse_options, run_load
-from impulse.loadtest.session import make_session
+from impulse.session import make_session
 from impulse.loadtest.target import preflight
 
 __all__ = ["RampResult", "run_ramp"]

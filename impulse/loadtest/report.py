@@ -35,7 +35,7 @@ from impulse.loadtest.metrics import PERCENTILES, PHASES, percentiles_ms, phase_
 from impulse.loadtest.plot import plot_runs
 from impulse.loadtest.ramp import RampResult
 from impulse.loadtest.run import LATENCY_PARTS, LoadResult
-from impulse.loadtest.session import describe
+from impulse.session import describe
 from impulse.loadtest.transform import describe as describe_query
 from impulse.loadtest.verdict import decide, decide_all
 from impulse.loadtest.via_report import report_rows, via_lines

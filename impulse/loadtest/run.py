@@ -5,7 +5,7 @@ Sequence of `run_load`:
 1. Pre-flight, before any load (and, for the project's sinks and ``noop``, before Spark starts):
    the run's values, the impulse options and the sink's writer (`impulse.loadtest.target`); any
    problem raises a one-line `LoadError`.
-2. The Spark session (the caller's, or `impulse.loadtest.session.make_session`), the format lookup
+2. The Spark session (the caller's, or `impulse.session.make_session`), the format lookup
    of a third-party sink, the user's module imported (`impulse.loadtest.transform.load`: its top-level UDFs need
    the session) and the query built and checked on Spark's analysed plan (`impulse.loadtest.plan`), all before
    any event is produced; then the session's one-time warm-up and the warm pipeline
@@ -47,7 +47,8 @@ from impulse.loadtest.config import LoadConfig, LoadError
 from impulse.loadtest.display import Display
 from impulse.loadtest.metrics import Batch, Collector, achieved_rate, merged_latency, percentiles_ms, phase_stats
 from connectors.servers.receiver import Receiver
-from impulse.loadtest.session import deployment, make_session, warm_up
+from impulse.loadtest.session import warm_up
+from impulse.session import deployment, make_session
 from impulse.loadtest.stages import StageResult, stage_results
 from impulse.loadtest.target import check_format, preflight, redact_options
 from impulse.loadtest.thresholds import Check, evaluate, hopeless
@@ -112,9 +113,9 @@ class LoadResult:
     outcome: str                       # completed | interrupted | aborted (--abort-on-fail) | timed out | failed
     error: str | None = None
     receiver: dict | None = None       # the embedded receiver's counts for this run (webhook default)
-    deployment: dict | None = None     # where it ran: `impulse.loadtest.session.deployment`
+    deployment: dict | None = None     # where it ran: `impulse.session.deployment`
     latency_definition: str = "end-to-end"   # or event-time / micro-batch (`impulse.loadtest.transform`)
-    check: Any = None                  # `impulse.loadtest.check.CheckResult` of --check (None without it)
+    check: Any = None                  # `impulse.answer.CheckResult` of --check (None without it)
     warm_s: float | None = None        # seconds the warm pipeline ran before the load (None: it did not run)
     _histograms: dict = field(default_factory=dict, repr=False)   # merged histograms (and stages), computed once
 

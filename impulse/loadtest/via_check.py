@@ -29,7 +29,8 @@ import json
 import time
 from typing import Any, Callable, Mapping
 
-from impulse.loadtest.check import CheckResult, Expectation, Readback, batch_events, judge, probe, readback
+from impulse.answer import CheckResult
+from impulse.loadtest.check import Expectation, Readback, batch_events, judge, probe, readback
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.units import LoadError
 from impulse.loadtest.via_options import Via

@@ -49,7 +49,7 @@ from functools import partial
 from typing import Any, Callable, Iterator, Mapping
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest.check import last_watermark
+from impulse.answer import last_watermark
 from impulse.loadtest.config import LoadConfig, LoadError
 from impulse.loadtest.metrics import Collector, percentiles_ms, phase_stats
 from impulse.loadtest.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, output_latency_values,
@@ -314,7 +314,8 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     read back with `impulse.loadtest.output_latency.read_output`): what an exact check of the output needs.
     With ``config.check`` the result's ``check`` is that check (`impulse.loadtest.via_check`); `receiver`: the
     embedded receiver a webhook-sink without url writes to (recording requests), read back by the check."""
-    from impulse.loadtest.session import deployment, make_session, warm_up
+    from impulse.loadtest.session import warm_up
+    from impulse.session import deployment, make_session
     from impulse.loadtest.target import preflight, project_sinks, redact_options
 
     config.validate()

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from connectors.kafka_topics import read_topic
 from impulse.loadtest.config import LoadConfig
-from impulse.loadtest.session import make_session
+from impulse.session import make_session
 from impulse.loadtest.via_kafka import run_via_kafka
 from tests.loadtest import pipelines
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest.check import CheckResult
+from impulse.answer import CheckResult
 from impulse.loadtest.check_examples import example_rows, example_table
 from impulse.loadtest.config import LoadConfig, RampConfig
 from impulse.loadtest.htmlreport import render_html
@@ -314,8 +314,8 @@ def test_check_examples_are_a_table_of_the_rows_columns_with_their_counts():
 
 @pytest.mark.integration
 def test_the_examples_compare_writes_parse_back_into_their_columns(spark):
-    """The table reads what `check.compare` writes (not a copy of its format)."""
-    from impulse.loadtest.check import compare
+    """The table reads what `impulse.answer.compare` writes (not a copy of its format)."""
+    from impulse.answer import compare
 
     expected = spark.createDataFrame([(0, 1), (0, 2), (1, 3)], "subtask_index INT, counter INT")
     delivered = spark.createDataFrame([(0, 1), (0, 1), (1, 3), (1, 9)], "subtask_index INT, counter INT")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from impulse.loadtest.check import CheckResult, readback
+from impulse.answer import CheckResult
+from impulse.loadtest.check import readback
 from impulse.loadtest.cli import main
 from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.scenario import load_plan, plan_from_args
