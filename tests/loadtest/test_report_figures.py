@@ -15,17 +15,17 @@ import pytest
 
 from connectors.latency import LatencyHistogram
 from impulse.answer import CheckResult
-from impulse.loadtest.check_examples import example_rows, example_table
-from impulse.loadtest.config import LoadConfig, RampConfig
-from impulse.loadtest.htmlreport import render_html
-from impulse.loadtest.junit import junit_xml
-from impulse.loadtest.metrics import Batch
-from impulse.loadtest.ramp import RampResult
-from impulse.loadtest.report import ramp_text, report_document, summary_text, write_report
-from impulse.loadtest.run import LoadResult
-from impulse.loadtest.verdict import decide, decide_all
-from impulse.loadtest.via_kafka import ViaResult
-from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
+from impulse.loadtest.load.ramp import RampResult
+from impulse.loadtest.load.run import LoadResult
+from impulse.loadtest.measure.metrics import Batch
+from impulse.loadtest.reports.check_examples import example_rows, example_table
+from impulse.loadtest.reports.html import render_html
+from impulse.loadtest.reports.junit import junit_xml
+from impulse.loadtest.reports.report import ramp_text, report_document, summary_text, write_report
+from impulse.loadtest.reports.verdict import decide, decide_all
+from impulse.loadtest.settings.config import LoadConfig, RampConfig
+from impulse.loadtest.via.kafka import ViaResult
+from impulse.loadtest.via.report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
                                          pipeline_batches)
 
 START = 1_764_000_000_000_000   # epoch µs
