@@ -1,0 +1,5 @@
+"""Moved to `impulse.loadtest.load.display`: this old path gives that module, with a `DeprecationWarning`, for one release."""
+
+from impulse.loadtest.moved import alias
+
+alias(__name__)
