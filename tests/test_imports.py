@@ -6,6 +6,9 @@ package ships. Every import statement counts, at any depth (inside functions and
 edge goes to the module imported (``from package import module`` to the module, ``from module import name`` to
 the module). A package's own ``__init__`` running first is not an edge: only what a module names.
 
+The load harness's packages keep the order its docstring lists them in (`impulse.loadtest`): a module of one imports
+none of a package listed after it.
+
 A package is a folder with an ``__init__.py``. Package A imports package B when a module in A (or in a package under
 A) imports one in B (or under B), and neither package holds the other: so a cycle between two sub-packages, or between
 a package and a sibling's sub-package, is a cycle of packages even where the modules themselves form none.
@@ -179,6 +182,29 @@ def test_no_package_imports_a_package_that_imports_it():
     assert {"impulse.loadtest", "impulse.nexmark"} <= set(package_graph())
     cycle = package_cycle()
     assert cycle is None, f"import cycle of packages: {cycle}"
+
+
+def harness_layers(root: Path = ROOT) -> list[str]:
+    """The packages of ``impulse.loadtest``, from the bottom up, as its docstring lists them (``- `name`: …``)."""
+    doc = ast.get_docstring(ast.parse((root / "impulse" / "loadtest" / "__init__.py").read_text())) or ""
+    return [f"impulse.loadtest.{name}" for name in re.findall(r"^- `(\w+)`:", doc, re.MULTILINE)]
+
+
+def imports_up(layers: list[str], root: Path = ROOT) -> list[str]:
+    """``module -> module`` for each import from a module of one of `layers` into one listed after it."""
+    def rank(module: str) -> int | None:
+        return next((i for i, layer in enumerate(layers) if holds(layer, module)), None)
+
+    return sorted(f"{name} -> {target}" for name, targets in import_graph(root).items() for target in targets
+                  if rank(name) is not None and rank(target) is not None and rank(target) > rank(name))
+
+
+def test_the_harness_packages_import_only_those_listed_below_them():
+    layers = harness_layers()
+    harness = ROOT / "impulse" / "loadtest"
+    folders = {f"impulse.loadtest.{path.name}" for path in harness.iterdir() if (path / "__init__.py").exists()}
+    assert len(layers) > 5 and set(layers) == folders, "impulse.loadtest's docstring lists each of its packages once"
+    assert imports_up(layers) == []
 
 
 #: shipped modules that still read a file of the checkout's tests/, each with what it reads. An entry goes once its

@@ -3,7 +3,7 @@
 Modules: `judge` (the expected answer, decided before the load and computed after it, and the one comparison),
 `readback` (the target read back), `expect` (``--expect``'s reference rows), `stream_twin` (the answer of a query
 Spark runs on streams only, as one micro-batch). The comparison itself is `impulse.answer`'s, shared with
-``impulse-nexmark --check``. Below: `impulse.loadtest.query` (the user's query) and `impulse.loadtest.settings`.
+``impulse-nexmark --check``.
 
 The events are a pure function of the source options and the timeline, so the harness reads the same events
 again (the run's options, ``startTime`` pinned to the run's schedule start) and computes the expected answer

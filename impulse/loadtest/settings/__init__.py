@@ -2,6 +2,5 @@
 
 The values a user writes and the harness's one error, `LoadError` (`units`); the run and the ramp (`config`:
 `LoadConfig`, `RampConfig`); the sink under load and its pre-flight check (`target`); the source's ``rateStages``
-(`stages`); ``--threshold`` (`thresholds`); ``--via`` and ``--pipeline-trigger`` (`via`). Below: only
-`impulse.loadtest.measure`.
+(`stages`); ``--threshold`` (`thresholds`); ``--via`` and ``--pipeline-trigger`` (`via`).
 """
