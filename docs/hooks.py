@@ -255,7 +255,7 @@ def _warn_unnamed(row: Connector, options: ConnectorOptions, manual: str) -> Non
 def impulse_load_page() -> str:
     from impulse.loadtest.cli import EXIT_CODES
     from impulse.loadtest.scenario import KEYS, Key
-    from impulse.loadtest.target import known_sinks
+    from impulse.loadtest.settings.target import known_sinks
 
     lines = ["# impulse-load", "",
              "The load harness's command line. Every flag is also a key of a load-test file "

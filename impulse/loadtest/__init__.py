@@ -11,29 +11,30 @@ Python API, e.g. with a session of your own::
     ramp = run_ramp(LoadConfig(sink="noop"), RampConfig(100_000, 100_000, 2_000_000, 10), spark=spark)
     ramp.highest_sustained_rate
 
-Modules, one job each: `units` (rates, durations, KEY=VALUE: parsed), `config` (what to run),
-`scenario` (the one table of keys: flags and TOML files), `stages` (the source's ``rateStages``:
-arithmetic and per-stage results), `target` (sink names, pre-flight check, option redaction),
-`session` (Spark session, warm-up), `receiver` (embedded HTTP receiver), `metrics` (per-batch
-measurements: delivered, lag, latency split into schedule delay and delivery, achieved rate),
-`transform` (the user's query: ``--transform`` / ``--sql``, shipped to the executors), `check` (``--check``:
-the target read back and compared with the query over a batch read), `bound` (when a rate is sustained), `thresholds` (``--threshold`` pass/fail checks), `run` (one
-run), `ramp` (step mode), `display` (live progress), `prometheus` (``--metrics-port``), `report`
-(summary table, JSON, CSV), `plot` (PNG), `sections` (the runs of a report.json document),
-`htmlreport` (report.html), `junit` (``--junit``), `compare` (``impulse-load compare DIR…``), `via_kafka` (the
-production topology, ``--via``: impulse → a Kafka topic → the pipeline → the sink; `via_watch`: its end and
-backlog drain), `output_latency` (a pipeline's output topic read back: broker time − scheduled time), `cli`
-(``impulse-load [run FILE]``, signals, exit codes).
+Packages by job, from the bottom up; each imports only those below it:
+
+- `measure`: per-batch measurements, the bound of a sustained rate, what each latency measures;
+- `settings`: what a run is asked (`LoadConfig`, `RampConfig`, the values a user writes, the sink, ``rateStages``,
+  ``--threshold``, ``--via``), checked before Spark starts;
+- `query`: the user's query (``--transform`` / ``--sql``) and the refusals read off its plan;
+- `check`: ``--check``, the target read back and compared with the expected answer;
+- `load`: running a load: one run, the step mode, the warm-ups, live progress, the embedded receiver;
+- `via`: the production topology, ``--via``: impulse → a Kafka topic → the pipeline → the sink;
+- `reports`: the summary, report.json, report.html, the PNG, ``--junit``, the verdict, Prometheus, ``compare``.
+
+Above them: `scenario` (the one table of keys: flags and TOML files) and `cli` (``impulse-load [run FILE]``,
+signals, exit codes). Some modules' old paths (``impulse.loadtest.run``, ``impulse.loadtest.config``, …) still
+import, with a `DeprecationWarning` naming the new one, for one release.
 """
 
-from impulse.loadtest.bound import Verdict, assess
-from impulse.loadtest.config import LoadConfig, LoadError, RampConfig
-from impulse.loadtest.display import Display
-from impulse.loadtest.ramp import RampResult, run_ramp
 from connectors.servers.receiver import Receiver
-from impulse.loadtest.report import ramp_text, summary_text, write_report
-from impulse.loadtest.run import LoadResult, StopRequest, run_load
-from impulse.loadtest.target import known_sinks
+from impulse.loadtest.load.display import Display
+from impulse.loadtest.load.ramp import RampResult, run_ramp
+from impulse.loadtest.load.run import LoadResult, StopRequest, run_load
+from impulse.loadtest.measure.bound import Verdict, assess
+from impulse.loadtest.reports.report import ramp_text, summary_text, write_report
+from impulse.loadtest.settings.config import LoadConfig, LoadError, RampConfig
+from impulse.loadtest.settings.target import known_sinks
 
 __all__ = [
     "Display",

@@ -1,12 +1,12 @@
 """``impulse-load`` (also ``python -m impulse.loadtest``): the command line of the load harness.
 
 Exit codes: `EXIT_CODES`, which ``--help`` and the documentation's reference page print; each run's code is its
-PASS/FAIL (`impulse.loadtest.verdict`), which the summary's first line states.
+PASS/FAIL (`impulse.loadtest.reports.verdict`), which the summary's first line states.
 
 ``impulse-load run FILE.toml [FLAGS…] [--set KEY=VALUE…]`` runs the scenarios of a file one after
 another (`impulse.loadtest.scenario`: the flags and the file's keys are one table); a bad file exits 2
 before Spark starts. ``impulse-load compare DIR…`` compares the reports of earlier runs
-(`impulse.loadtest.compare`).
+(`impulse.loadtest.reports.compare`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from contextlib import ExitStack
 from dataclasses import replace
 from typing import Sequence
 
+from impulse.loadtest.reports.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS
 from impulse.loadtest.scenario import Plan, Scenario, plan_from_args
-from impulse.loadtest.units import LoadError
-from impulse.loadtest.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS
+from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["main"]
 
-EXIT_USAGE = 2   # the others are a run's PASS/FAIL: impulse.loadtest.verdict
+EXIT_USAGE = 2   # the others are a run's PASS/FAIL: impulse.loadtest.reports.verdict
 
 #: What each exit code means: the one list, printed by ``--help`` and the documentation's reference page.
 EXIT_CODES: dict[int, str] = {
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:
-        from impulse.loadtest.compare import main as compare_main
+        from impulse.loadtest.reports.compare import main as compare_main
 
         return compare_main(argv[1:])
     try:
@@ -78,8 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadError as exc:
         return _error(str(exc))
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
-    from impulse.loadtest.display import Display
-    from impulse.loadtest.run import StopRequest
+    from impulse.loadtest.load.display import Display
+    from impulse.loadtest.load.run import StopRequest
 
     display = Display()
     stop = StopRequest()
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scenarios, receiver = _prepare(plan, display, stack)
             exporter = None
             if plan.metrics_port is not None:
-                from impulse.loadtest.prometheus import Exporter
+                from impulse.loadtest.reports.prometheus import Exporter
 
                 exporter = stack.enter_context(Exporter(plan.metrics_port, plan.metrics_host))
                 display.line(f"Prometheus metrics at {exporter.url}")
@@ -106,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             from pyspark import SparkContext
 
-            from impulse.loadtest.session import make_session
-            from impulse.loadtest.via_kafka import session_master
+            from impulse.session import make_session
+            from impulse.loadtest.via.kafka import session_master
 
             masters = {session_master(s.config) for s in scenarios} - {config.master}  # real-time mode's slots
             master = max(masters, key=_slots) if masters else config.master
@@ -151,15 +151,15 @@ def _error(message: str) -> int:
 def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], object]:
     """Every scenario checked before Spark starts (impulse options, the sink's pre-flight), with the embedded
     receiver's options where a webhook sink has no url; `LoadError` names the file and scenario of a problem."""
-    from impulse.loadtest.check import readback
-    from impulse.loadtest.receiver import Receiver, embedded_options, needs_receiver
-    from impulse.loadtest.run import impulse_options
-    from impulse.loadtest.target import preflight
-    from impulse.loadtest.expect import locate as locate_oracle
-    from impulse.loadtest.transform import check_mode, output_mode, resolve
-    from impulse.loadtest.via_check import via_readback
-    from impulse.loadtest.via_kafka import prepare_topics
-    from impulse.loadtest.via_options import parse_via
+    from impulse.loadtest.check.expect import locate as locate_oracle
+    from impulse.loadtest.check.readback import readback
+    from impulse.loadtest.load.receiver import Receiver, embedded_options, needs_receiver
+    from impulse.loadtest.load.run import impulse_options
+    from impulse.loadtest.query.transform import check_mode, output_mode, resolve
+    from impulse.loadtest.settings.target import preflight
+    from impulse.loadtest.settings.via import parse_via
+    from impulse.loadtest.via.check import via_readback
+    from impulse.loadtest.via.kafka import prepare_topics
 
     receiver = None
     ready = []
@@ -221,13 +221,13 @@ def _install_signals(stop, display, stack: ExitStack) -> None:
 
 def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiver, exporter) -> int:
     """The scenarios one after another (a stop request ends the plan), their summaries, the report, the exit code of
-    their PASS/FAIL (`impulse.loadtest.verdict`): 130 interrupted, else 99 a threshold, check or ramp failed, else 1
-    a run failed, else 0."""
-    from impulse.loadtest.ramp import run_ramp
-    from impulse.loadtest.report import ramp_text, summary_text, write_report
-    from impulse.loadtest.run import describe_run, run_load
-    from impulse.loadtest.verdict import decide_all
-    from impulse.loadtest.via_kafka import run_via_kafka
+    their PASS/FAIL (`impulse.loadtest.reports.verdict`): 130 interrupted, else 99 a threshold, check or ramp failed,
+    else 1 a run failed, else 0."""
+    from impulse.loadtest.load.ramp import run_ramp
+    from impulse.loadtest.load.run import describe_run, run_load
+    from impulse.loadtest.reports.report import ramp_text, summary_text, write_report
+    from impulse.loadtest.reports.verdict import decide_all
+    from impulse.loadtest.via.kafka import run_via_kafka
 
     results: list[tuple[str, object]] = []
     interrupted = False
@@ -264,8 +264,8 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                              name=scenarios[0].name)
         display.line("report: " + ", ".join(str(p) for p in paths.values()))
     if plan.junit:
-        from impulse.loadtest.junit import write_junit
-        from impulse.loadtest.report import report_document
+        from impulse.loadtest.reports.junit import write_junit
+        from impulse.loadtest.reports.report import report_document
 
         document, _, _ = report_document(results if plan.file else results[0][1], file=plan.file,
                                          name=scenarios[0].name)

@@ -41,9 +41,9 @@ from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from connectors.redact import is_secret
-from impulse.loadtest.config import LoadConfig, RampConfig
-from impulse.loadtest.stages import STAGES_OPTION
-from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.settings.config import LoadConfig, RampConfig
+from impulse.loadtest.settings.stages import STAGES_OPTION
+from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
 __all__ = ["Key", "KEYS", "Scenario", "Plan", "build_parser", "plan_from_args", "load_plan", "SCENARIO_TABLE"]
 
@@ -200,7 +200,7 @@ KEYS: tuple[Key, ...] = (
         "batch read of the run's events, returning the rows the query should write (a DataFrame, a pandas DataFrame "
         "or a list of dicts or tuples); the check then compares the target with them, which also catches a bug the "
         "query has in both its stream and its batch run", "your own query", "MODULE:FUNCTION"),
-    # -- through Kafka (the production topology, `impulse.loadtest.via_kafka`)
+    # -- through Kafka (the production topology, `impulse.loadtest.via.kafka`)
     Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
         "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
         "pipeline, reads it with Spark's Kafka source and writes to --sink; --create-topic then creates this topic "
@@ -286,7 +286,7 @@ def build_parser(prog: str = "impulse-load", *, description: str = "", epilog: s
                  with_file: bool = False) -> argparse.ArgumentParser:
     """The argparse parser of `KEYS` (and ``--set``); every flag's default is "not given" (the file or `KEYS` fill
     it in), prefixes of flags are refused (``--rat`` is not ``--rate``)."""
-    from impulse.loadtest.target import known_sinks
+    from impulse.loadtest.settings.target import known_sinks
 
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog, allow_abbrev=False,
                                      argument_default=argparse.SUPPRESS,
@@ -601,7 +601,7 @@ def _plan(layers: Sequence[tuple[str | None, Mapping[str, Any]]], source: str | 
 
 def keys_table() -> str:
     """The README's table of keys (Markdown): key, flag, default, what it is."""
-    from impulse.loadtest.target import known_sinks
+    from impulse.loadtest.settings.target import known_sinks
 
     rows = ["| key | flag | default | scope | what |", "|---|---|---|---|---|"]
     for key in KEYS:

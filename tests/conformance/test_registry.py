@@ -17,10 +17,10 @@ from connectors import data_sources, register_all
 from connectors.conformance import SinkConformance
 from connectors.conformance.__main__ import parse_args
 from connectors.registry import Connector
-from impulse.loadtest import target
-from impulse.loadtest.config import LoadError
-from impulse.loadtest.session import preload_modules
-from impulse.loadtest.target import known_sinks, preflight
+from impulse.loadtest.load.warmup import preload_modules
+from impulse.loadtest.settings import target
+from impulse.loadtest.settings.config import LoadError
+from impulse.loadtest.settings.target import known_sinks, preflight
 
 pytestmark = [pytest.mark.integration]
 

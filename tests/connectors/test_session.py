@@ -61,7 +61,7 @@ def test_a_harness_kafka_session_prints_no_java_trace_and_loads_the_kafka_source
     """`make_session(kafka=True)`, as ``impulse-load --via`` makes it: the JVM must not print the failed resolution of
     a connector version Maven Central does not have, and Spark must find its ``kafka`` source."""
     script = textwrap.dedent("""
-        from impulse.loadtest.session import make_session
+        from impulse.session import make_session
         spark = make_session("local[1]", "kafka-session-test", kafka=True)
         state = spark._jsparkSession.sessionState().conf()
         source = spark._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource("kafka", state)

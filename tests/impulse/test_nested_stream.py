@@ -115,9 +115,9 @@ def test_nested_option_errors_reach_the_user_intact(spark):
 
 
 def test_the_load_harness_takes_nested_ddl_and_nested_source_options(spark):
-    from impulse.loadtest.config import LoadError
-    from impulse.loadtest.run import impulse_schema_for, run_load
+    from impulse.loadtest.load.run import impulse_schema_for, run_load
     from impulse.loadtest.scenario import plan_from_args
+    from impulse.loadtest.settings.config import LoadError
 
     ddl = "order_id BIGINT, items ARRAY<STRUCT<sku: STRING, price: DOUBLE>>, attrs MAP<STRING, INT>"
     argv = ["--sink", "noop", "--rate", "2000", "--duration", "2s", "--partitions", "2", "--no-warmup",

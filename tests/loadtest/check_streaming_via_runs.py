@@ -13,9 +13,9 @@ import uuid
 from dataclasses import replace
 
 from connectors.kafka_topics import read_topic
-from impulse.loadtest.config import LoadConfig
-from impulse.loadtest.session import make_session
-from impulse.loadtest.via_kafka import run_via_kafka
+from impulse.loadtest.settings.config import LoadConfig
+from impulse.loadtest.via.kafka import run_via_kafka
+from impulse.session import make_session
 from tests.loadtest import pipelines
 
 

@@ -6,7 +6,7 @@ import json
 import uuid
 from pathlib import Path
 
-from impulse.loadtest.metrics import percentiles_ms
+from impulse.loadtest.measure.metrics import percentiles_ms
 
 ORDER = ("p50", "p95", "p99", "p99.9", "max")
 

@@ -1,5 +1,5 @@
 """What the harness settles before the load: every setup that cannot work is refused (exit 2) before any query of the
-run starts, and the measured run starts warm (`impulse.loadtest.warm_pipeline`).
+run starts, and the measured run starts warm (`impulse.loadtest.load.warm_pipeline`).
 
 The refusals run ``main()`` in-process on the shared session with the run's query starts recorded; the runs that need
 a session of their own (a module whose top level makes a UDF needs the harness to import it once its session exists;
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import impulse.loadtest.run as run_module
-import impulse.loadtest.warm_pipeline as warm_module
+import impulse.loadtest.load.run as run_module
+import impulse.loadtest.load.warm_pipeline as warm_module
 from impulse.loadtest.cli import main
 from tests.readme import python_block
 

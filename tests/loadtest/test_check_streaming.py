@@ -14,14 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from pyspark.errors import AnalysisException
 
-from impulse.loadtest.check import Expectation, batch_events, stream_events
-from impulse.loadtest.expect import Oracle, as_frame, resolve
+from impulse.loadtest.check.expect import Oracle, as_frame, resolve
+from impulse.loadtest.check.judge import Expectation, batch_events, stream_events
+from impulse.loadtest.check.stream_twin import batch_refusal, one_micro_batch, streaming_only
 from impulse.loadtest.scenario import KEYS, load_plan, plan_from_args
-from impulse.loadtest.stream_twin import batch_refusal, one_micro_batch, streaming_only
-from impulse.loadtest.units import LoadError
+from impulse.loadtest.settings.units import LoadError
 from impulse.options import split_limit
 from tests.loadtest import pipelines
 from tests.loadtest.helpers import run_cli

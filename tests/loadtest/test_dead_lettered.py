@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from impulse.loadtest import LoadConfig
-from impulse.loadtest.metrics import Batch, Collector
-from impulse.loadtest.prometheus import Exporter
-from impulse.loadtest.report import summary_text
-from impulse.loadtest.run import LoadResult
-from impulse.loadtest.thresholds import evaluate, hopeless, parse_threshold
+from impulse.loadtest.load.run import LoadResult
+from impulse.loadtest.measure.metrics import Batch, Collector
+from impulse.loadtest.reports.prometheus import Exporter
+from impulse.loadtest.reports.report import summary_text
+from impulse.loadtest.settings.thresholds import evaluate, hopeless, parse_threshold
 
 DEAD = (0, 7, 5)  # dead-lettered events of each batch
 

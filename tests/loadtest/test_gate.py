@@ -15,12 +15,12 @@ import uuid
 
 import pytest
 
+from connectors.servers import free_port
 from impulse.loadtest import LoadConfig, LoadError, run_load
 from impulse.loadtest.cli import main
-from impulse.loadtest.compare import main as compare_main
-from impulse.loadtest.thresholds import evaluate, parse_threshold
+from impulse.loadtest.reports.compare import main as compare_main
+from impulse.loadtest.settings.thresholds import parse_threshold
 from tests.loadtest.helpers import assert_result_plausible
-from connectors.servers import free_port
 
 RATE = 2_000
 

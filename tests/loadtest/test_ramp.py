@@ -17,8 +17,8 @@ from connectors.latency import LatencyHistogram
 from impulse.loadtest import LoadConfig, LoadError, RampConfig, RampResult, Verdict, assess, ramp_text, run_ramp, \
     write_report
 from impulse.loadtest.cli import main
-from impulse.loadtest.junit import junit_xml
-from impulse.loadtest.metrics import Batch, achieved_rate
+from impulse.loadtest.measure.metrics import Batch, achieved_rate
+from impulse.loadtest.reports.junit import junit_xml
 from impulse.loadtest.scenario import load_plan, plan_from_args
 from tests.loadtest.helpers import assert_report_files
 

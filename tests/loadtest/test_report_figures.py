@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest.check import CheckResult
-from impulse.loadtest.check_examples import example_rows, example_table
-from impulse.loadtest.config import LoadConfig, RampConfig
-from impulse.loadtest.htmlreport import render_html
-from impulse.loadtest.junit import junit_xml
-from impulse.loadtest.metrics import Batch
-from impulse.loadtest.ramp import RampResult
-from impulse.loadtest.report import ramp_text, report_document, summary_text, write_report
-from impulse.loadtest.run import LoadResult
-from impulse.loadtest.verdict import decide, decide_all
-from impulse.loadtest.via_kafka import ViaResult
-from impulse.loadtest.via_report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
+from impulse.answer import CheckResult
+from impulse.loadtest.load.ramp import RampResult
+from impulse.loadtest.load.run import LoadResult
+from impulse.loadtest.measure.metrics import Batch
+from impulse.loadtest.reports.check_examples import example_rows, example_table
+from impulse.loadtest.reports.html import render_html
+from impulse.loadtest.reports.junit import junit_xml
+from impulse.loadtest.reports.report import ramp_text, report_document, summary_text, write_report
+from impulse.loadtest.reports.verdict import decide, decide_all
+from impulse.loadtest.settings.config import LoadConfig, RampConfig
+from impulse.loadtest.via.kafka import ViaResult
+from impulse.loadtest.via.report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
                                          pipeline_batches)
 
 START = 1_764_000_000_000_000   # epoch µs
@@ -314,8 +314,8 @@ def test_check_examples_are_a_table_of_the_rows_columns_with_their_counts():
 
 @pytest.mark.integration
 def test_the_examples_compare_writes_parse_back_into_their_columns(spark):
-    """The table reads what `check.compare` writes (not a copy of its format)."""
-    from impulse.loadtest.check import compare
+    """The table reads what `impulse.answer.compare` writes (not a copy of its format)."""
+    from impulse.answer import compare
 
     expected = spark.createDataFrame([(0, 1), (0, 2), (1, 3)], "subtask_index INT, counter INT")
     delivered = spark.createDataFrame([(0, 1), (0, 1), (1, 3), (1, 9)], "subtask_index INT, counter INT")

@@ -24,9 +24,9 @@ from junitparser import Error, Failure, JUnitXml
 
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.cli import main
-from impulse.loadtest.compare import write_compare_html
-from impulse.loadtest.htmlreport import render_html
-from impulse.loadtest.junit import junit_xml
+from impulse.loadtest.reports.compare import write_compare_html
+from impulse.loadtest.reports.html import render_html
+from impulse.loadtest.reports.junit import junit_xml
 from impulse.loadtest.scenario import plan_from_args
 from tests.loadtest.chromium import Chromium, RecordingProxy
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from impulse.loadtest.cli import main
-from impulse.loadtest.config import LoadConfig
 from impulse.loadtest.scenario import KEYS, build_parser, keys_table, load_plan, plan_from_args
-from impulse.loadtest.units import LoadError
+from impulse.loadtest.settings.config import LoadConfig
+from impulse.loadtest.settings.units import LoadError
 
 
 def _file(tmp_path: Path, text: str, name: str = "load.toml") -> Path:

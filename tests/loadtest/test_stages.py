@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from connectors.latency import LatencyHistogram
-from impulse.loadtest.compare import compare_text, load_runs
-from impulse.loadtest.config import LoadConfig
-from impulse.loadtest.metrics import Batch
-from impulse.loadtest.report import summary_text, write_report
-from impulse.loadtest.run import LoadResult, impulse_options
-from impulse.loadtest.stages import parse_stages
-from impulse.loadtest.units import LoadError
+from impulse.loadtest.load.run import LoadResult, impulse_options
+from impulse.loadtest.measure.metrics import Batch
+from impulse.loadtest.reports.compare import compare_text, load_runs
+from impulse.loadtest.reports.report import summary_text, write_report
+from impulse.loadtest.settings.config import LoadConfig
+from impulse.loadtest.settings.stages import parse_stages
+from impulse.loadtest.settings.units import LoadError
 from impulse.schedule import RateStages
 
 SPIKE = "5s:5000,10s:5000,5s:20000,10s:20000,5s:5000,10s:5000"   # 0 → 5k → 20k → 5k, each target held for 10 s

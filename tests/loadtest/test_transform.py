@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from impulse.loadtest.check import CheckResult, readback
+from impulse.answer import CheckResult
+from impulse.loadtest.check.readback import readback
 from impulse.loadtest.cli import main
-from impulse.loadtest.config import LoadConfig
+from impulse.loadtest.query.transform import load, output_mode, resolve
 from impulse.loadtest.scenario import load_plan, plan_from_args
-from impulse.loadtest.transform import load, output_mode, resolve
-from impulse.loadtest.units import LoadError
+from impulse.loadtest.settings.config import LoadConfig
+from impulse.loadtest.settings.units import LoadError
 from impulse.options import split_limit
 from tests.loadtest.helpers import run_cli
 from tests.readme import python_block

@@ -12,13 +12,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-import impulse.loadtest.config as config
-import impulse.loadtest.thresholds as thresholds
-import impulse.loadtest.units as units
+import impulse.loadtest.settings.config as config
+import impulse.loadtest.settings.thresholds as thresholds
+import impulse.loadtest.settings.units as units
 from connectors.redact import redact_options
-from impulse.loadtest.display import Display
-from impulse.loadtest.receiver import Receiver, count_rows, embedded_options, needs_receiver
-from impulse.loadtest.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.load.display import Display
+from impulse.loadtest.load.receiver import Receiver, count_rows, embedded_options, needs_receiver
+from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
 
 def test_rates_durations_and_ramps_parse_with_units():
@@ -108,6 +108,6 @@ def test_the_parsing_helpers_have_one_home_and_thresholds_does_not_import_config
         tree = ast.parse(Path(module.__file__).read_text())
         return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
 
-    assert "impulse.loadtest.config" not in imports(thresholds)  # config → thresholds → units: no circle
-    assert "impulse.loadtest.units" in imports(thresholds) and "impulse.loadtest.units" in imports(config)
+    assert config.__name__ not in imports(thresholds)  # config → thresholds → units: no circle
+    assert units.__name__ in imports(thresholds) and units.__name__ in imports(config)
     assert config.parse_rate is units.parse_rate and config.LoadError is units.LoadError  # re-exported as before

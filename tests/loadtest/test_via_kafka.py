@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from impulse.loadtest.config import LoadConfig
-from impulse.loadtest.output_latency import OutputRecords, output_latency, pipeline_part, scheduled_times_us
 from impulse.loadtest.scenario import plan_from_args
-from impulse.loadtest.units import LoadError
-from impulse.loadtest.via_options import PipelineTrigger, parse_pipeline_trigger, parse_via
+from impulse.loadtest.settings.config import LoadConfig
+from impulse.loadtest.settings.units import LoadError
+from impulse.loadtest.settings.via import PipelineTrigger, parse_pipeline_trigger, parse_via
+from impulse.loadtest.via.output_latency import OutputRecords, output_latency, pipeline_part, scheduled_times_us
 from tests.loadtest.via_kafka_runs import WINDOW_S
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,11 +13,11 @@ import uuid
 from dataclasses import replace
 
 from connectors.kafka_topics import read_topic
-from impulse.loadtest.config import LoadConfig
-from impulse.loadtest.metrics import percentiles_ms
-from impulse.loadtest.report import report_document, summary_text
-from impulse.loadtest.session import make_session
-from impulse.loadtest.via_kafka import run_via_kafka
+from impulse.loadtest.measure.metrics import percentiles_ms
+from impulse.loadtest.reports.report import report_document, summary_text
+from impulse.loadtest.settings.config import LoadConfig
+from impulse.loadtest.via.kafka import run_via_kafka
+from impulse.session import make_session
 
 WINDOW_S = 2
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from impulse.loadtest.check import last_watermark
+from impulse.answer import last_watermark
 from impulse.nexmark import cli
 from impulse.nexmark.queries import query
 from impulse.nexmark.stateful import STATE_STORE, DailyStatistics, LastWinners, WinningBids, _merge

@@ -1,0 +1,199 @@
+"""``--check``'s judgement: where the expected answer comes from (`Expectation`, decided before the load), the
+answer computed after it (`run_check`), and the target's rows compared with it (`judge`).
+
+The three ways to the expected answer, and what is compared in each output mode: `impulse.loadtest.check`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from impulse.answer import CheckResult, compare, final_rows, last_watermark, latest
+from impulse.loadtest.check.readback import Readback
+from impulse.loadtest.settings.units import LoadError
+
+__all__ = ["batch_events", "stream_events", "Expectation", "expectation", "probe",
+           "expected_answer", "run_check", "judge"]
+
+
+def _pinned(source_options: Mapping[str, str], schedule_start_us: int) -> dict[str, str]:
+    """A run's source options with ``startTime`` pinned to `schedule_start_us` (µs since the epoch, UTC), without
+    ``maxEventsPerTrigger`` (a streaming pace): every event of the run, each with its own time."""
+    start = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=schedule_start_us)
+    options = {k: v for k, v in source_options.items() if k.lower() != "maxeventspertrigger"}
+    options["startTime"] = start.isoformat()
+    return options
+
+
+def batch_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
+    """A bounded batch read of a run's events: `source` with its options, ``startTime`` pinned to
+    `schedule_start_us` (µs since the epoch, UTC), without ``maxEventsPerTrigger`` (a streaming pace)."""
+    reader = spark.read.format(source).options(**_pinned(source_options, schedule_start_us))
+    if schema is not None:
+        reader = reader.schema(schema)
+    return reader.load()
+
+
+def stream_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
+    """The same events as `batch_events`, read as a stream: once the run is over every one is due, so a query with
+    ``availableNow`` reads them all in one micro-batch."""
+    reader = spark.readStream.format(source).options(**_pinned(source_options, schedule_start_us))
+    if schema is not None:
+        reader = reader.schema(schema)
+    return reader.load()
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Where ``--check``'s expected answer comes from (`impulse.loadtest.check`), decided before the load: `oracle` (an
+    `impulse.loadtest.check.expect.Oracle`): ``--expect``'s rows; else `operator` (what Spark runs on streams only):
+    the query as one micro-batch; else the query's batch twin."""
+
+    operator: str | None = None
+    oracle: Any = None
+
+    @property
+    def way(self) -> str:
+        """``expect``, ``stream`` or ``batch``."""
+        return "expect" if self.oracle is not None else "stream" if self.operator is not None else "batch"
+
+    def describe(self) -> str:
+        """What the expected answer is, for the check's basis."""
+        if self.oracle is not None:
+            return f"the expected answer: {self.oracle.label}'s rows over a batch read of the same events"
+        if self.operator is not None:
+            return (f"the expected answer: the query run as one micro-batch over the same events (Spark runs "
+                    f"{self.operator} on streams only)")
+        return "the expected answer: the query over a batch read of the same events"
+
+
+def expectation(spark, config, transform, source_options: Mapping[str, str], schema=None) -> Expectation:
+    """Before the load, on the session: ``--expect`` imported (`impulse.loadtest.check.expect.resolve`), or else whether
+    the transform's batch twin holds an operator Spark runs on streams only (`probe`). A Nexmark query is its
+    own batch twin (or has its own answer); SQL has no streaming-only operator."""
+    from impulse.loadtest.check.expect import resolve
+    from impulse.loadtest.query.transform import build
+
+    oracle = resolve(spark, config.expect)
+    if oracle is not None:
+        return Expectation(oracle=oracle)
+    if transform is None or transform.function is None:
+        return Expectation()
+    events = batch_events(spark, config.source, source_options, time.time_ns() // 1_000, schema)
+    return Expectation(operator=probe(build(spark, config, transform, events), transform.label))
+
+
+def probe(batch_twin, label: str) -> str | None:
+    """The operator Spark runs on streams only that `batch_twin` holds
+    (`impulse.loadtest.check.stream_twin.streaming_only`), None without one; any other error Spark finds planning it is
+    a `LoadError` naming `label`, as `impulse.loadtest.query.transform.apply` reports the stream's."""
+    from impulse.loadtest.check.stream_twin import streaming_only
+    from impulse.loadtest.query.transform import reason
+
+    try:
+        return streaming_only(batch_twin)
+    except Exception as exc:  # noqa: BLE001 - not a streaming-only refusal (those are returned): quoted
+        raise LoadError(f"{label}: Spark cannot run it over a batch read of the events (the check's expected "
+                        f"answer): {reason(exc)}") from None
+
+
+def expected_answer(spark, config, transform, source_options: Mapping[str, str], schedule_start_us: int, schema=None,
+                    watermark: str | None = None):
+    """The query over a bounded batch read of the run's events (`batch_events`); for a Nexmark query with its own
+    batch answer (`Query.answer`), that answer under the stream's last `watermark`."""
+    from impulse.loadtest.query.transform import build, with_event_time
+
+    events = batch_events(spark, config.source, source_options, schedule_start_us, schema)
+    q = transform.nexmark if transform is not None else None
+    if q is not None and q.answer is not None:
+        answer = q.answer(events, spark, watermark or "1970-01-01 00:00:00")
+        return with_event_time(config, answer, type(spark).__module__.startswith("pyspark.sql.connect"))
+    return build(spark, config, transform, events)
+
+
+def run_check(spark, config, transform, mode: str, source_options: Mapping[str, str], schedule_start_us: int,
+              query, reader: Readback, schema=None, expected: Expectation | None = None) -> CheckResult:
+    """Read the target back (`reader`) and compare it with the expected answer computed the way `expected` says
+    (default: the batch twin; `impulse.loadtest.check`)."""
+    from impulse.loadtest.check.expect import answer as expect_answer
+    from impulse.loadtest.check.stream_twin import one_micro_batch
+    from impulse.loadtest.query.transform import apply, build, connect_mode, final_after, with_event_time
+
+    expected = expected or Expectation()
+    remote = type(spark).__module__.startswith("pyspark.sql.connect")
+    with connect_mode(remote):
+        watermark = last_watermark(query)
+        q = transform.nexmark if transform is not None else None
+        update = (q.key, q.latest_by) if q is not None and q.latest_by else None
+        rule, said = final_after(config, transform), expected.describe()
+        if expected.oracle is not None:
+            events = batch_events(spark, config.source, source_options, schedule_start_us, schema)
+            rows = expect_answer(spark, expected.oracle, events, apply(spark, transform, events).schema)
+            return judge(spark, with_event_time(config, rows, remote), reader, mode, rule, watermark, update,
+                         answered_by=said)
+        if expected.operator is not None:
+            events = stream_events(spark, config.source, source_options, schedule_start_us, schema)
+            with one_micro_batch(spark, build(spark, config, transform, events), mode) as answer:
+                return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said)
+        answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema, watermark)
+        if q is not None and q.answer is not None:  # its own answer is already the state under the watermark
+            return judge(spark, answer, reader, mode, None, watermark, update,
+                         basis=f"{mode}: {q.name}'s batch answer under the last watermark {watermark or 'none'}")
+        return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said)
+
+
+def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermark: str | None,
+          update: tuple[Sequence[str], str] | None = None, render=None, basis: str | None = None,
+          answered_by: str = "") -> CheckResult:
+    """The one comparison of ``--check``: the target's rows (`reader`) against `answer`, the expected answer.
+
+    append: `answer`'s rows final under `watermark` by `rule` (`final_rows`); update / complete: the whole
+    `answer`. `update` (key columns, SQL ordering): the delivered rows are an update stream, reduced to their
+    final row per key (`latest`) before the comparison. `render`: the expected rows put in the shape the sink
+    wrote (a DataFrame → DataFrame, e.g. the single ``value`` column Spark's ``kafka`` sink writes), applied
+    after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value``.
+    `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`), followed by
+    `answered_by` (how the expected answer was computed, `Expectation.describe`)."""
+    from pyspark.sql import functions as F
+
+    if mode == "append":
+        expected = final_rows(answer, rule, watermark)
+        basis = basis or (f"append: the rows with {rule} ≤ the last watermark {watermark or 'none'}, as a multiset" if rule
+                 else "append: every row of the answer, as a multiset")
+    else:
+        expected = answer
+        basis = basis or f"{mode}: the final state per key ({reader.describe()}) against the whole answer"
+    if render is not None:
+        expected = render(expected)
+    if reader.raw:
+        expected = expected.select(F.col("value").cast("string").alias("value"))
+        delivered = _binary_frame(spark, reader.values()).select(F.col("value").cast("string").alias("value"))
+    else:
+        delivered = parse_rows(spark, reader.values(), expected.schema)
+    if update is not None:
+        delivered = latest(delivered, update[0], update[1])
+        basis += f"; delivered rows reduced to the final row per {', '.join(update[0])}"
+    if answered_by:
+        basis += f"; {answered_by}"
+    return compare(expected, delivered, basis)
+
+
+def parse_rows(spark, values: Sequence[bytes], schema):
+    """JSON rows (bytes) as a DataFrame of `schema` (unparsable rows: every column null)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    loose = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
+    parsed = _binary_frame(spark, values).select(F.from_json(F.col("value").cast("string"), loose).alias("r"))
+    return parsed.select(*[F.col(f"r.`{f.name}`").alias(f.name) for f in schema.fields])
+
+
+def _binary_frame(spark, values: Sequence[bytes]):
+    """`values` as a DataFrame of one binary column ``value``."""
+    import pyarrow as pa
+
+    table = pa.table({"value": pa.array([bytes(v) for v in values], pa.binary())})
+    return spark.createDataFrame(table) if len(values) else spark.createDataFrame([], "value binary")

@@ -1,0 +1,193 @@
+"""What a load run is asked to do (`LoadConfig`, `RampConfig`).
+
+Every rate is in events/s over all partitions, every duration in seconds (float); the text forms a
+user writes are parsed by `impulse.loadtest.settings.units` (re-exported here for existing callers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from impulse.loadtest.settings.stages import STAGES_OPTION, StagePlan, parse_stages
+from impulse.loadtest.settings.thresholds import Threshold, parse_threshold
+from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.settings.via import parse_pipeline_trigger, parse_via
+
+__all__ = ["LoadConfig", "SOURCES", "OUTPUT_MODES", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
+           "parse_ramp", "parse_option",
+           "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
+           "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
+
+SOURCES = ("impulse", "nexmark")
+OUTPUT_MODES = ("append", "update", "complete")
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """One load run: impulse events at `rate` for `duration_s` into `sink`.
+
+    The run sends exactly ``round(rate × duration_s)`` events (impulse's ``limit``; with the source option
+    ``rateStages``, the events its stages schedule, see `impulse.loadtest.settings.stages`): the stream runs
+    dry when the duration is over, the harness waits until the sink has committed the last event
+    (at most `drain_timeout_s`, default max(30 s, duration)), then stops the query between batches.
+    """
+
+    sink: str = "webhook-sink"
+    options: Mapping[str, str] = field(default_factory=dict)   # passed to the sink as is
+    rate: float = 20_000.0                # events/s over all partitions (impulse eventsPerSecond)
+    duration_s: float = 30.0              # seconds of events (impulse limit = rate × duration)
+    partitions: int = 2                   # impulse numPartitions = Spark tasks per batch
+    payload_bytes: int = 64               # impulse payloadBytes
+    trigger: str = "1s"                   # processing-time trigger interval ("0": back to back)
+    max_events_per_trigger: int | None = None
+    max_latency_s: float = 5.0            # the p99 bound of `impulse.loadtest.measure.bound.assess`
+    drain_timeout_s: float | None = None
+    checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
+    warmup: bool = True                   # warm Python workers, then the pipeline itself (`warm_pipeline`)
+    master: str = "local[*]"              # used only when the harness makes the Spark session
+    schema: str | None = None             # impulse's user schema (DDL): realistic events; None: the default columns
+    source_options: Mapping[str, str] = field(default_factory=dict)  # more impulse options (fields.*, seed, …)
+    thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.settings.thresholds` (e.g. "p99<1s")
+    abort_on_fail: bool = False           # stop the run once a threshold has failed for good
+    remote: str | None = None             # Spark Connect URL (sc://host:port): a client session instead of `master`
+    create_topic: int | None = None       # kafka-sink: create the option topic with this many partitions if missing
+    source: str = "impulse"               # the streaming source: impulse or nexmark (`query.transform`)
+    transform: str | None = None          # MODULE:FUNCTION applied to the events before the sink (nexmark:qN built in)
+    sql: str | None = None                # or a query over the temporary view `events`
+    output_mode: str | None = None        # append | update | complete; None: append (a Nexmark query: its own mode)
+    event_time_column: str | None = None  # the output's event time (e.g. window.end): latency from it to the ack
+    check: bool = False                   # read the target back and compare with the expected answer (`check`)
+    expect: str | None = None             # MODULE:FUNCTION: --check's expected rows, the user's own (`expect`)
+    # -- the production topology (`impulse.loadtest.via.kafka`): impulse → a Kafka topic → the pipeline → the sink
+    via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
+    via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options
+    decode: bool = False                  # the pipeline sees the events parsed from the values, not Kafka's columns
+    pipeline_trigger: str | None = None   # the pipeline's trigger (`via_kafka.parse_pipeline_trigger`); None: trigger
+    prefill: int = 0                      # events written into the input topic before the pipeline starts
+
+    def __post_init__(self) -> None:
+        stages = self.stages
+        if stages is not None:  # the stages set the run's rate (their mean) and duration
+            object.__setattr__(self, "rate", stages.mean_rate)
+            object.__setattr__(self, "duration_s", stages.duration_s)
+
+    @property
+    def stages(self) -> StagePlan | None:
+        """The source option ``rateStages``, parsed (None without it): the rate then changes within the run, `rate`
+        is the stages' mean and `duration_s` their length."""
+        text = next((v for k, v in self.source_options.items() if k.lower() == STAGES_OPTION.lower()), None)
+        return None if text is None else parse_stages(text, f"--source-option {STAGES_OPTION}")
+
+    @property
+    def total_events(self) -> int:
+        stages = self.stages
+        if stages is not None:
+            return stages.total_events(self.partitions)
+        return max(1, round(self.rate * self.duration_s))
+
+    @property
+    def trigger_s(self) -> float:
+        return parse_seconds(self.trigger, "--trigger", allow_zero=True)
+
+    @property
+    def drain_s(self) -> float:
+        return self.drain_timeout_s if self.drain_timeout_s is not None else max(30.0, self.duration_s)
+
+    def validate(self) -> None:
+        """Raise `LoadError` for a value no run can use."""
+        if not self.rate > 0:
+            raise LoadError(f"--rate must be > 0 events/s, not {self.rate:g}")
+        if not self.duration_s > 0:
+            raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
+        if self.partitions < 1:
+            raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
+        if self.source not in SOURCES:
+            raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
+        if self.transform is not None and self.sql is not None:
+            raise LoadError("--transform and --sql are two ways to say the same thing: give one of them")
+        if self.expect is not None and not self.check:
+            raise LoadError(f"--expect {self.expect} gives --check its expected rows: add --check")
+        if self.output_mode is not None and self.output_mode not in OUTPUT_MODES:
+            raise LoadError(f"--output-mode {self.output_mode!r}: Spark's output modes are {', '.join(OUTPUT_MODES)}")
+        if self.source == "nexmark" and self.schema:
+            raise LoadError("--schema shapes impulse events; Nexmark events have their own schema (leave --schema out "
+                            "with --source nexmark)")
+        if self.payload_bytes < 0:
+            raise LoadError(f"--payload-bytes must be ≥ 0, not {self.payload_bytes}")
+        if self.max_events_per_trigger is not None and self.max_events_per_trigger < 1:
+            raise LoadError(f"--max-events-per-trigger must be ≥ 1, not {self.max_events_per_trigger}")
+        if not self.max_latency_s > 0:
+            raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
+        self.trigger_s  # noqa: B018 - parses, raises LoadError
+        self.stages  # noqa: B018 - parses, raises LoadError
+        self.parsed_thresholds()
+        self._validate_via()
+
+    def _validate_via(self) -> None:
+        """The production topology's values (`impulse.loadtest.via.kafka`), parsed; `LoadError` for a bad one."""
+        if self.via is None:
+            for name, given in (("--via-option", bool(self.via_options)), ("--decode", self.decode),
+                                ("--pipeline-trigger", self.pipeline_trigger is not None), ("--prefill", self.prefill)):
+                if given:
+                    raise LoadError(f"{name} is for the Kafka topology: give --via kafka://HOST:PORT/TOPIC")
+            return
+        if self.abort_on_fail:
+            raise LoadError("--abort-on-fail watches a direct run; with --via the thresholds are checked after the run")
+        if self.source != "impulse":
+            raise LoadError(f"--source {self.source} with --via: the producer writes impulse events into the topic; "
+                            "run a Nexmark query without --via")
+        parse_via(self.via, self.via_options)
+        if self.pipeline_trigger is not None and parse_pipeline_trigger(self.pipeline_trigger).kind == "realTime" \
+                and self.sink != "kafka":
+            raise LoadError(f"--pipeline-trigger {self.pipeline_trigger}: real-time mode writes to Spark's kafka format "
+                            f"only (--sink kafka), not {self.sink}")
+        if self.prefill < 0:
+            raise LoadError(f"--prefill must be ≥ 0 events, not {self.prefill}")
+
+    def parsed_thresholds(self) -> list[Threshold]:
+        """The `thresholds`, parsed; raises `LoadError` for a bad one."""
+        return [parse_threshold(text) for text in self.thresholds]
+
+
+@dataclass(frozen=True)
+class RampConfig:
+    """Step mode: rates ``start, start + step, …`` up to `maximum`, each for `step_duration_s`.
+
+    `min_sustained` (events/s, ``--min-sustained``): the ramp fails as a gate when its highest sustained rate is
+    lower (`impulse.loadtest.load.ramp.RampResult.failures`); it must be one a step can reach (≤ the last rate)."""
+
+    start: float
+    step: float
+    maximum: float
+    step_duration_s: float = 10.0
+    min_sustained: float | None = None
+
+    def rates(self) -> list[float]:
+        out, rate = [], self.start
+        while rate <= self.maximum * (1 + 1e-9):
+            out.append(rate)
+            rate += self.step
+        return out
+
+    def validate(self) -> None:
+        if not (self.start > 0 and self.step > 0 and self.maximum >= self.start):
+            raise LoadError(f"--ramp needs start > 0, step > 0 and max ≥ start (events/s), not "
+                            f"{self.start:g}:{self.step:g}:{self.maximum:g}")
+        if not self.step_duration_s > 0:
+            raise LoadError(f"--step-duration must be > 0, not {self.step_duration_s:g}s")
+        if self.min_sustained is not None and not 0 < self.min_sustained <= self.rates()[-1]:
+            raise LoadError(f"--min-sustained {self.min_sustained:,.0f} events/s: no step of --ramp "
+                            f"{self.start:g}:{self.step:g}:{self.maximum:g} can sustain it (its steps go up to "
+                            f"{self.rates()[-1]:,.0f} events/s); give a rate > 0 and ≤ the ramp's last step")
+
+
+DEFAULT_SINK = LoadConfig.sink
+DEFAULT_RATE = LoadConfig.rate
+DEFAULT_DURATION_S = LoadConfig.duration_s
+DEFAULT_PARTITIONS = LoadConfig.partitions
+DEFAULT_PAYLOAD_BYTES = LoadConfig.payload_bytes
+DEFAULT_TRIGGER = LoadConfig.trigger
+DEFAULT_MAX_LATENCY_S = LoadConfig.max_latency_s
+DEFAULT_STEP_DURATION_S = RampConfig.step_duration_s
+DEFAULT_MASTER = LoadConfig.master

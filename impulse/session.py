@@ -1,0 +1,69 @@
+"""The Spark session a command of impulse runs on (``impulse-load``, ``impulse-nexmark``), and where it runs.
+
+`make_session` builds it: `connectors.session.local_session` (``local[*]`` by default, every project data source
+registered) keeping 1 000 progress updates for the report, or with `remote` a Spark Connect client session (the
+server runs the queries and the data sources). `deployment` names where a session runs, `describe` says it in one
+line for the report.
+"""
+
+from __future__ import annotations
+
+__all__ = ["make_session", "is_remote", "deployment", "describe"]
+
+
+def make_session(master: str = "local[*]", app_name: str = "impulse-load", remote: str | None = None,
+                 kafka: bool = False):
+    """A Spark session for the harness (the active one if there is one: its settings then stay).
+
+    With `kafka` (local sessions only) Spark's own Kafka connector is on its class path
+    (`connectors.session.spark_kafka_session`): the production topology's pipeline reads Kafka with it.
+
+    With `remote` (``sc://host:port``) a Spark Connect client session instead, `master` unused: the server
+    must have this package where its Python workers run; the data sources are registered from here too.
+    """
+    conf = {"spark.sql.shuffle.partitions": 2, "spark.sql.streaming.numRecentProgressUpdates": 1000}
+    if remote is None:
+        from connectors.session import local_session, spark_kafka_session
+
+        if kafka:
+            return spark_kafka_session(master, app_name, **conf)[0]
+        return local_session(master, app_name, **conf)
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    from connectors import register_all
+
+    spark = RemoteSparkSession.builder.remote(remote).create()
+    for key, value in conf.items():  # session-level settings: a Connect client cannot change static ones
+        spark.conf.set(key, str(value))
+    register_all(spark)
+    return spark
+
+
+def is_remote(spark) -> bool:
+    """Whether `spark` is a Spark Connect client session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def deployment(spark, remote: str | None = None) -> dict:
+    """Where `spark` runs its queries: ``{"master", "remote", "executors", "cores"}``.
+
+    Classic: the master URL, the executors besides the driver (0 on ``local[...]``) and the default
+    parallelism. Spark Connect: `remote` (the URL the session was made with; its ``;token=…`` parameters
+    left out) and the server's master; executors and cores are ``None``: a Connect client has no
+    SparkContext to ask.
+    """
+    if is_remote(spark):
+        return {"remote": remote.split(";")[0] if remote else None, "master": spark.conf.get("spark.master", None),
+                "executors": None, "cores": None}
+    context = spark.sparkContext
+    return {"remote": None, "master": context.master, "executors": context._jsc.sc().getExecutorIds().size(),
+            "cores": context.defaultParallelism}
+
+
+def describe(where: dict) -> str:
+    """One line for the report, e.g. ``master spark://127.0.0.1:7077, 2 executors, 2 cores``."""
+    if where.get("remote"):
+        return f"Spark Connect {where['remote']} (server master {where.get('master') or 'unknown'})"
+    executors = where.get("executors")
+    return (f"master {where.get('master')}, "
+            + (f"{executors} executors" if executors else "driver only") + f", {where.get('cores')} cores")
