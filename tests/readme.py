@@ -1,17 +1,22 @@
-"""The README's code blocks, for the tests that run them as written (and any other Markdown page's: `blocks`)."""
+"""The code blocks of the README and of the documentation's pages (docs/), for the tests that run them as written:
+`section` and `python_block` read the README by default, a page of docs/ with ``page=DOCS / "how-to/…md"``."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: the documentation site's pages (mkdocs.yml), and the one page of measured figures
+DOCS = ROOT / "docs"
+BENCH = ROOT / "bench" / "README.md"
 
 
 def section(heading: str, page: Path = README) -> str:
     """The README (or `page`) from the heading that starts with `heading` (``"### Changelogs"``) to the next heading
     of the same or a higher level (a ``# comment`` line in a code block is not a heading)."""
-    text = page.read_text(encoding="utf-8")
+    text = "\n" + page.read_text(encoding="utf-8")  # a heading on the first line follows a newline too
     start = text.index("\n" + heading) + 1
     level = len(heading) - len(heading.lstrip("#"))
     following = re.compile(r"^#{1,%d} " % level, re.MULTILINE)

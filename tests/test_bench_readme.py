@@ -1,5 +1,5 @@
-"""The benchmark commands the README's Performance table names run to their end at a small size in CI, so that a
-benchmark cannot rot unseen (the full sizes are for a quiet machine, not CI)."""
+"""The benchmark commands the summary table of bench/README.md names run to their end at a small size in CI, so that
+a benchmark cannot rot unseen (the full sizes are for a quiet machine, not CI)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme import section
+from tests.readme import BENCH, section
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,8 +34,8 @@ NEEDS = {"bench/redis_sink.py": ["redis"], "bench/kafka_sink.py": ["kafka"], "be
 
 
 def readme_commands() -> dict[str, list[str]]:
-    """script → the argv of its command in the README's Performance section."""
-    found = re.findall(r"`python (bench/\w+\.py)([^`]*)`", section("## Performance"))
+    """script → the argv of its command in bench/README.md's Summary section."""
+    found = re.findall(r"`python (bench/\w+\.py)([^`]*)`", section("## Summary", BENCH))
     return {script: shlex.split(args) for script, args in found}
 
 
@@ -56,7 +56,7 @@ def shrunk(argv: list[str], small: dict[str, str | None]) -> list[str]:
 
 def test_every_benchmark_the_readme_names_is_run_here():
     commands = readme_commands()
-    assert len(commands) >= 5, "the Performance table's commands were not found: the test checks nothing"
+    assert len(commands) >= 5, "bench/README.md's Summary commands were not found: the test checks nothing"
     assert set(commands) <= set(SMALL), f"run these at a small size here: {set(commands) - set(SMALL)}"
 
 

@@ -1,19 +1,21 @@
-"""The README's Layout section matches the tree: each folder it names exists, each sink package is there, and
-each module it names in sinks/ and connectors/ exists."""
+"""The Layout page of the documentation (docs/explanation/layout.md) matches the tree: each folder and file it names
+exists, each module it names is in the folder of its line, and every Python package under impulse/, sinks/ and
+connectors/ has a line of its own."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from tests.readme import section
+from tests.readme import DOCS, section
 
 ROOT = Path(__file__).resolve().parents[1]
+LAYOUT = DOCS / "explanation" / "layout.md"
 
 
 def layout() -> dict[str, str]:
-    """First column (a folder or a glob) → its description, from the Layout section's block."""
-    block = section("## Layout").split("```")[1]
+    """First column (a folder or a glob) → its description, from the Layout page's block."""
+    block = section("# Layout", LAYOUT).split("```")[1]
     entries: dict[str, str] = {}
     current = None
     for line in block.splitlines():
@@ -25,13 +27,32 @@ def layout() -> dict[str, str]:
     return entries
 
 
-def test_the_layout_section_matches_the_tree():
+def packages() -> set[str]:
+    """Every package folder under impulse/, sinks/ and connectors/ (a folder with an ``__init__.py``), as
+    ``"sinks/kafka/"``."""
+    return {f"{init.parent.relative_to(ROOT).as_posix()}/" for top in ("impulse", "sinks", "connectors")
+            for init in (ROOT / top).rglob("__init__.py")}
+
+
+def test_the_layout_page_names_only_what_is_in_the_tree():
     entries = layout()
     assert {"impulse/", "sinks/", "connectors/", "tests/", "bench/", "pyspark_*.py"} <= set(entries)
     for name in entries:
         assert list(ROOT.glob(name.rstrip("/"))), f"the Layout names {name}, which is not in the tree"
+    for folder, text in entries.items():
+        if folder.endswith("/"):
+            for module in re.findall(r"(?<![\w/*])(\w+\.py)\b", text):
+                assert (ROOT / folder / module).is_file(), f"the Layout's {folder} names {module}, which is not there"
+
+
+def test_every_package_has_its_line():
+    found = packages()
+    assert {"impulse/loadtest/", "sinks/kafka/", "connectors/servers/"} <= found, "the packages were not found"
+    missing = sorted(found - set(layout()))
+    assert not missing, f"docs/explanation/layout.md: give these packages a line of their own: {missing}"
+
+
+def test_each_sink_package_is_named_by_the_sinks_line():
     sinks = {p.name for p in (ROOT / "sinks").iterdir() if (p / "__init__.py").exists()}
-    assert sinks == {"kafka", "redis", "webhook"} and all(f"{name}/" in entries["sinks/"] for name in sinks)
-    for folder in ("sinks/", "connectors/"):
-        for module in re.findall(r"\b(\w+\.py)\b", entries[folder]):
-            assert list((ROOT / folder).rglob(module)), f"the Layout's {folder} names {module}, which is not there"
+    assert sinks == {"kafka", "redis", "webhook"}
+    assert all(f"sinks/{name}/" in layout() for name in sinks)

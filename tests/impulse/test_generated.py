@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.functions import window
 
 from tests.impulse.helpers import checkpoint_offsets, committed_batches, poll_query, uncommit_last_batch
-from tests.readme import python_block, section
+from tests.readme import DOCS, python_block, section
 
 pytestmark = pytest.mark.integration
 
@@ -202,15 +202,17 @@ def test_two_streams_join_on_seeded_keys(spark):
 def test_the_readme_cookbook_runs(spark, tmp_path):
     """Every Python block of the README's cookbook section defines its frames with what the README's first block
     (its `spark`) and its own imports give, each stream starts cleanly, and the figure stated for the orders holds."""
-    blocks = [b.split("```", 1)[0] for b in section("### Realistic events: typed columns").split("```python\n")[1:]]
+    realistic = DOCS / "how-to" / "realistic-events.md"
+    blocks = [b.split("```", 1)[0] for b in section("## Typed columns", realistic).split("```python\n")[1:]]
     assert len(blocks) == 3
-    def first_block(heading: str) -> str:
-        return section(heading).split("```python\n")[1].split("```", 1)[0]
+    def first_block(heading: str, page) -> str:
+        return section(heading, page).split("```python\n")[1].split("```", 1)[0]
 
     namespace: dict = {}
     # the first makes `spark` (this session); "The impulse source" and "Nexmark" open with frames defined likewise
-    for block in [python_block("## Install and register"), first_block("## The impulse source"),
-                  first_block("## Nexmark"), *blocks]:
+    for block in [python_block("## Register the formats", page=DOCS / "how-to" / "install.md"),
+                  first_block("## A stream at a fixed rate", DOCS / "how-to" / "impulse-source.md"),
+                  first_block("## Read the events", DOCS / "how-to" / "nexmark.md"), *blocks]:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
     assert namespace["spark"] is spark
     frames = {k: v for k, v in namespace.items() if isinstance(v, DataFrame)}
@@ -219,7 +221,7 @@ def test_the_readme_cookbook_runs(spark, tmp_path):
     assert namespace["users"].count() == 1000
 
     # "customer_id 0 gets 1/H(1000, 1.1) ≈ 17.9 % of the orders": a batch read of the same options, as it says
-    text = section("#### Cookbook")
+    text = section("### Cookbook", realistic)
     share = float(text.split("1/H(1000, 1.1) ≈ ")[1].split(" %")[0]) / 100
     h = sum(k ** -1.1 for k in range(1, 1001))
     assert abs(share - 1 / h) < 0.0005, (share, 1 / h)

@@ -15,18 +15,19 @@ import pytest
 
 from tests.impulse.helpers import committed_batches, poll_query
 from tests.impulse.test_generated import start_failure
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-HEADING = "### Nested events and realistic text"
+HEADING = "## Nested events and realistic text"
+PAGE = DOCS / "how-to" / "realistic-events.md"
 PINNED = (".option('startTime', '2026-01-01T00:00:00Z').option('numPartitions', 2).option('limit', 3000)"
           ".option('maxEventsPerTrigger', 700)")
 
 
 def the_order_block() -> str:
-    return python_block(HEADING)
+    return python_block(HEADING, page=PAGE)
 
 
 def as_json(frame) -> list[str]:
@@ -39,7 +40,8 @@ def test_the_readme_order_block_runs_and_its_stream_equals_the_batch_read(spark,
     `spark`; pinned and bounded, the stream (700 rows a micro-batch, a restart) equals the batch read and another
     Spark application's batch read; the values are of their kind."""
     namespace: dict = {}
-    exec(compile(python_block("## Install and register"), "README.md", "exec"), namespace)  # noqa: S102
+    register = python_block("## Register the formats", page=DOCS / "how-to" / "install.md")
+    exec(compile(register, "README.md", "exec"), namespace)  # noqa: S102
     block = the_order_block()
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
     assert namespace["spark"] is spark and namespace["orders"].isStreaming

@@ -7,7 +7,7 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ ORDERS, CUSTOMERS = (1_000_000, 20_000) if os.environ.get("IMPULSE_FULL") == "1"
 
 
 def readme_block() -> str:
-    block = python_block("### References between streams")
+    block = python_block("## References between streams", page=DOCS / "how-to" / "related-streams.md")
     assert block.count('"limit", 1_000)') == block.count('"limit", 10_000)') == 1, "the README's limits moved"
     return block.replace('"limit", 1_000)', f'"limit", {CUSTOMERS})').replace('"limit", 10_000)', f'"limit", {ORDERS})')
 

@@ -12,7 +12,7 @@ from impulse.options import ImpulseOptions
 from tests.impulse.helpers import BatchRecorder, committed_batches
 from tests.impulse.test_restart import run_batches, run_to_end
 from tests.impulse.test_stages import integral
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def test_a_restarted_stream_equals_the_batch_read_and_counts_the_integral_per_se
 
 
 def test_the_readme_spike_test_counts_the_integral_of_its_stages(spark, tmp_path):
-    block = python_block("### Rates that change")
+    block = python_block("## Rates that change", page=DOCS / "how-to" / "impulse-source.md")
     namespace = {"spark": spark, "F": F}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
     query = (namespace["per_second"].writeStream.format("memory").queryName("spike_per_second").outputMode("complete")

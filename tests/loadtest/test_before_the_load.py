@@ -22,14 +22,14 @@ import pytest
 import impulse.loadtest.load.run as run_module
 import impulse.loadtest.load.warm_pipeline as warm_module
 from impulse.loadtest.cli import main
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINES = "tests.loadtest.pipelines"
 RUN = ["--rate", "400", "--duration", "4s", "--partitions", "2", "--trigger", "500ms"]
 
 # A user's module written the usual way: the UDF made at import, a static table joined, a filter on the score.
-UDF_PIPELINE = python_block("#### A pipeline with a Python UDF under a ramp")
+UDF_PIPELINE = python_block("## A pipeline with a Python UDF under a ramp", page=DOCS / "tutorial" / "index.md")
 
 
 @pytest.fixture

@@ -172,6 +172,12 @@ def test_every_help_example_line_that_ends_in_a_backslash_is_continued(capsys):
         assert not re.search(r"\S {8,}--", line.split("  # ")[0]), f"a collapsed continuation: {line!r}"
 
 
-def test_the_readme_lists_every_key_as_the_table_says():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert keys_table() in readme, "README: paste the output of python3 -m impulse.loadtest.scenario"
+def test_the_docs_point_to_the_generated_table_of_keys_instead_of_a_copy():
+    """The load-test files guide links the reference page docs/hooks.py generates from `KEYS` (tests/test_docs.py
+    checks that page names every key), and holds no hand-made copy of a row that could drift from it."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "load-files.md").read_text(encoding="utf-8")
+    assert "(../reference/impulse-load.md#flags-and-toml-keys)" in page
+    assert "python3 -m impulse.loadtest.scenario" in page  # the same table in a terminal
+    rows = keys_table().splitlines()[2:]
+    assert len(rows) == len(KEYS)
+    assert not [row for row in rows if row in page], "docs/how-to/load-files.md: link the reference, copy no key"

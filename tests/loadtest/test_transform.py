@@ -26,7 +26,7 @@ from impulse.loadtest.settings.config import LoadConfig
 from impulse.loadtest.settings.units import LoadError
 from impulse.options import split_limit
 from tests.loadtest.helpers import run_cli
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 PIPELINES = "tests.loadtest.pipelines"
 RUN = ["--rate", "400", "--duration", "4s", "--partitions", "2", "--trigger", "500ms", "--drain-timeout", "5m"]
@@ -362,7 +362,9 @@ def test_bad_queries_exit_2_naming_the_flag_with_spark_s_reason_and_no_java_stac
 def test_the_readme_pipeline_runs_and_passes_its_check(spark, redis_server, tmp_path, capsys, monkeypatch):
     """The README's "Load-testing your own pipeline" module, as my_pipeline.py in the working directory, with the
     README's flags (a small rate, this test's Redis and a fresh keyPrefix)."""
-    (tmp_path / "my_pipeline.py").write_text(python_block("### Load-testing your own pipeline", 0))
+    module = python_block("## Your pipeline between the events and the sink", page=DOCS / "tutorial" / "index.md")
+    assert python_block("## A five-minute tour", 0) == module, "the README's tour shows the tutorial's module"
+    (tmp_path / "my_pipeline.py").write_text(module)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(__import__("sys").modules, "my_pipeline", raising=False)
     prefix = f"regions-{uuid.uuid4().hex[:8]}:"

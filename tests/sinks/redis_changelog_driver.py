@@ -7,12 +7,12 @@ import json
 import sys
 
 from connectors.session import local_session
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 
 def cookbook(url: str, checkpoint: str) -> str:
     """The README block, with the test server's address and a checkpoint of the test's own."""
-    block = python_block("### Changelogs: `changelog.key`")
+    block = python_block("## Changelogs: `changelog.key`", page=DOCS / "how-to" / "related-streams.md")
     assert block.count('"redis://localhost:6379/0"') == 1 and block.count('"/tmp/ck-accounts"') == 1
     return block.replace('"redis://localhost:6379/0"', repr(url)).replace('"/tmp/ck-accounts"', repr(checkpoint))
 

@@ -27,7 +27,7 @@ from connectors.servers import free_port, wait_until
 from sinks.kafka.client import IdleClients, idle_checkers
 from sinks.kafka.options import DEFAULT_TRANSACTIONAL_ID_PREFIX, KafkaOptions, transactional_id
 from sinks.kafka.sink import Columns, KafkaSink, KafkaSinkDataSource
-from tests.readme import python_block, section
+from tests.readme import DOCS, python_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -645,7 +645,8 @@ def test_a_sasl_client_to_a_plaintext_listener_is_named_not_reported_unreachable
 def test_the_readme_kafka_blocks_run(spark, kafka_broker, tmp_path):
     """The README's Kafka sink blocks as written (the broker's address, a topic name and a checkpoint of the test's
     own filled in): the AdminClient block makes the topic with 4 partitions, the stream block writes into it."""
-    stream, create = [b.split("```", 1)[0] for b in section("## Kafka sink").split("```python\n")[1:3]]
+    page = DOCS / "how-to" / "kafka-sink.md"
+    stream, create = python_block("## A stream into a topic", page=page), python_block("## Create the topic", page=page)
     topic = _name("events")
 
     def filled(block: str) -> str:
@@ -654,7 +655,7 @@ def test_the_readme_kafka_blocks_run(spark, kafka_broker, tmp_path):
 
     namespace: dict = {}
     before = {q.id for q in spark.streams.active}
-    for block in (python_block("## Install and register"), create, stream):
+    for block in (python_block("## Register the formats", page=DOCS / "how-to" / "install.md"), create, stream):
         exec(compile(filled(block), "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
     queries = [q for q in spark.streams.active if q.id not in before]  # the block starts one, unassigned
     assert len(queries) == 1

@@ -17,7 +17,7 @@ from connectors.servers import free_port
 from sinks.kafka.formats import protobuf_message_class, split_header
 from tests.sinks.formats_data import FLAT, FLAT_ROWS, NESTED, NESTED_ROWS
 from tests.sinks.poison_driver import kill_mid_batch, start
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 from tests.sinks.test_kafka_formats_registry import _client, _ctx, _json_expected, _pb_plain
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.schema_registry]
@@ -178,7 +178,7 @@ def test_the_readme_avro_block_runs(spark, kafka_broker, schema_registry, tmp_pa
     """The README's "Record formats and the Schema Registry" block as written (the broker's and the registry's
     addresses, a topic and a checkpoint of the test's own filled in): nested events read back by AvroDeserializer."""
     topic = _topic(kafka_broker)
-    block = (python_block("### Record formats and the Schema Registry")
+    block = (python_block("## Record formats and the Schema Registry", page=DOCS / "how-to" / "kafka-sink.md")
              .replace("localhost:9092", kafka_broker.bootstrap)
              .replace("http://localhost:8080/apis/ccompat/v7", schema_registry.url)
              .replace('"orders"', f'"{topic}"').replace("/tmp/ck-orders", str(tmp_path / "ck")))

@@ -19,7 +19,7 @@ from connectors.servers import RedisServer, wait_until
 from sinks.redis.adapter import RedisAdapter
 from sinks.redis.options import RedisOptions
 from sinks.redis.sink import RedisSink, RedisSinkDataSource
-from tests.readme import python_block, section
+from tests.readme import DOCS, python_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -291,9 +291,9 @@ def test_the_readme_redis_block_runs(spark, redis_server, tmp_path):
                                                                                     f'"keyPrefix", "{key}"')
                 .replace('"/tmp/ck"', f'"{tmp_path / "ck"}"'))
 
-    blocks = [python_block("## Install and register"),
-              section("## The impulse source").split("```python\n")[1].split("```", 1)[0],
-              python_block("## Redis sink", 0)]
+    blocks = [python_block("## Register the formats", page=DOCS / "how-to" / "install.md"),
+              python_block("## A stream at a fixed rate", page=DOCS / "how-to" / "impulse-source.md"),
+              python_block("## A list per query", page=DOCS / "how-to" / "redis-sink.md")]
     namespace: dict = {}
     before = {q.id for q in spark.streams.active}
     for block in blocks:
@@ -321,7 +321,8 @@ def test_the_readme_leaderboard_block_keeps_each_games_ten_best_scores(spark, re
                                                                        F.col("counter")).alias("player"),
                         ((F.col("counter") * 7919 + F.col("subtask_index")) % 1000).alias("points")))
 
-    block = (python_block("## Redis sink", 1).replace("redis://localhost:6379/0", redis_server.url)
+    block = (python_block("## A leaderboard", page=DOCS / "how-to" / "redis-sink.md")
+             .replace("redis://localhost:6379/0", redis_server.url)
              .replace('"keyPrefix", "top:"', f'"keyPrefix", "{prefix}"')
              .replace('"/tmp/ck-top"', f'"{tmp_path / "ck"}"'))
     namespace = {"scores": scores_of(spark.readStream)}

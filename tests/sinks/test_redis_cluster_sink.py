@@ -21,7 +21,7 @@ from sinks.redis.resp import commands
 from sinks.redis.sink import RedisSink, RedisSinkDataSource
 from sinks.redis.slots import key_slot
 from tests.impulse.helpers import poll
-from tests.readme import python_block, section
+from tests.readme import DOCS, python_block
 from tests.sinks import poison_driver
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -208,9 +208,9 @@ def test_the_readme_cluster_block_runs(spark, redis_cluster, tmp_path):
         return (block.replace("redis://localhost:7000", redis_cluster.url).replace('"events:"', f'"{ns}"')
                 .replace('"/tmp/ck-cluster"', f'"{tmp_path / "ck"}"'))
 
-    blocks = [python_block("## Install and register"),
-              section("## The impulse source").split("```python\n")[1].split("```", 1)[0],
-              python_block("### Redis Cluster", 0)]
+    blocks = [python_block("## Register the formats", page=DOCS / "how-to" / "install.md"),
+              python_block("## A stream at a fixed rate", page=DOCS / "how-to" / "impulse-source.md"),
+              python_block("## Point the sink at any node", page=DOCS / "how-to" / "redis-cluster.md")]
     assert f'"{ns}"' in filled(blocks[2]) and redis_cluster.url in filled(blocks[2])
     namespace_: dict = {}
     before = {q.id for q in spark.streams.active}

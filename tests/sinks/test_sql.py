@@ -6,20 +6,21 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from tests.readme import DOCS
+from tests.readme import section as page_section
+
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
 ROWS = 1000  # the README examples' limit
+#: the documentation's pages these sections are
+PAGES = {"Batch writes": DOCS / "how-to" / "batch-writes.md", "SQL": DOCS / "how-to" / "sql.md"}
 
 
 def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    return README[start:README.index("\n## ", start + 1)]
+    return page_section(f"# {title}", PAGES[title])
 
 
 def python_blocks(title: str) -> list[str]:

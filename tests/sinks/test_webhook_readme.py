@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from connectors.servers import wait_until
-from tests.readme import python_block
+from tests.readme import DOCS, python_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.webhook]
 
@@ -23,12 +23,14 @@ def test_the_readme_webhook_block_runs(spark, http_receiver, tmp_path):
     hooks.example.com (paths of the test's own) and its checkpoint filled in: rows arrive with the token the
     header names, each row once, and the commit notice reaches the commit URL."""
     base = f"{http_receiver.url}/readme-{uuid.uuid4().hex[:8]}"
-    block = (python_block("## Webhook sink").replace("https://hooks.example.com", base)
+    block = (python_block("## Send a stream to an endpoint", page=DOCS / "how-to" / "webhook-sink.md")
+             .replace("https://hooks.example.com", base)
              .replace('"/tmp/ck-webhook"', f'"{tmp_path / "ck"}"'))
     assert base in block and str(tmp_path) in block, "the README's placeholders changed: fill the new ones here"
     namespace: dict = {}
     before = {q.id for q in spark.streams.active}
-    exec(compile(python_block("## Install and register"), "README.md", "exec"), namespace)  # noqa: S102
+    register = python_block("## Register the formats", page=DOCS / "how-to" / "install.md")
+    exec(compile(register, "README.md", "exec"), namespace)  # noqa: S102
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
     [query] = [q for q in spark.streams.active if q.id not in before]  # the block starts one, unassigned
 
