@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import AnalysisException
+from pyspark.sql.pandas.utils import require_minimum_pyarrow_version
 
 from impulse.loadtest.check.expect import Oracle, as_frame, resolve
 from impulse.loadtest.check.judge import Expectation, batch_events, stream_events
@@ -77,6 +78,12 @@ def test_the_batch_twin_of_a_streaming_only_operator_is_refused_by_spark_and_nam
 
     events = batch_events(spark, "impulse", OPTIONS, 1_700_000_000_000_000)
     assert streaming_only(pipelines.pairs_once(events)) == "dropDuplicatesWithinWatermark"
+    assert streaming_only(pipelines.evens(events)) is None
+    assert streaming_only(pipelines.per_second(events)) is None   # a watermark alone is fine in a batch
+    try:  # PySpark's pandas functions need a newer pyarrow than impulse's own floor (the lowest-versions run's)
+        require_minimum_pyarrow_version()
+    except ImportError as exc:
+        pytest.skip(f"applyInPandasWithState cannot be built here: {exc}")
 
     def count(key, frames, state):
         yield pd.DataFrame({"k": [key[0]], "n": [sum(len(f) for f in frames)]})
@@ -84,8 +91,6 @@ def test_the_batch_twin_of_a_streaming_only_operator_is_refused_by_spark_and_nam
     stateful = events.groupBy("subtask_index").applyInPandasWithState(count, "k long, n long", "n long", "append",
                                                                        GroupStateTimeout.NoTimeout)
     assert streaming_only(stateful) == "applyInPandasWithState"
-    assert streaming_only(pipelines.evens(events)) is None
-    assert streaming_only(pipelines.per_second(events)) is None   # a watermark alone is fine in a batch
 
 
 def test_one_micro_batch_holds_every_event_and_refuses_a_source_that_splits_them(spark):
