@@ -28,7 +28,7 @@ def make_session(master: str = "local[*]", app_name: str = "impulse-load", remot
         if kafka:
             return spark_kafka_session(master, app_name, **conf)[0]
         return local_session(master, app_name, **conf)
-    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession  # noqa: PLC0415 - the connect extra (grpcio)
 
     from connectors import register_all
 

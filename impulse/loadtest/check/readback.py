@@ -73,7 +73,7 @@ class RedisReadback(Readback):
         return f"Redis {self.target} values under {self.prefix!r}"
 
     def _client(self):
-        import redis
+        import redis  # noqa: PLC0415 - the redis extra's client
 
         return redis.Redis.from_url(self.url)
 

@@ -234,8 +234,8 @@ def prepare_topics(via: Via, config: LoadConfig) -> str | None:
     asked), and for a Kafka pipeline sink its output topic (created likewise, ``message.timestamp.type=
     LogAppendTime``). Returns the output topic's timestamp type (None without a Kafka sink). `LoadError` when a
     topic is missing or the cluster cannot be reached."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - the kafka extra's client
 
     from connectors.kafka_topics import create_topic
     from impulse.loadtest.via.output_latency import timestamp_type

@@ -169,7 +169,7 @@ def output_latency_values(records: OutputRecords, column: str = "timestamp",
 def timestamp_type(admin: Any, topic: str, timeout_s: float = 30.0) -> str:
     """``message.timestamp.type`` of `topic` (``CreateTime`` or ``LogAppendTime``) through `admin` (an
     ``AdminClient``)."""
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource  # noqa: PLC0415 - the kafka extra's client
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout_s)

@@ -100,13 +100,13 @@ def _avro_json(schema: str) -> dict:
 
 @lru_cache(maxsize=32)
 def _parsed_avro(schema: str):
-    import fastavro
+    import fastavro  # noqa: PLC0415 - the avro extra
 
     return fastavro.parse_schema(json.loads(schema))
 
 
 def _avro_rows(rows: list[dict], schema: str) -> list[bytes]:
-    from fastavro import schemaless_writer
+    from fastavro import schemaless_writer  # noqa: PLC0415 - the avro extra
 
     parsed = _parsed_avro(schema)
     out: list[bytes] = []
@@ -146,7 +146,7 @@ def _well_known_file(name: str) -> bytes:
     if name == "confluent/type/decimal.proto":
         return _confluent_decimal_file()
     if name == "google/type/date.proto":
-        from google.type import date_pb2 as module
+        from google.type import date_pb2 as module  # noqa: PLC0415 - the protobuf extra's googleapis-common-protos
     elif name == "google/protobuf/timestamp.proto":
         from google.protobuf import timestamp_pb2 as module
     else:

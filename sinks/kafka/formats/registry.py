@@ -150,8 +150,8 @@ def resolve_encoding(fmt: str, struct: StructType, topic: str, options: Registry
     schema is a `RegistryError` quoting the registry), else it must already be registered under the subject.
     One call or two to the registry; nothing is cached across calls.
     """
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415 - confluent-kafka's registry client (avro, protobuf, jsonschema extras)
+    from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415 - confluent-kafka's registry client (avro, protobuf, jsonschema extras)
 
     if fmt not in REGISTRY_FORMATS:
         raise ValueError(f"format {fmt!r} has no registry; expected one of {', '.join(REGISTRY_FORMATS)}")
