@@ -61,9 +61,23 @@ import time
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.harness import (PARTITIONS, Override, Verdict, await_query, compare, data_source_class,
-                                            expected_events, failure_of, fresh_namespace, impulse_stream, kill_tree,
-                                            read_metrics, run_query, start_query, wait_for_stall)
+from connectors.conformance.harness import (
+    PARTITIONS,
+    Override,
+    Verdict,
+    await_query,
+    compare,
+    data_source_class,
+    expected_events,
+    failure_of,
+    fresh_namespace,
+    impulse_stream,
+    kill_tree,
+    read_metrics,
+    run_query,
+    start_query,
+    wait_for_stall,
+)
 from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
 from connectors.conformance.poison import PoisonRecordConformance
 from connectors.partitions import split_limit

@@ -22,8 +22,19 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from connectors.kafka_topics import create_topic, end_offsets, read_topic
-from connectors.servers.base import (LOOPBACK, ClientLibrary, ProcessServer, ServerError, cache_root, fetch_once,
-                                     free_port, java, maven, quiet_logger, wait_until)
+from connectors.servers.base import (
+    LOOPBACK,
+    ClientLibrary,
+    ProcessServer,
+    ServerError,
+    cache_root,
+    fetch_once,
+    free_port,
+    java,
+    maven,
+    quiet_logger,
+    wait_until,
+)
 
 __all__ = ["KAFKA_POM", "KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir", "pom_digest"]
 

@@ -8,8 +8,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from connectors.servers.base import ClientLibrary, ServerError, Server, free_port, wait_until
+from connectors.servers.base import ClientLibrary, Server, ServerError, free_port, wait_until
 from connectors.servers.redis import RedisServer
 
 __all__ = ["ClusterNode", "RedisCluster"]
@@ -144,8 +145,6 @@ class RedisCluster(Server):
 
     def _live_addresses(self) -> list[str]:
         if self._external is not None:
-            from urllib.parse import urlsplit
-
             parts = urlsplit(self._external)
             return [f"{parts.hostname}:{parts.port or 6379}"]
         return [f"{node.host}:{node.port}" for node in self.nodes if node.running]

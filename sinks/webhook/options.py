@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from connectors.env import ENV_REF
 from connectors.env import resolve_env as resolve_env_of
-from connectors.errors import OptionError, SinkError, TransientError
+from connectors.errors import OptionError, TransientError
 from connectors.options import OptionReader
 from connectors.redact import redact_url
 from connectors.retry import Backoff, Retry
