@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from connectors.kafka_topics import read_topic
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Readback", "ReceiverReadback", "RedisReadback", "KafkaReadback", "readback"]
@@ -128,8 +129,6 @@ class KafkaReadback(Readback):
         return f"the records of topic {self.topic!r}"
 
     def _read(self) -> list:
-        from connectors.kafka_topics import read_topic
-
         return read_topic(self.config, self.topic)
 
     def prepare(self) -> None:

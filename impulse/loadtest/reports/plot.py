@@ -13,6 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from impulse.loadtest.measure.latency_names import title as latency_title
+from impulse.loadtest.via.report import report_rows
+
 __all__ = ["plot_runs", "two_panels", "finish_panels"]
 
 
@@ -78,9 +81,6 @@ def finish_panels(figure, rate_axes, latency_axes, path: str | Path, *, title: s
 
 def plot_runs(runs: Sequence, path: str | Path, title: str) -> Path:
     """Draw `runs` (`LoadResult`s: one run, or the steps of a ramp) into the PNG at `path`."""
-    from impulse.loadtest.measure.latency_names import title as latency_title
-    from impulse.loadtest.via.report import report_rows
-
     figure, rate_axes, latency_axes = two_panels((9, 5.6))
     started = [r for r in runs if r.batches]
     origin = min(((r.schedule_start_us or r.started_us) for r in started), default=0)
