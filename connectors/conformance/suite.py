@@ -475,12 +475,12 @@ class SinkConformance(PoisonRecordConformance):
                 network.arm(cut)
                 try:
                     query = start_query(spark, routed, namespace, checkpoint, limit=limit)
-                    fired = network.await_cut(cut, lambda: query.isActive, timeout=120)
+                    fired = network.await_cut(cut, lambda: query.isActive, timeout=120)  # noqa: B023 - called within this iteration
                 finally:
                     network.proxy.clear()
-                failure = failure_of(lambda: await_query(query))
+                failure = failure_of(lambda: await_query(query))  # noqa: B023 - called within this iteration
                 if failure is not None:  # restarted from its checkpoint, as Spark's users do
-                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
+                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))  # noqa: B023 - called within this iteration
                 verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
             if os.environ.get("IMPULSE_CUT_TRACE"):
                 print(f"{cut}: fired={fired is not None} failed={failure is not None} {time.monotonic() - started:.1f}s",

@@ -535,7 +535,7 @@ def _in_file_terms(message: str) -> str:
 
 def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
     """One scenario from its values (flag terms in the messages)."""
-    get: Callable[[str], Any] = lambda key: _value(values, key)  # noqa: E731
+    get: Callable[[str], Any] = lambda key: _value(values, key)  # noqa: E731 - a one-line getter over `values`
     source = dict(get("source"))
     stages_key = next((k for k in source if k.lower() == STAGES_OPTION.lower()), None)
     if stages_key is not None:  # LoadConfig takes the rate and the duration from the stages

@@ -213,7 +213,7 @@ class KafkaSink(Sink):
 
     name = "kafka-sink"
 
-    def __init__(self, options: KafkaOptions, columns: Columns, encodings: Encodings = Encodings()) -> None:
+    def __init__(self, options: KafkaOptions, columns: Columns, encodings: Encodings = Encodings()) -> None:  # noqa: B008 - Encodings is frozen: one shared default is safe
         self.options = options
         self.columns = columns
         self.encodings = encodings  # resolved on the driver (registry ids included): executors only encode

@@ -69,7 +69,7 @@ def _http_url(reader: OptionReader, option: str, *, required: bool = False) -> s
         return None
     parts = urlsplit(url)
     try:
-        parts.port
+        parts.port  # noqa: B018 - reading .port validates it (ValueError)
     except ValueError:
         raise OptionError(option, redact_url(url), "an http:// or https:// URL with a valid port") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:

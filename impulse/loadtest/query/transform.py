@@ -330,7 +330,7 @@ def apply(spark, transform: Transform | None, events):
         try:
             streaming = out.isStreaming
             out.schema  # noqa: B018 - analysis: over Spark Connect errors show here, not at the call
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - Spark's analysis of the user's output: quoted
             raise LoadError(f"{transform.label}: Spark cannot run it: {reason(exc)}") from None
         if streaming != events.isStreaming:
             raise LoadError(f"{transform.label}: returned a batch DataFrame; derive the result from the events "
@@ -348,7 +348,7 @@ def with_event_time(config: LoadConfig, out, remote: bool = False):
     with connect_mode(remote):
         try:
             kind = out.select(F.col(column).alias("t")).schema["t"].dataType.typeName()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a column Spark cannot resolve: quoted, naming the flag
             raise LoadError(f"--event-time-column {column}: not a column of the output ({', '.join(out.columns)}): "
                             f"{reason(exc)}") from None
         if kind not in ("timestamp", "timestamp_ntz"):
