@@ -5,6 +5,7 @@ ruff comes with the ``test`` extra (setup.cfg), which tests/run installs."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -14,9 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def ruff() -> list[str]:
-    """The command that runs ruff: the executable on PATH, else the module of this interpreter's install."""
+    """The command that runs ruff: this interpreter's install (the test extra's pin), else the one on PATH."""
+    if importlib.util.find_spec("ruff") is not None:
+        return [sys.executable, "-m", "ruff"]
     found = shutil.which("ruff")
-    return [found] if found else [sys.executable, "-m", "ruff"]
+    assert found, "ruff is not installed: pip install -e '.[test]' (tests/run does)"
+    return [found]
 
 
 def test_ruff_finds_nothing():
