@@ -24,8 +24,8 @@ def create_topic(admin: Any, name: str, partitions: int, replication_factor: int
     partitions not checked). Raises ``confluent_kafka.KafkaException`` when the broker refuses the topic (an
     existing one too, unless `exist_ok`) and TimeoutError when its partitions have no leaders after `timeout_s`
     seconds."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic
+    from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415 - the kafka extra's client
+    from confluent_kafka.admin import NewTopic  # noqa: PLC0415 - the kafka extra's client
 
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(config or {}))
     future = admin.create_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)[name]
@@ -60,7 +60,7 @@ def end_offsets(config: Mapping[str, Any], topic: str, isolation: str = "read_co
 
 
 def _consumer(config: Mapping[str, Any], purpose: str, isolation: str, **extra: Any) -> Any:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer  # noqa: PLC0415 - the kafka extra's client
 
     return Consumer({**config, "group.id": f"impulse-{purpose}-{uuid.uuid4().hex}", "isolation.level": isolation,
                      "enable.auto.commit": False, **extra})
@@ -68,7 +68,7 @@ def _consumer(config: Mapping[str, Any], purpose: str, isolation: str, **extra: 
 
 def _ends(consumer: Any, topic: str, timeout_s: float) -> dict[int, int]:
     """`end_offsets` as `consumer` (its isolation level) sees them."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition  # noqa: PLC0415 - the kafka extra's client
 
     found = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
     if found.error is not None:
@@ -89,7 +89,7 @@ def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_com
     up to `settle_s` seconds; past that (a transaction left open, by a producer that was killed and not
     replaced) the read ends at the last stable offset. Raises TimeoutError when the records up to the end cannot
     be read within `timeout_s` seconds, ``KafkaException`` on an error that is not retriable."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition  # noqa: PLC0415 - the kafka extra's client
 
     consumer = _consumer(config, "read", isolation, **{
         "enable.partition.eof": True, "auto.offset.reset": "earliest",

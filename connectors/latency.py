@@ -30,7 +30,7 @@ def _hdr_class() -> "type[HdrHistogram]":
     """hdrhistogram's class, imported when a latency is first recorded or read: every sink's extra installs it,
     and PySpark's data-source lookup imports each sink's module (so this one) whether that extra is there or not."""
     try:
-        from hdrh.histogram import HdrHistogram
+        from hdrh.histogram import HdrHistogram  # noqa: PLC0415 - hdrhistogram, in each sink's extra
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ImportError("the sinks record latencies with hdrhistogram: pip install 'impulse-connectors[kafka]' "
                           "(or [redis], [webhook], [load]: each installs it)") from exc

@@ -377,7 +377,7 @@ class ProtocolWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
         freeze_gc_once()
         identity = WriteIdentity.current(self.options.commit_id, self.batch_id)
-        fault = lambda point: self._fault(point, identity.batch_id, identity.partition_id, identity.attempt)  # noqa: E731
+        fault = lambda point: self._fault(point, identity.batch_id, identity.partition_id, identity.attempt)  # noqa: E731 - binds this write's identity
         fault("before_write")
         plan = self.options.faults
         arm = plan is not None and plan.matches("mid_write", identity.batch_id, identity.partition_id, identity.attempt)

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import pyspark
 from pyspark import SparkContext
+from pyspark.find_spark_home import _find_spark_home
 from pyspark.sql import SparkSession
 
 from connectors import register_all
@@ -91,8 +92,6 @@ def _in_local_cache(version: str, conf: Mapping[str, Any]) -> bool:
 def _resolves(package: str, conf: Mapping[str, Any]) -> bool:
     """Whether Spark's resolver finds `package`: a ``spark-submit`` that resolves it, then runs only ``--version``
     (exit 0), or fails to (exit 1: unresolved dependency); its output discarded."""
-    from pyspark.find_spark_home import _find_spark_home
-
     settings = [arg for key, value in conf.items() if key.startswith("spark.jars.") and key != "spark.jars.packages"
                 for arg in ("--conf", f"{key}={value}")]
     command = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--conf", f"spark.jars.packages={package}",

@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
 __all__ = ["CheckResult", "EXAMPLES", "compare", "last_watermark", "final_rows", "latest"]
 
 EXAMPLES = 3   # rows shown per kind of difference
@@ -64,8 +67,6 @@ class CheckResult:
 def compare(expected, delivered, basis: str = "") -> CheckResult:
     """Compare two DataFrames as multisets of rows (same column names; `delivered`'s are selected in `expected`'s
     order); see the module docstring for the counts."""
-    from pyspark.sql import functions as F
-
     columns = list(expected.columns)
     key = F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))
     if set(delivered.columns) >= set(columns):
@@ -106,8 +107,6 @@ def last_watermark(query) -> str | None:
 def final_rows(frame, rule: str | None, watermark: str | None):
     """`frame`'s rows that are final under `watermark`: ``rule <= watermark`` (all rows without a rule; none of a
     rule's rows before the first watermark, Spark's 1970-01-01)."""
-    from pyspark.sql import functions as F
-
     if rule is None:
         return frame
     return frame.where(F.expr(f"{rule} <= TIMESTAMP'{watermark or '1970-01-01 00:00:00'}'"))
@@ -115,8 +114,5 @@ def final_rows(frame, rule: str | None, watermark: str | None):
 
 def latest(rows, key: Sequence[str], latest_by: str):
     """Of an update stream's `rows`, the final state: per `key`, the row with the greatest `latest_by` (SQL)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     order = Window.partitionBy(*key).orderBy(F.expr(latest_by).desc())
     return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")

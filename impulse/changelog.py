@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.types import LongType, StringType
 
 from connectors.errors import OptionError
 from impulse import draws
@@ -130,8 +131,6 @@ class ChangeColumn:
 
 def change_columns(changelog: Changelog, schema_fields: dict) -> dict[str, ChangeColumn]:
     """The key and ``op`` columns of a schema (lower-cased name → its `StructField`), checked; raises `OptionError`."""
-    from pyspark.sql.types import LongType, StringType
-
     key = schema_fields.get(changelog.key_column)
     names = ", ".join(f.name for f in schema_fields.values())
     if key is None or key.dataType != LongType():

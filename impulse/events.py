@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from impulse import draws
-from impulse.changelog import Changelog, ChangeColumn
+from impulse.changelog import ChangeColumn, Changelog
 from impulse.schedule import Schedule
 from impulse.schema import RowSpec, arrow_schema, default_rows, spark_schema
 

@@ -33,8 +33,8 @@ def pool(provider: str, locale: str, cardinality: int, key: int, prefix: str) ->
     seeded with `key`. `prefix` (``fields.<path>.``) names the options in an `OptionError`: Faker missing, an
     unknown locale, or a provider that does not exist or needs arguments."""
     try:
-        from faker import Faker
-        from faker.config import AVAILABLE_LOCALES
+        from faker import Faker  # noqa: PLC0415 - the faker extra
+        from faker.config import AVAILABLE_LOCALES  # noqa: PLC0415 - the faker extra
     except ImportError:
         raise OptionError(prefix + "kind", "faker", f"the 'faker' extra installed for kind=faker ({EXTRA})") from None
     if locale not in AVAILABLE_LOCALES:

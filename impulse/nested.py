@@ -46,8 +46,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from impulse import draws
-from impulse.fields import (ALPHANUMERIC, PROPERTIES, Column, alphanumeric, generated_column, numbers_to_type,
-                            values_at)
+from impulse.fields import ALPHANUMERIC, PROPERTIES, Column, alphanumeric, generated_column, numbers_to_type, values_at
 
 __all__ = ["Node", "Repeated", "Struct", "MapKeys", "column_of", "split_path", "DEFAULT_SIZE", "MAX_SIZE",
            "SHUFFLED_KEY_SETS"]

@@ -8,6 +8,9 @@ line for the report.
 
 from __future__ import annotations
 
+from connectors import register_all
+from connectors.session import local_session, spark_kafka_session
+
 __all__ = ["make_session", "is_remote", "deployment", "describe"]
 
 
@@ -23,14 +26,10 @@ def make_session(master: str = "local[*]", app_name: str = "impulse-load", remot
     """
     conf = {"spark.sql.shuffle.partitions": 2, "spark.sql.streaming.numRecentProgressUpdates": 1000}
     if remote is None:
-        from connectors.session import local_session, spark_kafka_session
-
         if kafka:
             return spark_kafka_session(master, app_name, **conf)[0]
         return local_session(master, app_name, **conf)
-    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-
-    from connectors import register_all
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession  # noqa: PLC0415 - the connect extra (grpcio)
 
     spark = RemoteSparkSession.builder.remote(remote).create()
     for key, value in conf.items():  # session-level settings: a Connect client cannot change static ones

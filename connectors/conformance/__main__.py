@@ -46,7 +46,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, pytest_args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        import pytest
+        import pytest  # noqa: PLC0415 - the conformance extra's pytest
     except ImportError:
         print(f"python -m connectors.conformance: the conformance suite runs on pytest, which is not installed: "
               f"{INSTALL}", file=sys.stderr)

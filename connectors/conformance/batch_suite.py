@@ -133,7 +133,7 @@ class BatchWriteConformance:
         cases = [({"noSuchOption": "1"}, "noSuchOption"), *adapter.bad_options()]
         for overrides, word in cases:
             self._expect_failure(adapter, namespace, lambda: write_batch(spark, adapter, namespace, 10,
-                                                                         options=overrides), word)
+                                                                         options=overrides), word)  # noqa: B023 - called within this iteration
 
     def test_batch_overwrite_mode_fails(self, spark, adapter, namespace):
         message = self._expect_failure(adapter, namespace, lambda: write_batch(spark, adapter, namespace, 10,
@@ -144,7 +144,7 @@ class BatchWriteConformance:
         """Spark refuses these modes for any Python data source, naming the mode (what a user sees)."""
         for mode, word in ((None, "ErrorIfExists"), ("ignore", "Ignore")):
             message = self._expect_failure(adapter, namespace, lambda: write_batch(spark, adapter, namespace, 10,
-                                                                                   mode=mode), word)
+                                                                                   mode=mode), word)  # noqa: B023 - called within this iteration
             assert "UNSUPPORTED_DATA_SOURCE_SAVE_MODE" in message, message[-2000:]
 
     def _expect_failure(self, adapter: SinkAdapter, namespace: str, fn, word: str) -> str:

@@ -170,7 +170,7 @@ class Network:
         """Wait until a connection was broken at `cut` (the conversation), the query ended or `timeout` seconds
         passed (None); a stall is then held `stall_s` seconds (less if the query ends); then the toxic is
         removed, so the retry gets through."""
-        stop = lambda: not query_running()  # noqa: E731
+        stop = lambda: not query_running()  # noqa: E731 - a one-line predicate
         try:
             if KINDS[cut.kind].toxic == "limit_data":
                 return self.tap.wait_for_cut(cut.direction, cut.size, timeout, stop=stop)

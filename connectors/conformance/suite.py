@@ -61,9 +61,23 @@ import time
 import pytest
 
 from connectors.conformance.adapter import SinkAdapter
-from connectors.conformance.harness import (PARTITIONS, Override, Verdict, await_query, compare, data_source_class,
-                                            expected_events, failure_of, fresh_namespace, impulse_stream, kill_tree,
-                                            read_metrics, run_query, start_query, wait_for_stall)
+from connectors.conformance.harness import (
+    PARTITIONS,
+    Override,
+    Verdict,
+    await_query,
+    compare,
+    data_source_class,
+    expected_events,
+    failure_of,
+    fresh_namespace,
+    impulse_stream,
+    kill_tree,
+    read_metrics,
+    run_query,
+    start_query,
+    wait_for_stall,
+)
 from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
 from connectors.conformance.poison import PoisonRecordConformance
 from connectors.partitions import split_limit
@@ -461,12 +475,12 @@ class SinkConformance(PoisonRecordConformance):
                 network.arm(cut)
                 try:
                     query = start_query(spark, routed, namespace, checkpoint, limit=limit)
-                    fired = network.await_cut(cut, lambda: query.isActive, timeout=120)
+                    fired = network.await_cut(cut, lambda: query.isActive, timeout=120)  # noqa: B023 - called within this iteration
                 finally:
                     network.proxy.clear()
-                failure = failure_of(lambda: await_query(query))
+                failure = failure_of(lambda: await_query(query))  # noqa: B023 - called within this iteration
                 if failure is not None:  # restarted from its checkpoint, as Spark's users do
-                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
+                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))  # noqa: B023 - called within this iteration
                 verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
             if os.environ.get("IMPULSE_CUT_TRACE"):
                 print(f"{cut}: fired={fired is not None} failed={failure is not None} {time.monotonic() - started:.1f}s",

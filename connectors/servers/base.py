@@ -22,6 +22,9 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from connectors.errors import SinkError
+from connectors.registry import import_extra
+
 __all__ = ["LOOPBACK", "ROOT", "ClientLibrary", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once",
            "free_port", "java", "maven", "quiet_logger", "tail", "wait_until"]
 
@@ -44,9 +47,6 @@ class ClientLibrary(NamedTuple):
     def require(self, needed_by: str) -> None:
         """Import `module`; `ServerError` ``"<needed_by> needs <package>: pip install 'impulse-connectors[<extra>]'"``
         when it cannot be imported here (`connectors.registry.import_extra`, the one gate of an extra)."""
-        from connectors.errors import SinkError
-        from connectors.registry import import_extra
-
         try:
             import_extra(self.module, self.extra, needed_by, self.package)
         except SinkError as exc:

@@ -22,8 +22,19 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from connectors.kafka_topics import create_topic, end_offsets, read_topic
-from connectors.servers.base import (LOOPBACK, ClientLibrary, ProcessServer, ServerError, cache_root, fetch_once,
-                                     free_port, java, maven, quiet_logger, wait_until)
+from connectors.servers.base import (
+    LOOPBACK,
+    ClientLibrary,
+    ProcessServer,
+    ServerError,
+    cache_root,
+    fetch_once,
+    free_port,
+    java,
+    maven,
+    quiet_logger,
+    wait_until,
+)
 
 __all__ = ["KAFKA_POM", "KAFKA_VERSION", "KafkaBroker", "fetch_kafka", "kafka_jars_dir", "pom_digest"]
 
@@ -235,7 +246,7 @@ class KafkaBroker(ProcessServer):
             raise ServerError(f"kafka: formatting {self.log_dir} failed (exit {result.returncode}):\n{result.stdout}")
 
     def _ready(self) -> bool:
-        from confluent_kafka import Producer
+        from confluent_kafka import Producer  # noqa: PLC0415 - the kafka extra's client
 
         # A plain TCP connect first: librdkafka backs off after "connection refused", which would cost seconds.
         socket.create_connection((LOOPBACK, self.port), timeout=1).close()
@@ -281,13 +292,13 @@ class KafkaBroker(ProcessServer):
         return conf
 
     def admin(self, **conf):
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - the kafka extra's client
 
         return AdminClient(self._client_config(conf))
 
     def producer(self, **conf):
         """A ``confluent_kafka.Producer`` for this broker; keys use librdkafka spelling with ``_`` for ``.``."""
-        from confluent_kafka import Producer
+        from confluent_kafka import Producer  # noqa: PLC0415 - the kafka extra's client
 
         return Producer(self._client_config({k.replace("_", "."): v for k, v in conf.items()}))
 
@@ -304,7 +315,7 @@ class KafkaBroker(ProcessServer):
 
     def end_offsets(self, topic: str, isolation: str = "read_committed", timeout: float = 30.0) -> dict[int, int]:
         """``{partition: end offset}``; for ``read_committed`` the end is the last stable offset."""
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
 
         try:
             return end_offsets(self._client_config(), topic, isolation, timeout)

@@ -53,7 +53,7 @@ class RedisServer(ProcessServer):
 
     def client(self, **kwargs):
         """A ``redis.Redis`` connected to this server (``decode_responses`` etc. pass through)."""
-        import redis
+        import redis  # noqa: PLC0415 - the redis extra's client
 
         return redis.Redis.from_url(self.url, **kwargs)
 
@@ -91,9 +91,9 @@ class RedisServer(ProcessServer):
                     raise
 
     def _ping(self) -> bool:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
+        import redis  # noqa: PLC0415 - the redis extra's client
+        from redis.backoff import NoBackoff  # noqa: PLC0415 - the redis extra's client
+        from redis.retry import Retry  # noqa: PLC0415 - the redis extra's client
 
         client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=1, socket_timeout=2,
                              retry=Retry(NoBackoff(), 0))

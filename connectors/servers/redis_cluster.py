@@ -8,8 +8,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from connectors.servers.base import ClientLibrary, ServerError, Server, free_port, wait_until
+from connectors.servers.base import ClientLibrary, Server, ServerError, free_port, wait_until
 from connectors.servers.redis import RedisServer
 
 __all__ = ["ClusterNode", "RedisCluster"]
@@ -92,13 +93,13 @@ class RedisCluster(Server):
 
     def client(self, **kwargs):
         """A ``redis.cluster.RedisCluster`` on this cluster (keyword arguments pass through)."""
-        from redis.cluster import RedisCluster as ClusterClient
+        from redis.cluster import RedisCluster as ClusterClient  # noqa: PLC0415 - the redis extra's client
 
         return ClusterClient.from_url(self.url, **kwargs)
 
     def node_client(self, address: str, **kwargs):
         """A plain ``redis.Redis`` on one node (``host:port``), for commands aimed at that node."""
-        import redis
+        import redis  # noqa: PLC0415 - the redis extra's client
 
         host, _, port = address.rpartition(":")
         return redis.Redis(host=host, port=int(port), socket_timeout=10, socket_connect_timeout=5, **kwargs)
@@ -106,7 +107,7 @@ class RedisCluster(Server):
     def execute(self, *command, address: str | None = None):
         """Run `command` on `address`, or on the first running node that answers; the reply as Redis sent it.
         An error reply raises ``redis.ResponseError``; no node answering raises `ServerError`."""
-        import redis
+        import redis  # noqa: PLC0415 - the redis extra's client
 
         addresses = [address] if address else self._live_addresses()
         last: Exception | None = None
@@ -144,8 +145,6 @@ class RedisCluster(Server):
 
     def _live_addresses(self) -> list[str]:
         if self._external is not None:
-            from urllib.parse import urlsplit
-
             parts = urlsplit(self._external)
             return [f"{parts.hostname}:{parts.port or 6379}"]
         return [f"{node.host}:{node.port}" for node in self.nodes if node.running]
@@ -266,7 +265,7 @@ class RedisCluster(Server):
         """Block until every running node reports ``cluster_state:ok`` with all 16384 slots served, sees every
         running node connected, agrees with the others about which primary serves which slots, and every
         replica's link to its primary is up (`TimeoutError` otherwise)."""
-        import redis
+        import redis  # noqa: PLC0415 - the redis extra's client
 
         last: list[str] = []
 

@@ -197,7 +197,7 @@ class SparkConnectServer(_SparkServer):
 
     def session(self):
         """A new Spark Connect client session on this server (``SparkSession.builder.remote(url)``)."""
-        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession  # noqa: PLC0415 - the connect extra (grpcio)
 
         return RemoteSparkSession.builder.remote(self.url).create()
 

@@ -20,9 +20,27 @@ from contextlib import ExitStack
 from dataclasses import replace
 from typing import Sequence
 
-from impulse.loadtest.reports.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS
+from pyspark import SparkContext
+
+from impulse.loadtest.check.expect import locate as locate_oracle
+from impulse.loadtest.check.readback import readback
+from impulse.loadtest.load.display import Display
+from impulse.loadtest.load.ramp import run_ramp
+from impulse.loadtest.load.receiver import Receiver, embedded_options, needs_receiver
+from impulse.loadtest.load.run import StopRequest, describe_run, impulse_options, run_load
+from impulse.loadtest.query.transform import check_mode, output_mode, resolve
+from impulse.loadtest.reports.compare import main as compare_main
+from impulse.loadtest.reports.junit import write_junit
+from impulse.loadtest.reports.prometheus import Exporter
+from impulse.loadtest.reports.report import ramp_text, report_document, summary_text, write_report
+from impulse.loadtest.reports.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS, decide_all
 from impulse.loadtest.scenario import Plan, Scenario, plan_from_args
+from impulse.loadtest.settings.target import preflight
 from impulse.loadtest.settings.units import LoadError
+from impulse.loadtest.settings.via import parse_via
+from impulse.loadtest.via.check import via_readback
+from impulse.loadtest.via.kafka import prepare_topics, run_via_kafka, session_master
+from impulse.session import make_session
 
 __all__ = ["main"]
 
@@ -70,16 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:
-        from impulse.loadtest.reports.compare import main as compare_main
-
         return compare_main(argv[1:])
     try:
         plan = plan_from_args(argv, description=_DESCRIPTION, epilog=_EPILOG + _exit_codes_help())
     except LoadError as exc:
         return _error(str(exc))
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
-    from impulse.loadtest.load.display import Display
-    from impulse.loadtest.load.run import StopRequest
 
     display = Display()
     stop = StopRequest()
@@ -95,8 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             scenarios, receiver = _prepare(plan, display, stack)
             exporter = None
             if plan.metrics_port is not None:
-                from impulse.loadtest.reports.prometheus import Exporter
-
                 exporter = stack.enter_context(Exporter(plan.metrics_port, plan.metrics_host))
                 display.line(f"Prometheus metrics at {exporter.url}")
         except LoadError as exc:
@@ -104,10 +116,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         config = scenarios[0].config
         try:
-            from pyspark import SparkContext
-
-            from impulse.session import make_session
-            from impulse.loadtest.via.kafka import session_master
 
             masters = {session_master(s.config) for s in scenarios} - {config.master}  # real-time mode's slots
             master = max(masters, key=_slots) if masters else config.master
@@ -151,16 +159,6 @@ def _error(message: str) -> int:
 def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], object]:
     """Every scenario checked before Spark starts (impulse options, the sink's pre-flight), with the embedded
     receiver's options where a webhook sink has no url; `LoadError` names the file and scenario of a problem."""
-    from impulse.loadtest.check.expect import locate as locate_oracle
-    from impulse.loadtest.check.readback import readback
-    from impulse.loadtest.load.receiver import Receiver, embedded_options, needs_receiver
-    from impulse.loadtest.load.run import impulse_options
-    from impulse.loadtest.query.transform import check_mode, output_mode, resolve
-    from impulse.loadtest.settings.target import preflight
-    from impulse.loadtest.settings.via import parse_via
-    from impulse.loadtest.via.check import via_readback
-    from impulse.loadtest.via.kafka import prepare_topics
-
     receiver = None
     ready = []
     for scenario in plan.scenarios:
@@ -223,12 +221,6 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
     """The scenarios one after another (a stop request ends the plan), their summaries, the report, the exit code of
     their PASS/FAIL (`impulse.loadtest.reports.verdict`): 130 interrupted, else 99 a threshold, check or ramp failed,
     else 1 a run failed, else 0."""
-    from impulse.loadtest.load.ramp import run_ramp
-    from impulse.loadtest.load.run import describe_run, run_load
-    from impulse.loadtest.reports.report import ramp_text, summary_text, write_report
-    from impulse.loadtest.reports.verdict import decide_all
-    from impulse.loadtest.via.kafka import run_via_kafka
-
     results: list[tuple[str, object]] = []
     interrupted = False
     for index, scenario in enumerate(scenarios):
@@ -264,9 +256,6 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
                              name=scenarios[0].name)
         display.line("report: " + ", ".join(str(p) for p in paths.values()))
     if plan.junit:
-        from impulse.loadtest.reports.junit import write_junit
-        from impulse.loadtest.reports.report import report_document
-
         document, _, _ = report_document(results if plan.file else results[0][1], file=plan.file,
                                          name=scenarios[0].name)
         display.line(f"JUnit XML: {write_junit(document, plan.junit)}")

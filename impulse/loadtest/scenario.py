@@ -40,9 +40,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib
+
 from connectors.redact import is_secret
 from impulse.loadtest.settings.config import LoadConfig, RampConfig
 from impulse.loadtest.settings.stages import STAGES_OPTION
+from impulse.loadtest.settings.target import known_sinks
 from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 
 __all__ = ["Key", "KEYS", "Scenario", "Plan", "build_parser", "plan_from_args", "load_plan", "SCENARIO_TABLE"]
@@ -286,8 +292,6 @@ def build_parser(prog: str = "impulse-load", *, description: str = "", epilog: s
                  with_file: bool = False) -> argparse.ArgumentParser:
     """The argparse parser of `KEYS` (and ``--set``); every flag's default is "not given" (the file or `KEYS` fill
     it in), prefixes of flags are refused (``--rat`` is not ``--rate``)."""
-    from impulse.loadtest.settings.target import known_sinks
-
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog, allow_abbrev=False,
                                      argument_default=argparse.SUPPRESS,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -389,10 +393,6 @@ def _refuse_literal_secrets(table: Mapping[str, Any], where: str, nested: bool =
 
 def _read_toml(path: Path) -> dict:
     try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
         with open(path, "rb") as source:
             return tomllib.load(source)
     except FileNotFoundError:
@@ -405,10 +405,6 @@ def _read_toml(path: Path) -> dict:
 
 def _toml_value(text: str) -> Any:
     """A ``--set`` value: TOML if it reads as one (``4``, ``true``, ``"x"``, ``[…]``), else the string itself."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:
-        import tomli as tomllib  # type: ignore[no-redef]
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
@@ -539,7 +535,7 @@ def _in_file_terms(message: str) -> str:
 
 def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
     """One scenario from its values (flag terms in the messages)."""
-    get: Callable[[str], Any] = lambda key: _value(values, key)  # noqa: E731
+    get: Callable[[str], Any] = lambda key: _value(values, key)  # noqa: E731 - a one-line getter over `values`
     source = dict(get("source"))
     stages_key = next((k for k in source if k.lower() == STAGES_OPTION.lower()), None)
     if stages_key is not None:  # LoadConfig takes the rate and the duration from the stages
@@ -601,8 +597,6 @@ def _plan(layers: Sequence[tuple[str | None, Mapping[str, Any]]], source: str | 
 
 def keys_table() -> str:
     """The README's table of keys (Markdown): key, flag, default, what it is."""
-    from impulse.loadtest.settings.target import known_sinks
-
     rows = ["| key | flag | default | scope | what |", "|---|---|---|---|---|"]
     for key in KEYS:
         text = key.help.replace("{sinks}", ", ".join(known_sinks())).replace("%%", "%").replace("|", "\\|")

@@ -22,8 +22,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Sequence, TextIO
 
-from impulse.answer import latest
+from impulse.answer import compare, final_rows, last_watermark, latest
 from impulse.nexmark.queries import QUERIES, Query, query
+from impulse.session import deployment, make_session
 
 __all__ = ["main", "Result", "run_query", "check_query", "source_options", "latest"]
 
@@ -157,7 +158,6 @@ def check_query(spark, q: Query, options: dict[str, str], cores: int, out: TextI
     result = Result(q.name, int(options["limit"]), seconds, cores)
     if q.unchecked:
         return dataclasses.replace(result, check=f"not checked: {q.unchecked}")
-    from impulse.answer import compare, final_rows, last_watermark
 
     streamed = spark.table(name)
     events = spark.read.format("nexmark").options(**options).load()
@@ -196,7 +196,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyError as error:
         print(f"impulse-nexmark: {error.args[0]}", file=sys.stderr)
         return 2
-    from impulse.session import deployment, make_session
 
     print(f"starting Spark ({args.remote or args.master})…", file=sys.stderr, flush=True)
     spark = make_session(args.master, app_name="impulse-nexmark", remote=args.remote)

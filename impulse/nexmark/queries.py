@@ -16,8 +16,14 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from impulse.nexmark.stateful import (LAST_WINNERS, RANKS, daily_statistics, last_winners_average, use_rocksdb,
-                                      winning_bids)
+from impulse.nexmark.stateful import (
+    LAST_WINNERS,
+    RANKS,
+    daily_statistics,
+    last_winners_average,
+    use_rocksdb,
+    winning_bids,
+)
 
 __all__ = ["Query", "QUERIES", "query", "views", "WATERMARK_DELAY"]
 

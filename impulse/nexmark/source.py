@@ -22,8 +22,17 @@ from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.worker import freeze_gc_once
 from impulse.events import ROWS_PER_BATCH, EventLayout
-from impulse.nexmark.generator import (AUCTION, BID, MAX_AVERAGE_BYTES, PERSON, TABLES, Generator, adjusted,
-                                       event_types, events_for_in_flight)
+from impulse.nexmark.generator import (
+    AUCTION,
+    BID,
+    MAX_AVERAGE_BYTES,
+    PERSON,
+    TABLES,
+    Generator,
+    adjusted,
+    event_types,
+    events_for_in_flight,
+)
 from impulse.options import ImpulseOptions
 from impulse.source import ImpulseBatchReader, ImpulsePartition, ImpulseStreamReader
 

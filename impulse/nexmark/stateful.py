@@ -25,8 +25,12 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, StatefulProcessor, StatefulProcessorHandle,
-                                                      TimerValues)
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
 
 __all__ = ["winning_bids", "last_winners_average", "daily_statistics", "use_rocksdb", "WinningBids", "LastWinners",
            "DailyStatistics", "WINNERS_SCHEMA", "RANKS", "LAST_WINNERS", "STATE_STORE"]

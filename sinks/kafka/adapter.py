@@ -116,8 +116,8 @@ class KafkaAdapter(SinkAdapter):
 
     def _decode_avro(self, record: bytes) -> dict:
         """A framed Avro record decoded with its writer's schema (asked from the registry once per id)."""
-        import fastavro
-        from confluent_kafka.schema_registry import SchemaRegistryClient
+        import fastavro  # noqa: PLC0415 - the avro extra
+        from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415 - the avro extra
 
         schema_id, payload = split_header(record)
         if schema_id not in self._schemas:

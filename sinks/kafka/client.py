@@ -70,7 +70,7 @@ def quietly(call: Callable[[], Any]) -> None:
     """Clean-up after a failure: its own errors would hide the one that matters (the next writer fences anyway)."""
     try:
         call()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - clean-up after a failure: that failure is the one to raise
         log.debug("kafka-sink: clean-up call failed: %s", exc)
 
 

@@ -20,8 +20,14 @@ from pyspark.sql import types as T
 from connectors.errors import OptionError, SinkError
 from connectors.options import OptionReader
 from connectors.rows import json_objects
-from sinks.kafka.formats import (FORMATS, REGISTRY_FORMATS, EncodingSpec, RecordEncodeError, SchemaMappingError,
-                                 encode_batch)
+from sinks.kafka.formats import (
+    FORMATS,
+    REGISTRY_FORMATS,
+    EncodingSpec,
+    RecordEncodeError,
+    SchemaMappingError,
+    encode_batch,
+)
 from sinks.kafka.formats.registry import STRATEGIES, registry_options, resolve_encoding
 
 __all__ = ["KAFKA_COLUMNS", "SideEncoding", "Encodings", "read_formats", "resolve", "encode_side", "UNFIT"]

@@ -21,13 +21,32 @@ from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.redact import redact_options
 from connectors.rows import as_binary, json_objects
-from sinks.kafka.client import (COORDINATOR_MOVING, REFUSED_AT_ONCE, handshake_errors, idle_admins, idle_checkers,
-                                idle_producers, import_kafka, import_kafka_admin, kafka_error_name, mapped,
-                                note_handshake_error, quietly, translate)
+from sinks.kafka.client import (
+    COORDINATOR_MOVING,
+    REFUSED_AT_ONCE,
+    handshake_errors,
+    idle_admins,
+    idle_checkers,
+    idle_producers,
+    import_kafka,
+    import_kafka_admin,
+    kafka_error_name,
+    mapped,
+    note_handshake_error,
+    quietly,
+    translate,
+)
 from sinks.kafka.encoding import Encodings, encode_side, read_formats, resolve
 from sinks.kafka.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
-from sinks.kafka.options import (CHECK_TIMEOUT_S, DEFAULT_TRANSACTIONAL_ID_PREFIX, GUARANTEES, KafkaOptions, check_log,
-                                 log, transactional_id)
+from sinks.kafka.options import (
+    CHECK_TIMEOUT_S,
+    DEFAULT_TRANSACTIONAL_ID_PREFIX,
+    GUARANTEES,
+    KafkaOptions,
+    check_log,
+    log,
+    transactional_id,
+)
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
            "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
@@ -194,7 +213,7 @@ class KafkaSink(Sink):
 
     name = "kafka-sink"
 
-    def __init__(self, options: KafkaOptions, columns: Columns, encodings: Encodings = Encodings()) -> None:
+    def __init__(self, options: KafkaOptions, columns: Columns, encodings: Encodings = Encodings()) -> None:  # noqa: B008 - Encodings is frozen: one shared default is safe
         self.options = options
         self.columns = columns
         self.encodings = encodings  # resolved on the driver (registry ids included): executors only encode

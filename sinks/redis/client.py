@@ -24,7 +24,7 @@ def connect(url: str, timeout_s: float) -> Any:
     # lib_version given: redis-py otherwise asks importlib.metadata for its own version on every new
     # connection, a scan of sys.path, which is long in a Spark Python worker (figures: bench/README.md).
     try:
-        from redis.driver_info import DriverInfo  # redis-py ≥ 7: lib_version alone is deprecated
+        from redis.driver_info import DriverInfo  # noqa: PLC0415 - the redis extra; redis-py ≥ 7: lib_version alone is deprecated
         version = {"driver_info": DriverInfo(lib_version=redis.__version__)}
     except ImportError:
         version = {"lib_version": redis.__version__}

@@ -34,16 +34,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from urllib.parse import urlsplit
 
 from connectors.errors import DeliveryError, TransientError
 from sinks.redis.client import connect, import_redis
-from sinks.redis.slots import SLOTS, commit_record_keys, group_by_slot, key_slots
 from sinks.redis.resp import command, packed
+from sinks.redis.slots import SLOTS, commit_record_keys, group_by_slot, key_slots
 
 __all__ = ["ClusterWriter", "SlotWrite", "WriteReport", "cluster_enabled", "plan"]
 

@@ -7,15 +7,13 @@ as one contiguous buffer, ready for a socket.
 
 from __future__ import annotations
 
-from typing import Union
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["commands", "packed", "command", "command_over"]
 
-Part = Union[bytes, pa.Array]
+Part = bytes | pa.Array
 
 
 def _bulk(value: bytes) -> bytes:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from connectors.env import ENV_REF
 from connectors.env import resolve_env as resolve_env_of
-from connectors.errors import OptionError, SinkError, TransientError
+from connectors.errors import OptionError, TransientError
 from connectors.options import OptionReader
 from connectors.redact import redact_url
 from connectors.retry import Backoff, Retry
@@ -69,7 +69,7 @@ def _http_url(reader: OptionReader, option: str, *, required: bool = False) -> s
         return None
     parts = urlsplit(url)
     try:
-        parts.port
+        parts.port  # noqa: B018 - reading .port validates it (ValueError)
     except ValueError:
         raise OptionError(option, redact_url(url), "an http:// or https:// URL with a valid port") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:

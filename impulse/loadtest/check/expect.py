@@ -37,6 +37,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from impulse.loadtest.query.transform import connect_mode, function_of, load, reason, ship
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Oracle", "resolve", "answer", "as_frame", "FLAG"]
@@ -63,8 +68,6 @@ def _is_remote(spark) -> bool:
 def locate(text: str):
     """``--expect`` `text` found and read before Spark starts (`impulse.loadtest.query.transform.function_of`): a
     `Transform` whose FUNCTION `resolve` imports once the session exists."""
-    from impulse.loadtest.query.transform import function_of
-
     return function_of(text, FLAG, "my_pipeline:reference, a function of the run's events returning the rows the "
                                    "query should write")
 
@@ -73,7 +76,6 @@ def resolve(spark, text: str | None) -> Oracle | None:
     """``--expect`` `text` imported and checked on `spark`'s session (None without it); see the module docstring."""
     if text is None:
         return None
-    from impulse.loadtest.query.transform import load, ship
 
     oracle = load(spark, locate(text))
     ship(spark, oracle)
@@ -83,8 +85,6 @@ def resolve(spark, text: str | None) -> Oracle | None:
 def answer(spark, oracle: Oracle, events, schema):
     """`oracle`'s rows over `events` (a batch DataFrame) as a DataFrame of `schema`, the stream's output's
     (`as_frame`); `LoadError` naming ``--expect`` when FUNCTION raises or its result does not fit."""
-    from impulse.loadtest.query.transform import connect_mode, reason
-
     with connect_mode(_is_remote(spark)):
         try:
             result = oracle.function(events)
@@ -96,9 +96,6 @@ def answer(spark, oracle: Oracle, events, schema):
 def as_frame(spark, result, schema, label: str = FLAG):
     """`result` (a Spark DataFrame, a pandas DataFrame, or an iterable of dicts, ``Row`` objects or tuples) as a
     Spark DataFrame of `schema`'s columns and types (nullable); `LoadError` naming `label` when it cannot be."""
-    from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructField, StructType
-
     loose = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
     names = [f.name for f in loose.fields]
     if isinstance(result, DataFrame):
@@ -145,8 +142,6 @@ def _row(row: Any, names: Sequence[str], label: str) -> tuple:
 
 def _create(spark, data, schema, label: str):
     """``spark.createDataFrame(data, schema)``, which converts and type-checks the rows as it goes."""
-    from impulse.loadtest.query.transform import reason
-
     try:
         return spark.createDataFrame(data, schema)
     except Exception as exc:  # noqa: BLE001 - the conversion of the user's rows only: quoted, naming the flag
@@ -156,9 +151,6 @@ def _create(spark, data, schema, label: str):
 
 def _cast(frame, schema, label: str):
     """A batch DataFrame with `schema`'s columns, cast by name to its types."""
-    from pyspark.sql import functions as F
-
-    from impulse.loadtest.query.transform import reason
 
     if frame.isStreaming:
         raise LoadError(f"{label}: returned a streaming DataFrame; derive the expected rows from the events passed "

@@ -11,8 +11,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
 from impulse.answer import CheckResult, compare, final_rows, last_watermark, latest
+from impulse.loadtest.check.expect import answer as expect_answer
+from impulse.loadtest.check.expect import resolve
 from impulse.loadtest.check.readback import Readback
+from impulse.loadtest.check.stream_twin import one_micro_batch, streaming_only
+from impulse.loadtest.query.transform import apply, build, connect_mode, final_after, reason, with_event_time
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["batch_events", "stream_events", "Expectation", "expectation", "probe",
@@ -74,9 +82,6 @@ def expectation(spark, config, transform, source_options: Mapping[str, str], sch
     """Before the load, on the session: ``--expect`` imported (`impulse.loadtest.check.expect.resolve`), or else whether
     the transform's batch twin holds an operator Spark runs on streams only (`probe`). A Nexmark query is its
     own batch twin (or has its own answer); SQL has no streaming-only operator."""
-    from impulse.loadtest.check.expect import resolve
-    from impulse.loadtest.query.transform import build
-
     oracle = resolve(spark, config.expect)
     if oracle is not None:
         return Expectation(oracle=oracle)
@@ -90,9 +95,6 @@ def probe(batch_twin, label: str) -> str | None:
     """The operator Spark runs on streams only that `batch_twin` holds
     (`impulse.loadtest.check.stream_twin.streaming_only`), None without one; any other error Spark finds planning it is
     a `LoadError` naming `label`, as `impulse.loadtest.query.transform.apply` reports the stream's."""
-    from impulse.loadtest.check.stream_twin import streaming_only
-    from impulse.loadtest.query.transform import reason
-
     try:
         return streaming_only(batch_twin)
     except Exception as exc:  # noqa: BLE001 - not a streaming-only refusal (those are returned): quoted
@@ -104,8 +106,6 @@ def expected_answer(spark, config, transform, source_options: Mapping[str, str],
                     watermark: str | None = None):
     """The query over a bounded batch read of the run's events (`batch_events`); for a Nexmark query with its own
     batch answer (`Query.answer`), that answer under the stream's last `watermark`."""
-    from impulse.loadtest.query.transform import build, with_event_time
-
     events = batch_events(spark, config.source, source_options, schedule_start_us, schema)
     q = transform.nexmark if transform is not None else None
     if q is not None and q.answer is not None:
@@ -118,10 +118,6 @@ def run_check(spark, config, transform, mode: str, source_options: Mapping[str, 
               query, reader: Readback, schema=None, expected: Expectation | None = None) -> CheckResult:
     """Read the target back (`reader`) and compare it with the expected answer computed the way `expected` says
     (default: the batch twin; `impulse.loadtest.check`)."""
-    from impulse.loadtest.check.expect import answer as expect_answer
-    from impulse.loadtest.check.stream_twin import one_micro_batch
-    from impulse.loadtest.query.transform import apply, build, connect_mode, final_after, with_event_time
-
     expected = expected or Expectation()
     remote = type(spark).__module__.startswith("pyspark.sql.connect")
     with connect_mode(remote):
@@ -157,8 +153,6 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
     after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value``.
     `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`), followed by
     `answered_by` (how the expected answer was computed, `Expectation.describe`)."""
-    from pyspark.sql import functions as F
-
     if mode == "append":
         expected = final_rows(answer, rule, watermark)
         basis = basis or (f"append: the rows with {rule} ≤ the last watermark {watermark or 'none'}, as a multiset" if rule
@@ -183,9 +177,6 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
 
 def parse_rows(spark, values: Sequence[bytes], schema):
     """JSON rows (bytes) as a DataFrame of `schema` (unparsable rows: every column null)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructField, StructType
-
     loose = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
     parsed = _binary_frame(spark, values).select(F.from_json(F.col("value").cast("string"), loose).alias("r"))
     return parsed.select(*[F.col(f"r.`{f.name}`").alias(f.name) for f in schema.fields])
@@ -193,7 +184,5 @@ def parse_rows(spark, values: Sequence[bytes], schema):
 
 def _binary_frame(spark, values: Sequence[bytes]):
     """`values` as a DataFrame of one binary column ``value``."""
-    import pyarrow as pa
-
     table = pa.table({"value": pa.array([bytes(v) for v in values], pa.binary())})
     return spark.createDataFrame(table) if len(values) else spark.createDataFrame([], "value binary")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from connectors.kafka_topics import read_topic
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Readback", "ReceiverReadback", "RedisReadback", "KafkaReadback", "readback"]
@@ -73,7 +74,7 @@ class RedisReadback(Readback):
         return f"Redis {self.target} values under {self.prefix!r}"
 
     def _client(self):
-        import redis
+        import redis  # noqa: PLC0415 - the redis extra's client
 
         return redis.Redis.from_url(self.url)
 
@@ -128,8 +129,6 @@ class KafkaReadback(Readback):
         return f"the records of topic {self.topic!r}"
 
     def _read(self) -> list:
-        from connectors.kafka_topics import read_topic
-
         return read_topic(self.config, self.topic)
 
     def prepare(self) -> None:

@@ -20,6 +20,8 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
+from pyspark.errors import PySparkException
+
 __all__ = ["batch_refusal", "streaming_only", "one_micro_batch"]
 
 # Spark's refusals of a streaming-only operator on a batch DataFrame (UnsupportedOperationChecker, the planner)
@@ -29,8 +31,6 @@ _REFUSAL = re.compile(r"\b(\w+) is (?:not supported with batch DataFrames|unsupp
 def batch_refusal(exc: BaseException) -> str | None:
     """The operator of Spark's refusal to run a streaming-only operator on a batch DataFrame (e.g.
     ``dropDuplicatesWithinWatermark``), None for any other error."""
-    from pyspark.errors import PySparkException
-
     if not isinstance(exc, PySparkException):
         return None
     found = _REFUSAL.search(str(exc))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from connectors.servers.receiver import Receiver, ReceiverCounts, ReceivedRequest, count_rows
+from connectors.servers.receiver import ReceivedRequest, Receiver, ReceiverCounts, count_rows
 
 __all__ = ["Receiver", "ReceiverCounts", "ReceivedRequest", "needs_receiver", "embedded_options", "count_rows"]
 

@@ -40,6 +40,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyspark.sql.types import StructType
+
 from connectors.errors import ConnectorError
 from connectors.latency import LatencyHistogram
 from connectors.servers.receiver import Receiver
@@ -49,12 +51,25 @@ from impulse.loadtest.load.display import Display
 from impulse.loadtest.load.warm_pipeline import warm_pipeline
 from impulse.loadtest.load.warmup import warm_up
 from impulse.loadtest.measure.bound import Verdict, assess
-from impulse.loadtest.measure.metrics import (Batch, Collector, achieved_rate, merged_latency, percentiles_ms,
-                                              phase_stats)
+from impulse.loadtest.measure.metrics import (
+    Batch,
+    Collector,
+    achieved_rate,
+    merged_latency,
+    percentiles_ms,
+    phase_stats,
+)
 from impulse.loadtest.query.plan import refuse_unfinal_check
 from impulse.loadtest.query.transform import apply as apply_transform
-from impulse.loadtest.query.transform import (check_mode, exception_text, final_after, latency_definition, output_mode,
-                                              ship, with_event_time)
+from impulse.loadtest.query.transform import (
+    check_mode,
+    exception_text,
+    final_after,
+    latency_definition,
+    output_mode,
+    ship,
+    with_event_time,
+)
 from impulse.loadtest.query.transform import load as load_transform
 from impulse.loadtest.query.transform import resolve as resolve_transform
 from impulse.loadtest.query.transform import start as start_query
@@ -62,6 +77,9 @@ from impulse.loadtest.settings.config import LoadConfig, LoadError
 from impulse.loadtest.settings.stages import StageResult, stage_results
 from impulse.loadtest.settings.target import check_format, preflight, redact_options
 from impulse.loadtest.settings.thresholds import Check, evaluate, hopeless
+from impulse.nexmark.source import NexmarkOptions
+from impulse.options import ImpulseOptions
+from impulse.schema import default_schema, row_spec
 from impulse.session import deployment, make_session
 
 __all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options", "describe_run"]
@@ -308,7 +326,6 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
         options["eventsPerSecond"] = repr(float(config.rate))
     if config.max_events_per_trigger:
         options["maxEventsPerTrigger"] = str(config.max_events_per_trigger)
-    from impulse.options import ImpulseOptions
 
     try:
         ImpulseOptions.from_options(options)
@@ -319,8 +336,6 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
 
 def _nexmark_options(config: LoadConfig) -> dict[str, str]:
     """The ``nexmark`` source's options of a run: its events paced like impulse's (no payload column)."""
-    from impulse.nexmark.source import NexmarkOptions
-
     options = {**config.source_options, "numPartitions": str(config.partitions), "limit": str(config.total_events)}
     if config.stages is None:
         options["eventsPerSecond"] = repr(float(config.rate))
@@ -339,10 +354,7 @@ def impulse_schema_for(spark, config: LoadConfig):
     ``--schema``. Checked against the ``fields.*`` options like the source will: `LoadError` naming the problem."""
     if not config.schema:
         return None
-    from pyspark.sql.types import StructType
 
-    from impulse.options import ImpulseOptions
-    from impulse.schema import default_schema, row_spec
 
     try:
         declared = spark.createDataFrame([], config.schema).schema

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from connectors.registry import connectors
 from impulse.session import is_remote
 
 __all__ = ["warm_up", "preload_modules", "WarmupDataSource", "NAME", "WARMUP_EVENTS", "WARMUP_BATCH"]
@@ -118,8 +119,6 @@ class WarmupDataSource(DataSource):
 
 def preload_modules(sink: str) -> str:
     """What a writer of `sink` imports on the executors (the registry's row; nothing for other formats)."""
-    from connectors.registry import connectors
-
     rows = [row for row in connectors() if row.name == sink]
     return ",".join(rows[0].executor_modules()) if rows else ""
 

@@ -37,9 +37,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
 from impulse.loadtest.settings.config import LoadConfig
 from impulse.loadtest.settings.target import project_sinks
 from impulse.loadtest.settings.units import LoadError
+from impulse.nexmark.queries import query as nexmark_query
 
 __all__ = ["Transform", "describe", "check_mode", "resolve", "function_of", "load", "locate", "build", "apply", "with_event_time",
            "latency_definition", "start", "ship", "output_mode", "final_after", "reason", "exception_text", "NEXMARK_PREFIX", "EVENTS_VIEW"]
@@ -193,10 +197,8 @@ def resolve(config: LoadConfig) -> Transform | None:
     if not sep or not module_name or not function_name:
         raise LoadError(f"--transform {text!r}: write MODULE:FUNCTION (e.g. my_pipeline:enrich), or nexmark:q5")
     if module_name == NEXMARK_PREFIX.rstrip(":"):
-        from impulse.nexmark.queries import query
-
         try:
-            q = query(function_name)
+            q = nexmark_query(function_name)
         except KeyError as exc:
             raise LoadError(f"--transform {text}: {exc.args[0]}") from None
         if config.source != "nexmark":
@@ -247,8 +249,6 @@ def describe(config: LoadConfig) -> str:
         return ""
     mode = config.output_mode or "append"
     if config.output_mode is None and (config.transform or "").startswith(NEXMARK_PREFIX):
-        from impulse.nexmark.queries import query as nexmark_query
-
         try:
             mode = nexmark_query(config.transform[len(NEXMARK_PREFIX):]).mode
         except KeyError:
@@ -308,8 +308,6 @@ def latency_definition(config: LoadConfig, output) -> str:
 
 def apply(spark, transform: Transform | None, events):
     """`transform` applied to `events` (streaming or batch), analysed: any problem is a `LoadError` naming the flag."""
-    from pyspark.sql import DataFrame
-
     if transform is None:
         out = events
     else:
@@ -332,7 +330,7 @@ def apply(spark, transform: Transform | None, events):
         try:
             streaming = out.isStreaming
             out.schema  # noqa: B018 - analysis: over Spark Connect errors show here, not at the call
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - Spark's analysis of the user's output: quoted
             raise LoadError(f"{transform.label}: Spark cannot run it: {reason(exc)}") from None
         if streaming != events.isStreaming:
             raise LoadError(f"{transform.label}: returned a batch DataFrame; derive the result from the events "
@@ -344,15 +342,13 @@ def with_event_time(config: LoadConfig, out, remote: bool = False):
     """`out`, plus, when it has no ``timestamp`` and ``--event-time-column`` names one, that column again as
     ``timestamp`` (the sinks measure latency from it); `LoadError` when the column is missing or not a timestamp.
     `remote`: `out` is a Spark Connect DataFrame."""
-    from pyspark.sql import functions as F
-
     column = config.event_time_column
     if not column:
         return out
     with connect_mode(remote):
         try:
             kind = out.select(F.col(column).alias("t")).schema["t"].dataType.typeName()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a column Spark cannot resolve: quoted, naming the flag
             raise LoadError(f"--event-time-column {column}: not a column of the output ({', '.join(out.columns)}): "
                             f"{reason(exc)}") from None
         if kind not in ("timestamp", "timestamp_ntz"):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from impulse.loadtest.reports.html import write_html
+from impulse.loadtest.reports.plot import finish_panels, two_panels
 from impulse.loadtest.reports.sections import rate_series
 from impulse.loadtest.settings.units import LoadError
 
@@ -104,8 +105,6 @@ def _series(run: Run, window_s: float = 1.0) -> tuple[list[float], list[float], 
 
 def plot_compare(runs: Sequence[Run], path: str | Path) -> Path:
     """Overlay throughput (top) and p99 latency (bottom) of `runs` per micro-batch into the PNG at `path`."""
-    from impulse.loadtest.reports.plot import finish_panels, two_panels
-
     figure, rate_axes, latency_axes = two_panels((10, 6.4))
     colors = [f"C{i % 10}" for i in range(len(runs))]
     p99_values = []

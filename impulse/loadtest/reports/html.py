@@ -84,7 +84,7 @@ _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def plotly_js() -> str:
     """plotly.js as shipped by the ``plotly`` package (the ``report`` extra): the script the page inlines."""
-    from plotly.offline import get_plotlyjs
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415 - the report extra's plotly
 
     return get_plotlyjs()
 

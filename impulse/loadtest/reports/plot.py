@@ -13,6 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from impulse.loadtest.measure.latency_names import title as latency_title
+from impulse.loadtest.via.report import report_rows
+
 __all__ = ["plot_runs", "two_panels", "finish_panels"]
 
 
@@ -40,8 +43,8 @@ def _short(value: float) -> str:
 
 def two_panels(size: tuple[float, float]):
     """A figure on Matplotlib's Agg canvas with throughput (top) and latency (bottom) axes sharing x."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - the load extra's matplotlib
+    from matplotlib.figure import Figure  # noqa: PLC0415 - the load extra's matplotlib
 
     figure = Figure(figsize=size, dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
@@ -52,7 +55,7 @@ def two_panels(size: tuple[float, float]):
 def finish_panels(figure, rate_axes, latency_axes, path: str | Path, *, title: str, rate_label: str,
                   latency_label: str, x_label: str, latency_values: Sequence[float]) -> Path:
     """Labels, grids and legends; a log latency scale when `latency_values` span more than 50×; the PNG at `path`."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415 - the load extra's matplotlib
 
     rate_axes.set_ylabel(rate_label)
     rate_axes.set_ylim(bottom=0, top=rate_axes.get_ylim()[1] * 1.08)
@@ -78,9 +81,6 @@ def finish_panels(figure, rate_axes, latency_axes, path: str | Path, *, title: s
 
 def plot_runs(runs: Sequence, path: str | Path, title: str) -> Path:
     """Draw `runs` (`LoadResult`s: one run, or the steps of a ramp) into the PNG at `path`."""
-    from impulse.loadtest.measure.latency_names import title as latency_title
-    from impulse.loadtest.via.report import report_rows
-
     figure, rate_axes, latency_axes = two_panels((9, 5.6))
     started = [r for r in runs if r.batches]
     origin = min(((r.schedule_start_us or r.started_us) for r in started), default=0)

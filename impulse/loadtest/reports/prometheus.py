@@ -43,7 +43,7 @@ class Exporter:
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         try:
-            from prometheus_client import CollectorRegistry
+            from prometheus_client import CollectorRegistry  # noqa: PLC0415 - the load extra's prometheus-client
         except ImportError as exc:
             raise LoadError("--metrics-port needs prometheus-client: pip install 'pyspark-impulse[load]'") from exc
         self.host, self.port = host, port
@@ -58,7 +58,7 @@ class Exporter:
         return f"http://{self.host}:{self.port}/metrics"
 
     def start(self) -> "Exporter":
-        from prometheus_client import start_http_server
+        from prometheus_client import start_http_server  # noqa: PLC0415 - the load extra's prometheus-client
 
         try:
             self._server, _ = start_http_server(self.port, addr=self.host, registry=self.registry)
@@ -87,7 +87,7 @@ class Exporter:
 
     # -- prometheus_client's custom-collector protocol ------------------------------------------------
     def collect(self) -> Iterator:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily  # noqa: PLC0415 - the load extra's prometheus-client
 
         with self._lock:
             run = self._run

@@ -37,6 +37,7 @@ from impulse.loadtest.query.transform import describe as describe_query
 from impulse.loadtest.reports.html import write_html
 from impulse.loadtest.reports.plot import plot_runs
 from impulse.loadtest.reports.verdict import decide, decide_all
+from impulse.loadtest.via.kafka import ViaResult
 from impulse.loadtest.via.report import report_rows, via_lines
 from impulse.session import describe
 
@@ -48,8 +49,6 @@ def _ms(value: float) -> str:
 
 
 def _is_via(result: LoadResult) -> bool:
-    from impulse.loadtest.via.kafka import ViaResult
-
     return isinstance(result, ViaResult)
 
 

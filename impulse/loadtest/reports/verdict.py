@@ -23,6 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from impulse.loadtest.load.ramp import RampResult
+from impulse.loadtest.query.transform import describe
+
 __all__ = ["Reason", "Decision", "decide", "decide_all", "query_name", "headline_of", "EXIT_OK", "EXIT_FAILED",
            "EXIT_THRESHOLDS", "EXIT_INTERRUPTED"]
 
@@ -84,8 +87,6 @@ def query_name(config) -> str:
     """What ran, in a few words: the events, the topic they went through (``--via``), the user's query
     (`impulse.loadtest.query.transform.describe`) and the sink, e.g. ``impulse events → --transform my:enrich (append)
     into redis-sink``."""
-    from impulse.loadtest.query.transform import describe
-
     events = describe(config) or f"{config.source} events"
     via = f" through {config.via}" if config.via else ""
     if via and " → " in events:
@@ -99,8 +100,6 @@ def query_name(config) -> str:
 def decide(result) -> Decision:
     """The decision of a run (`impulse.loadtest.load.run.LoadResult`, a `ViaResult` too) or a ramp
     (`impulse.loadtest.load.ramp.RampResult`)."""
-    from impulse.loadtest.load.ramp import RampResult
-
     if isinstance(result, RampResult):
         return Decision(query_name(result.config), tuple(_ramp_reasons(result)))
     return Decision(query_name(result.config), tuple(_run_reasons(result)))

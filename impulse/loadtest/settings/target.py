@@ -15,9 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
+
+from connectors import data_sources
 from connectors.errors import ConnectorError, OptionError
 from connectors.redact import redact_options
+from connectors.registry import connector, sinks
 from impulse.loadtest.settings.units import LoadError
+from sinks.kafka.sink import create_topic as create
 
 __all__ = ["SPARK_SINKS", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
            "redact_options"]
@@ -27,8 +32,6 @@ SPARK_SINKS = ("noop",)
 
 def project_sinks() -> tuple[str, ...]:
     """The project's sinks: the sink rows of `connectors.registry` (read at call time)."""
-    from connectors.registry import sinks
-
     return tuple(row.name for row in sinks())
 
 
@@ -51,8 +54,6 @@ class Target:
 
 def impulse_schema(payload_bytes: int):
     """The Spark schema of the impulse rows the sink receives (`impulse.events.spark_schema`: NOT NULL columns)."""
-    from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
-
     fields = [StructField("counter", LongType(), False), StructField("subtask_index", LongType(), False),
               StructField("timestamp", TimestampType(), False)]
     if payload_bytes > 0:
@@ -80,14 +81,10 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
         if sink != "kafka-sink":
             raise LoadError(f"--create-topic is for kafka-sink, not {sink}")
         try:
-            from sinks.kafka.sink import create_topic as create
-
             create(options, create_topic)
         except ConnectorError as exc:
             raise LoadError(f"{sink}: {_one_line(exc)}") from exc
     if sink in project_sinks():
-        from connectors import data_sources
-
         check_options = dict(options)
         if not any(k.lower() == "writeretries" for k in check_options):
             check_options["writeRetries"] = "0"  # the protocol retries a failed check: a pre-flight fails at once
@@ -105,7 +102,6 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
             text = _one_line(exc)
             raise LoadError(text if text.startswith(sink) else f"{sink}: {text}") from exc
         except ImportError as exc:  # a sink module whose client library is missing
-            from connectors.registry import connector
 
             raise LoadError(f"{sink}: {exc}; install it with {connector(sink).install_hint()}") from exc
     return Target(sink, dict(options))

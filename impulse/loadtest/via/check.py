@@ -29,12 +29,19 @@ import json
 import time
 from typing import Any, Callable, Mapping
 
+from pyspark.sql import functions as F
+
 from impulse.answer import CheckResult
+from impulse.loadtest.check.expect import answer as expect_answer
+from impulse.loadtest.check.expect import resolve
 from impulse.loadtest.check.judge import Expectation, batch_events, judge, probe
 from impulse.loadtest.check.readback import Readback, readback
+from impulse.loadtest.check.stream_twin import one_micro_batch
 from impulse.loadtest.settings.config import LoadConfig
 from impulse.loadtest.settings.units import LoadError
 from impulse.loadtest.settings.via import Via
+from impulse.loadtest.via.output_latency import read_output
+from impulse.loadtest.via.watch import committed_ends
 
 __all__ = ["as_records", "decode", "OutputTopicReadback", "via_readback", "expected_input", "via_expectation",
            "run_via_check"]
@@ -45,15 +52,11 @@ _STREAM_ONLY = _PACING + ("startingoffsets", "startingtimestamp", "startingoffse
 
 def as_records(events):
     """`events` as the producer's Kafka records: ``value`` = the event as a JSON object, ``timestamp`` = its own."""
-    from pyspark.sql import functions as F
-
     return events.select(F.to_json(F.struct(*[F.col(c) for c in events.columns])).alias("value"), F.col("timestamp"))
 
 
 def decode(records, schema):
     """The events parsed back from records' JSON ``value`` (``from_json`` with `schema`: its columns)."""
-    from pyspark.sql import functions as F
-
     return records.select(F.from_json(F.col("value").cast("string"), schema).alias("event")).select("event.*")
 
 
@@ -69,8 +72,6 @@ class OutputTopicReadback(Readback):
         return f"the record values of topic {self.topic!r}"
 
     def values(self) -> list[bytes]:
-        from impulse.loadtest.via.output_latency import read_output
-
         return [v or b"" for v in read_output(self.client, self.topic, self.start).values]
 
 
@@ -131,8 +132,6 @@ def via_expectation(spark, config: LoadConfig, via: Via, transform: Callable[[An
     else whether the pipeline's `transform` (DataFrame → DataFrame) holds an operator Spark runs on streams only,
     found by planning it over a batch of the input it will read: with `decode_schema` impulse events with the
     producer's options (`read_schema`: the run's ``--schema``) encoded and decoded, else the input topic."""
-    from impulse.loadtest.check.expect import resolve
-
     oracle = resolve(spark, config.expect)
     if oracle is not None:
         return Expectation(oracle=oracle)
@@ -154,10 +153,6 @@ def run_via_check(spark, via: Via, transform: Callable[[Any], Any] | None, expec
     (`reader`), by `impulse.loadtest.check.judge` in output mode `mode` with the finality `rule` under the
     pipeline's last `watermark`, the expected rows put in the sink's shape by `render`. `decode_schema`,
     `read_schema`, `runs`, `input_start`: as for `expected_input` (its end: the topic's committed end now)."""
-    from impulse.loadtest.check.expect import answer as expect_answer
-    from impulse.loadtest.check.stream_twin import one_micro_batch
-    from impulse.loadtest.via.watch import committed_ends
-
     said = expected.describe()
     if expected.operator is not None:
         stream = _stream_input(spark, via, input_start, decode_schema)

@@ -48,27 +48,54 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Iterator, Mapping
 
+import numpy as np
+from pyspark.sql import functions as F
+
+from connectors.kafka_topics import create_topic, end_offsets
 from connectors.latency import LatencyHistogram
 from impulse.answer import last_watermark
 from impulse.loadtest.load.run import LoadResult, exception_text, impulse_options, impulse_schema_for
 from impulse.loadtest.load.warm_pipeline import warm_pipeline
+from impulse.loadtest.load.warmup import warm_up
 from impulse.loadtest.measure.metrics import Collector, percentiles_ms, phase_stats
 from impulse.loadtest.query.plan import refuse_real_time, refuse_unfinal_check
 from impulse.loadtest.query.transform import apply as apply_transform
-from impulse.loadtest.query.transform import final_after
+from impulse.loadtest.query.transform import final_after, ship
 from impulse.loadtest.query.transform import load as load_transform
 from impulse.loadtest.query.transform import output_mode as transform_output_mode
 from impulse.loadtest.query.transform import resolve as resolve_transform
-from impulse.loadtest.query.transform import ship
-from impulse.loadtest.settings.config import LoadConfig, LoadError
+from impulse.loadtest.settings.config import DEFAULT_MASTER, LoadConfig, LoadError
+from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks, redact_options
 from impulse.loadtest.settings.via import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
-from impulse.loadtest.via.check import (OutputTopicReadback, as_records, decode, run_via_check, via_expectation,
-                                        via_readback)
-from impulse.loadtest.via.output_latency import (LOG_APPEND_TIME, OutputLatency, output_latency, output_latency_values,
-                                                 pipeline_part_values, read_output)
-from impulse.loadtest.via.report import (PipelineBatch, assign_lag, attribute_latency, batch_rows, count_output,
-                                         pipeline_batches, producer_section, via_lines)
+from impulse.loadtest.via.check import (
+    OutputTopicReadback,
+    as_records,
+    decode,
+    run_via_check,
+    via_expectation,
+    via_readback,
+)
+from impulse.loadtest.via.output_latency import (
+    LOG_APPEND_TIME,
+    OutputLatency,
+    output_latency,
+    output_latency_values,
+    pipeline_part_values,
+    read_output,
+    timestamp_type,
+)
+from impulse.loadtest.via.report import (
+    PipelineBatch,
+    assign_lag,
+    attribute_latency,
+    batch_rows,
+    count_output,
+    pipeline_batches,
+    producer_section,
+    via_lines,
+)
 from impulse.loadtest.via.watch import Watch, committed_ends
+from impulse.session import deployment, make_session
 
 __all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka",
            "producer_frame", "pipeline_source", "kafka_columns", "session_master", "KAFKA_SINKS", "Transform",
@@ -160,7 +187,6 @@ def events_schema(spark, config: LoadConfig):
     schema = impulse_schema_for(spark, config)
     if schema is not None:
         return schema
-    from impulse.loadtest.settings.target import impulse_schema
 
     return impulse_schema(config.payload_bytes)
 
@@ -176,8 +202,6 @@ def kafka_columns(events, topic: str):
     """`events` in the columns Spark's Kafka source gives the pipeline (``key``, ``value``, ``topic``, ``partition``,
     ``offset``, ``timestamp``, ``timestampType``), the value as the producer writes it (`as_records`): what the
     pipeline would read, for the plan checks and the warm pipeline."""
-    from pyspark.sql import functions as F
-
     records = as_records(events)
     return records.select(F.lit(None).cast("binary").alias("key"), F.col("value").cast("binary").alias("value"),
                           F.lit(topic).alias("topic"), F.lit(0).alias("partition"), F.lit(0).cast("long").alias("offset"),
@@ -189,14 +213,11 @@ def session_master(config: LoadConfig) -> str:
     (``local[*]``), ``local[N]`` with a task slot for every input partition and every producer partition besides
     (real-time mode keeps a task running per input partition for the whole batch); else ``config.master``. The
     input topic must exist (`prepare_topics`)."""
-    from impulse.loadtest.settings.config import DEFAULT_MASTER
-
     if config.via is None or config.remote is not None or config.master != DEFAULT_MASTER:
         return config.master
     trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger)
     if trigger.kind != "realTime":
         return config.master
-    from connectors.kafka_topics import end_offsets
 
     via = parse_via(config.via, config.via_options)
     needed = len(end_offsets(via.client_config, via.topic)) + config.partitions
@@ -207,8 +228,6 @@ def _output_frame(frame, sink: str):
     """What goes to a Kafka sink: the `frame` without the Kafka source's ``topic`` and ``partition`` columns (the
     sink's ``topic`` option says where the output goes, not the input's), and for Spark's ``kafka`` format, which
     needs a ``value``, the row as JSON when the frame has none."""
-    from pyspark.sql import functions as F
-
     if sink not in KAFKA_SINKS:
         return frame
     frame = frame.drop("topic", "partition")
@@ -234,11 +253,9 @@ def prepare_topics(via: Via, config: LoadConfig) -> str | None:
     asked), and for a Kafka pipeline sink its output topic (created likewise, ``message.timestamp.type=
     LogAppendTime``). Returns the output topic's timestamp type (None without a Kafka sink). `LoadError` when a
     topic is missing or the cluster cannot be reached."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - the kafka extra's client
 
-    from connectors.kafka_topics import create_topic
-    from impulse.loadtest.via.output_latency import timestamp_type
 
     wanted = [(via.client_config, via.topic, "--via", {})]
     if config.sink in KAFKA_SINKS:
@@ -314,10 +331,6 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     read back with `impulse.loadtest.via.output_latency.read_output`): what an exact check of the output needs.
     With ``config.check`` the result's ``check`` is that check (`impulse.loadtest.via.check`); `receiver`: the
     embedded receiver a webhook-sink without url writes to (recording requests), read back by the check."""
-    from impulse.loadtest.load.warmup import warm_up
-    from impulse.loadtest.settings.target import preflight, project_sinks, redact_options
-    from impulse.session import deployment, make_session
-
     config.validate()
     if config.via is None:
         raise LoadError("the Kafka topology needs --via kafka://HOST:PORT/TOPIC")
@@ -511,7 +524,6 @@ def _check_slots(spark, via: Via, config: LoadConfig) -> None:
     beside them, a session with fewer task slots than both would stall. `LoadError` saying what to change."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return  # a Connect client cannot see the server's slots
-    from connectors.kafka_topics import end_offsets
 
     needed = len(end_offsets(via.client_config, via.topic)) + config.partitions
     slots = spark.sparkContext.defaultParallelism
@@ -541,8 +553,6 @@ def _prefill(spark, config: LoadConfig, via: Via, options: Mapping[str, str], wo
 
 def _producer_commits(collector: Collector) -> dict[int, tuple[Any, Any]]:
     """Per impulse partition: the end counters (ascending) of the producer's batches and their commit times (µs)."""
-    import numpy as np
-
     ends: dict[int, list[tuple[int, int]]] = {}
     for batch in collector.batches:
         for partition, counter in enumerate(batch.end_counters):

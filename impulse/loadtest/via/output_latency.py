@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
+from connectors.kafka_topics import read_topic
 from connectors.latency import LatencyHistogram
 
 __all__ = ["OutputRecords", "OutputLatency", "read_output", "scheduled_times_us", "json_fields", "output_latency",
@@ -54,8 +55,6 @@ def read_output(client: Mapping[str, Any], topic: str, since: Mapping[int, int] 
     """The records of `topic` from the offsets `since` (``{partition: offset}``; a partition not named, or None:
     from its beginning) to its end, read with ``read_committed`` by `connectors.kafka_topics.read_topic`.
     `client`: the consumer's settings (``bootstrap.servers`` and security settings)."""
-    from connectors.kafka_topics import read_topic
-
     since = dict(since or {})
     messages = [m for m in read_topic(client, topic, "read_committed", timeout_s=timeout_s)
                 if m.offset() >= since.get(m.partition(), 0)]
@@ -169,7 +168,7 @@ def output_latency_values(records: OutputRecords, column: str = "timestamp",
 def timestamp_type(admin: Any, topic: str, timeout_s: float = 30.0) -> str:
     """``message.timestamp.type`` of `topic` (``CreateTime`` or ``LogAppendTime``) through `admin` (an
     ``AdminClient``)."""
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource  # noqa: PLC0415 - the kafka extra's client
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout_s)

@@ -14,6 +14,7 @@ import json
 import time
 from typing import Any, Callable, Mapping
 
+from connectors.kafka_topics import end_offsets
 from impulse.loadtest.load.run import exception_text
 from impulse.loadtest.measure.metrics import Collector
 from impulse.loadtest.settings.config import LoadConfig
@@ -28,8 +29,6 @@ _IDLE_S = 10.0              # after the input is read: how long a micro-batch pi
 
 def committed_ends(client: Mapping[str, str], topic: str) -> dict[int, int]:
     """The topic's end offsets for read_committed readers, once no transaction is open (≤ 5 s)."""
-    from connectors.kafka_topics import end_offsets
-
     deadline = time.monotonic() + 5.0
     while True:
         committed = end_offsets(client, topic, "read_committed")
@@ -90,8 +89,6 @@ class Watch:
 
     def _sample(self, now_us: int) -> None:
         """After each pipeline batch: what it has read, and the lag behind the topic's end."""
-        from connectors.kafka_topics import end_offsets
-
         last = self.pipeline.lastProgress
         if last is None:
             return

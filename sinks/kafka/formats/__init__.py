@@ -5,10 +5,25 @@ executors; `framing` adds the wire-format header; `registry` makes the registry 
 fastavro, protobuf and confluent-kafka's schema registry happen only where a format runs.
 """
 
-from .encode import FORMATS, REGISTRY_FORMATS, EncodingSpec, RecordEncodeError, encode_batch, encode_payloads, protobuf_message_class
+from .encode import (
+                       FORMATS,
+                       REGISTRY_FORMATS,
+                       EncodingSpec,
+                       RecordEncodeError,
+                       encode_batch,
+                       encode_payloads,
+                       protobuf_message_class,
+)
 from .framing import frame, header, message_indexes, split_header
-from .registry import (RegistryError, RegistryOptions, derived_schema, record_full_name, registry_options,
-                       resolve_encoding, subject_name)
+from .registry import (
+                       RegistryError,
+                       RegistryOptions,
+                       derived_schema,
+                       record_full_name,
+                       registry_options,
+                       resolve_encoding,
+                       subject_name,
+)
 from .schemas import SchemaMappingError, avro_schema, json_schema, protobuf_descriptor
 
 __all__ = ["FORMATS", "REGISTRY_FORMATS", "EncodingSpec", "RecordEncodeError", "RegistryError", "RegistryOptions", "SchemaMappingError",

@@ -21,8 +21,10 @@ from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
 from connectors.rows import as_binary, json_objects, python_rows
+
 from .avro_columnar import encode_columnar
 from .framing import frame, message_indexes
 
@@ -100,13 +102,13 @@ def _avro_json(schema: str) -> dict:
 
 @lru_cache(maxsize=32)
 def _parsed_avro(schema: str):
-    import fastavro
+    import fastavro  # noqa: PLC0415 - the avro extra
 
     return fastavro.parse_schema(json.loads(schema))
 
 
 def _avro_rows(rows: list[dict], schema: str) -> list[bytes]:
-    from fastavro import schemaless_writer
+    from fastavro import schemaless_writer  # noqa: PLC0415 - the avro extra
 
     parsed = _parsed_avro(schema)
     out: list[bytes] = []
@@ -130,8 +132,6 @@ def protobuf_message_class(schema: str):
     """The message class of the first message of a base64 serialized ``FileDescriptorProto`` (its imports of
     ``google/protobuf/*``, ``google/type/*`` and ``confluent/type/decimal.proto`` are resolved from the
     installed packages). Cached per schema text."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
     fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema))
     pool = descriptor_pool.DescriptorPool()
     for dependency in fdp.dependency:
@@ -146,9 +146,9 @@ def _well_known_file(name: str) -> bytes:
     if name == "confluent/type/decimal.proto":
         return _confluent_decimal_file()
     if name == "google/type/date.proto":
-        from google.type import date_pb2 as module
+        from google.type import date_pb2 as module  # noqa: PLC0415 - the protobuf extra's googleapis-common-protos
     elif name == "google/protobuf/timestamp.proto":
-        from google.protobuf import timestamp_pb2 as module
+        module = timestamp_pb2
     else:
         raise ValueError(f"protobuf schema imports {name}, which this encoder does not know")
     return module.DESCRIPTOR.serialized_pb
@@ -157,8 +157,6 @@ def _well_known_file(name: str) -> bytes:
 def _confluent_decimal_file() -> bytes:
     """``confluent/type/decimal.proto`` (Confluent's decimal: the unscaled value as big-endian two's complement
     bytes, its precision and scale), built here so that encoding needs only ``protobuf``."""
-    from google.protobuf import descriptor_pb2
-
     F = descriptor_pb2.FieldDescriptorProto
     message = descriptor_pb2.DescriptorProto(name="Decimal", field=[
         F(name="value", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_BYTES, json_name="value"),

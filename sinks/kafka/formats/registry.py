@@ -18,10 +18,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from google.protobuf import descriptor_pb2
 from pyspark.sql.types import StructType
 
 from connectors.env import resolve_env
 from connectors.errors import OptionError, SinkError
+
 from .encode import REGISTRY_FORMATS, EncodingSpec
 from .schemas import avro_schema, json_schema, protobuf_descriptor
 
@@ -104,8 +106,6 @@ def record_full_name(fmt: str, schema: str) -> str:
         namespace = parsed.get("namespace")
         return name if ("." in name or not namespace) else f"{namespace}.{name}"
     if fmt == "protobuf":
-        from google.protobuf import descriptor_pb2
-
         fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema))
         return ".".join(p for p in (fdp.package, fdp.message_type[0].name) if p)
     title = json.loads(schema).get("title")
@@ -119,8 +119,6 @@ def _record_name(fmt: str, text: str, strategy: str) -> str:
     if strategy != "topic":
         return record_full_name(fmt, text)
     if fmt == "protobuf":
-        from google.protobuf import descriptor_pb2
-
         if not descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True)).message_type:
             raise ValueError("the file descriptor has no message")
     elif not isinstance(json.loads(text), dict):
@@ -150,8 +148,8 @@ def resolve_encoding(fmt: str, struct: StructType, topic: str, options: Registry
     schema is a `RegistryError` quoting the registry), else it must already be registered under the subject.
     One call or two to the registry; nothing is cached across calls.
     """
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415 - confluent-kafka's registry client (avro, protobuf, jsonschema extras)
+    from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415 - confluent-kafka's registry client (avro, protobuf, jsonschema extras)
 
     if fmt not in REGISTRY_FORMATS:
         raise ValueError(f"format {fmt!r} has no registry; expected one of {', '.join(REGISTRY_FORMATS)}")

@@ -26,9 +26,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType,
-                               DoubleType, FloatType, IntegerType, LongType, MapType, ShortType, StringType,
-                               StructType, TimestampNTZType, TimestampType)
+from google.protobuf import descriptor_pb2
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 __all__ = ["SchemaMappingError", "avro_schema", "json_schema", "protobuf_descriptor", "PROTOBUF_DEPENDENCIES"]
 
@@ -170,8 +187,6 @@ def protobuf_descriptor(struct: StructType, name: str = "Record", package: str =
     """A ``google.protobuf.descriptor_pb2.FileDescriptorProto`` (proto3) whose first message, `name` in
     `package`, is `struct`; nested STRUCTs are nested messages named after their field. Field numbers follow
     the column order from 1. Needs the ``protobuf`` package."""
-    from google.protobuf import descriptor_pb2
-
     fdp = descriptor_pb2.FileDescriptorProto(name=file_name or f"{package.replace('.', '/')}/{name}.proto",
                                              package=package, syntax="proto3")
     used: set[str] = set()
