@@ -87,6 +87,11 @@ def _translate(exc: Exception, where: str) -> SinkError | None:
     known = security_error(exc, where) or redirect_error(exc, where)
     if known is not None:
         return known
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return SinkError(f"redis-sink: the ACL user of option 'url' may not run this at {where}: {exc} (NOPERM). Give "
+                         "the user the keys of options 'keyPrefix' and 'commitKeyPrefix' (e.g. ~<keyPrefix>* "
+                         "~<commitKeyPrefix>*) and the commands +@write +@read +@transaction +@scripting +info, or "
+                         "write under prefixes it may touch")
     if isinstance(exc, redis.AuthenticationError):
         return SinkError(f"redis-sink: authentication failed at {where}: {exc}; check the user name and password "
                          "in option 'url' (redis[s]://user:password@host:port)")

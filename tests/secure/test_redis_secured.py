@@ -77,15 +77,19 @@ def test_a_wrong_password_blames_the_credentials(redis_tls, credentials):
     assert wrong not in message and credentials.password not in message, message
 
 
-def test_a_key_outside_the_acl_is_refused_naming_the_permission(spark, redis_tls, credentials, tmp_path):
+def test_a_key_outside_the_acl_is_refused_naming_the_options(redis_tls, credentials):
     namespace = "open" + secrets.token_hex(4)  # not under the user's ~sec* pattern
-    reader = RedisAdapter(redis_tls.url, target="list")
-    with pytest.raises(Exception) as err:  # noqa: B017 - the query's failure, as Spark reports it
-        run_query(spark, reader, namespace, tmp_path / "ck", limit=20,
-                  options={"url": redis_tls.user_url(credentials.user, credentials.password), "writeRetries": "0"})
-    assert "NOPERM" in str(err.value) or "no permissions" in str(err.value), str(err.value)[-2000:]
-    assert credentials.password not in str(err.value)
-    assert reader.read_back(namespace) == []
+    sink = _sink(redis_tls.user_url(credentials.user, credentials.password), namespace)
+    identity = WriteIdentity("q", 0, 0, 0)
+    conn = sink.open(identity)
+    try:
+        with pytest.raises(SinkError) as err:
+            sink.is_committed(conn, identity)  # the first command of a partition: read its commit record
+    finally:
+        sink.close(conn)
+    message = str(err.value)
+    assert "NOPERM" in message and "'keyPrefix'" in message and "'commitKeyPrefix'" in message, message
+    assert credentials.password not in message, message
 
 
 def test_a_cluster_node_written_as_a_single_node_names_moved_and_the_option(redis_cluster):
