@@ -1,6 +1,6 @@
 """The secured servers, started once per test worker and only when a test asks (session-scoped, lazy), with a
-throwaway CA of their own: redis-server and a 6-node Redis Cluster over TLS with an ACL user, and a Kafka broker
-with a SASL_SSL listener (SCRAM-SHA-512) and a mutual-TLS listener. Each password is drawn at random per run, so
+throwaway CA of their own: redis-server and a 6-node Redis Cluster over TLS with an ACL user, a Kafka broker
+with a SASL_SSL listener (SCRAM-SHA-512) and a mutual-TLS listener, and the webhook receiver over mutual TLS. Each password is drawn at random per run, so
 a test can search for it in everything a run leaves behind."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from connectors.servers.kafka_secure import SecuredKafkaBroker
+from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
 from connectors.servers.redis_cluster import RedisCluster
 from connectors.servers.tls import ThrowawayCA
@@ -72,3 +73,9 @@ def kafka_secured(throwaway_ca, credentials):
     """A Kafka broker with a SASL_SSL listener (SCRAM-SHA-512, the user `credentials`) and an SSL listener that
     requires a client certificate of `throwaway_ca`; its PLAINTEXT listener serves the tests' own reads."""
     yield from _serving(SecuredKafkaBroker(throwaway_ca, {credentials.user: credentials.password}))
+
+
+@pytest.fixture(scope="session")
+def https_receiver(throwaway_ca):
+    """The reference receiver (recording) over HTTPS, requiring a client certificate of `throwaway_ca`."""
+    yield from _serving(Receiver(record=True, tls=throwaway_ca.server_tls("receiver"), require_client_cert=True))
