@@ -237,13 +237,18 @@ class KafkaBroker(ProcessServer):
         while cluster_id.startswith("-"):
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         cmd = self._java_cmd(
-            jars, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_path), heap="256m"
+            jars, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_path),
+            *self._format_args(), heap="256m"
         )
         result = subprocess.run(cmd, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
         with open(self.out_path, "a") as out:
             out.write(f"=== format: {' '.join(cmd)}\n{result.stdout}\n")
         if result.returncode != 0:
             raise ServerError(f"kafka: formatting {self.log_dir} failed (exit {result.returncode}):\n{result.stdout}")
+
+    def _format_args(self) -> list[str]:
+        """More arguments of the storage format (SCRAM credentials: `connectors.servers.kafka_secure`)."""
+        return []
 
     def _ready(self) -> bool:
         from confluent_kafka import Producer  # noqa: PLC0415 - the kafka extra's client

@@ -34,10 +34,13 @@ import hashlib
 import http.server
 import json
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+
+from connectors.servers.tls import ServerTls
 
 __all__ = ["Receiver", "ReceiverCounts", "ReceivedRequest", "count_rows"]
 
@@ -158,6 +161,11 @@ class _Server(http.server.ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+        if receiver.tls is not None:  # each connection's handshake runs as it is accepted
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(receiver.tls.ca))
+            context.load_cert_chain(str(receiver.tls.server.cert), str(receiver.tls.server.key))
+            context.verify_mode = ssl.CERT_REQUIRED if receiver.require_client_cert else ssl.CERT_NONE
+            self.socket = context.wrap_socket(self.socket, server_side=True)
 
     def process_request(self, request, client_address):
         with self.connections_lock:
@@ -247,13 +255,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Receiver:
     """``with Receiver() as r: … r.url … r.counts().rows``; binds 127.0.0.1 on a free port by default.
 
-    ``url`` is ``http://host:port`` (any path is accepted; the harness posts to ``/events``).
+    ``url`` is ``http://host:port`` (any path is accepted; the harness posts to ``/events``). With `tls`
+    (`connectors.servers.tls.ServerTls`) it is ``https://``, and with `require_client_cert` a client must present a
+    certificate signed by ``tls.ca`` (mutual TLS); a failed handshake is no request.
     """
 
     name = "http"
     client_library = None   # the standard library's HTTP server: nothing to install
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, record: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, record: bool = False, tls: ServerTls | None = None,
+                 require_client_cert: bool = False) -> None:
+        self.tls = tls
+        self.require_client_cert = require_client_cert
         self.host = host
         self.port = port
         self.record = record
@@ -268,7 +281,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
+import ssl
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
+from urllib.parse import quote
 
 from connectors.servers.base import LOOPBACK, ClientLibrary, ProcessServer, ServerError, free_port, tail
+from connectors.servers.tls import ServerTls
 
 __all__ = ["RedisServer"]
 
@@ -21,14 +24,22 @@ class RedisServer(ProcessServer):
 
     ``RedisServer.external(url)`` wraps a server someone else runs (``REDIS_URL``). ``extra_args`` are
     appended to the command line (``["--cluster-enabled", "yes"]`` for a cluster node, `RedisCluster`).
+
+    With `tls` (`connectors.servers.tls.ServerTls`) it listens on TLS only (``tls-port``; client certificates
+    optional), and `url` is ``rediss://…?ssl_ca_certs=<the CA>``. `acl` adds ACL users, one rule line each
+    (``"alice on >secret ~alice:* +@all"``); the ``default`` user stays open to the helpers here (`user_url` gives
+    a user's URL).
     """
 
     name = "redis"
     external_env = "REDIS_URL"
     client_library = ClientLibrary("redis", "redis", "redis")
 
-    def __init__(self, persistence: bool = False, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, persistence: bool = False, port: int | None = None, extra_args: Sequence[str] = (),
+                 tls: ServerTls | None = None, acl: Sequence[str] = ()) -> None:
         super().__init__()
+        self.tls = tls
+        self.acl = list(acl)
         self.persistence = persistence
         self.extra_args = list(extra_args)
         self.port = port
@@ -49,7 +60,18 @@ class RedisServer(ProcessServer):
 
     @property
     def url(self) -> str:
-        return self._address(lambda: f"redis://{self.host}:{self.port}/0")
+        return self.user_url()
+
+    def user_url(self, user: str | None = None, password: str | None = None) -> str:
+        """`url` as ACL user `user` with `password` (both quoted into the URL's user info)."""
+        who = f"{quote(user or '', safe='')}:{quote(password or '', safe='')}@" if user or password else ""
+        if self.tls is None:
+            return self._address(lambda: f"redis://{who}{self.host}:{self.port}/0")
+        return self._address(lambda: f"rediss://{who}{self.host}:{self.port}/0?ssl_ca_certs={quote(str(self.tls.ca))}")
+
+    def client_options(self) -> dict[str, Any]:
+        """What a ``redis.Redis(host=…, port=…)`` needs beyond the address: TLS and its CA, if any."""
+        return {} if self.tls is None else {"ssl": True, "ssl_ca_certs": str(self.tls.ca)}
 
     def client(self, **kwargs):
         """A ``redis.Redis`` connected to this server (``decode_responses`` etc. pass through)."""
@@ -67,10 +89,16 @@ class RedisServer(ProcessServer):
         for attempt in range(5):
             if not fixed_port:
                 self.port = free_port()
+            if self.tls is None:
+                listen = ["--port", str(self.port)]
+            else:
+                listen = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls.server.cert),
+                          "--tls-key-file", str(self.tls.server.key), "--tls-ca-cert-file", str(self.tls.ca),
+                          "--tls-auth-clients", "optional"]
             cmd = [
                 binary,
                 "--bind", LOOPBACK,
-                "--port", str(self.port),
+                *listen,
                 "--dir", str(self.dir),
                 "--logfile", str(self.log_path_),
                 "--daemonize", "no",
@@ -81,6 +109,8 @@ class RedisServer(ProcessServer):
             else:
                 cmd += ["--appendonly", "no"]
             cmd += self.extra_args
+            for rule in self.acl:
+                cmd += ["--user", *rule.split()]
             self._spawn(cmd)
             try:
                 self._wait_ready(self._ping, 20, f"PING on {self.url}")
@@ -96,7 +126,7 @@ class RedisServer(ProcessServer):
         from redis.retry import Retry  # noqa: PLC0415 - the redis extra's client
 
         client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=1, socket_timeout=2,
-                             retry=Retry(NoBackoff(), 0))
+                             retry=Retry(NoBackoff(), 0), **self.client_options())
         try:
             if not client.ping():
                 return False
@@ -117,9 +147,15 @@ class RedisServer(ProcessServer):
             command = b"*2\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n"
         else:
             command = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
-        with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=timeout) as sock:
+        with contextlib.suppress(OSError), self._socket(timeout) as sock:
             sock.sendall(command)
             while sock.recv(4096):  # an error reply, or EOF once the server has exited
                 pass
         self._terminate(timeout)
 
+
+    def _socket(self, timeout: float) -> socket.socket:
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        if self.tls is None:
+            return sock
+        return ssl.create_default_context(cafile=str(self.tls.ca)).wrap_socket(sock, server_hostname=self.host)

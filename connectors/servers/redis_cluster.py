@@ -8,10 +8,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 from connectors.servers.base import ClientLibrary, Server, ServerError, free_port, wait_until
 from connectors.servers.redis import RedisServer
+from connectors.servers.tls import ServerTls
 
 __all__ = ["ClusterNode", "RedisCluster"]
 
@@ -51,6 +53,9 @@ class RedisCluster(Server):
     takes over (`kill_primary`). ``RedisCluster.external(url)`` (or ``REDIS_CLUSTER_URL``) wraps a cluster
     someone else runs: `url`, `client` and the topology queries work, start/stop are no-ops and the helpers that
     kill or restart nodes raise `ServerError`.
+
+    With `tls` every node listens on TLS only, and talks TLS to the others (``tls-cluster``, ``tls-replication``):
+    `url` is ``rediss://…?ssl_ca_certs=<the CA>``. `acl` adds the same ACL users to every node (`RedisServer`).
     """
 
     name = "redis-cluster"
@@ -58,8 +63,10 @@ class RedisCluster(Server):
     client_library = ClientLibrary("redis", "redis", "redis")
 
     def __init__(self, primaries: int = 3, replicas: int = 1, persistence: bool = False,
-                 node_timeout_ms: int = 3000) -> None:
+                 node_timeout_ms: int = 3000, tls: ServerTls | None = None, acl: Sequence[str] = ()) -> None:
         super().__init__()
+        self.tls = tls
+        self.acl = list(acl)
         if primaries < 3:
             raise ValueError(f"primaries={primaries}: redis-cli --cluster create needs at least 3 primaries")
         self.primaries_count = primaries
@@ -81,15 +88,27 @@ class RedisCluster(Server):
         """``redis://127.0.0.1:<port>`` of the first node that is running: a startup node for cluster clients."""
         if self._external is not None:
             return self._external
+        return self.user_url()
+
+    def user_url(self, user: str | None = None, password: str | None = None) -> str:
+        """`url` as ACL user `user` with `password`."""
+        if self._external is not None:
+            return self._external
         for node in self.nodes:
             if node.running:
-                return f"redis://{node.host}:{node.port}"
+                return node.user_url(user, password) if self.tls or user else f"redis://{node.host}:{node.port}"
         raise ServerError(f"{self.name}: no node is running")
+
+    def _tls_options(self) -> dict[str, Any]:
+        return {} if self.tls is None else {"ssl": True, "ssl_ca_certs": str(self.tls.ca)}
+
+    def _cli_tls(self) -> list[str]:
+        return [] if self.tls is None else ["--tls", "--cacert", str(self.tls.ca)]
 
     @property
     def urls(self) -> list[str]:
         """``redis://host:port`` of every node this process started (primaries and replicas, as started)."""
-        return [f"redis://{node.host}:{node.port}" for node in self.nodes]
+        return [node.url if self.tls else f"redis://{node.host}:{node.port}" for node in self.nodes]
 
     def client(self, **kwargs):
         """A ``redis.cluster.RedisCluster`` on this cluster (keyword arguments pass through)."""
@@ -102,7 +121,8 @@ class RedisCluster(Server):
         import redis  # noqa: PLC0415 - the redis extra's client
 
         host, _, port = address.rpartition(":")
-        return redis.Redis(host=host, port=int(port), socket_timeout=10, socket_connect_timeout=5, **kwargs)
+        return redis.Redis(host=host, port=int(port), socket_timeout=10, socket_connect_timeout=5,
+                           **{**self._tls_options(), **kwargs})
 
     def execute(self, *command, address: str | None = None):
         """Run `command` on `address`, or on the first running node that answers; the reply as Redis sent it.
@@ -135,7 +155,7 @@ class RedisCluster(Server):
         quoted), without its "-> Redirected to …" notices."""
         where = address or self._live_addresses()[0]
         host, _, port = where.rpartition(":")
-        result = subprocess.run(["redis-cli", "-c", "-h", host, "-p", port, "--no-raw", *args], capture_output=True,
+        result = subprocess.run(["redis-cli", "-c", "-h", host, "-p", port, *self._cli_tls(), "--no-raw", *args], capture_output=True,
                                 text=True, timeout=300, check=False,
                                 input="\n".join(commands) + "\n" if commands is not None else None)
         if result.returncode != 0:
@@ -225,7 +245,10 @@ class RedisCluster(Server):
             # the bus port given: by default it is the port + 10000, impossible for a free port above 55535
             args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", str(self.node_timeout_ms)]
-            self.nodes = [RedisServer(persistence=self.persistence, extra_args=[*args, "--cluster-port", str(free_port())])
+            if self.tls is not None:
+                args += ["--tls-cluster", "yes", "--tls-replication", "yes"]
+            self.nodes = [RedisServer(persistence=self.persistence, tls=self.tls, acl=self.acl,
+                                      extra_args=[*args, "--cluster-port", str(free_port())])
                           for _ in range(self.primaries_count * (1 + self.replicas_per_primary))]
         try:
             for node in self.nodes:
@@ -243,7 +266,7 @@ class RedisCluster(Server):
     def _create(self) -> None:
         addresses = [f"{node.host}:{node.port}" for node in self.nodes]
         result = subprocess.run(
-            ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas_per_primary),
+            ["redis-cli", *self._cli_tls(), "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas_per_primary),
              "--cluster-yes"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         (self.dir / "create.out").write_text(result.stdout + result.stderr)
         if result.returncode != 0:
@@ -365,7 +388,7 @@ class RedisCluster(Server):
         source_id = source.id if isinstance(source, ClusterNode) else source
         target_id = target.id if isinstance(target, ClusterNode) else target
         result = subprocess.run(
-            ["redis-cli", "--cluster", "reshard", self._live_addresses()[0], "--cluster-from", source_id,
+            ["redis-cli", *self._cli_tls(), "--cluster", "reshard", self._live_addresses()[0], "--cluster-from", source_id,
              "--cluster-to", target_id, "--cluster-slots", str(slots), "--cluster-yes"],
             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if result.returncode != 0:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from connectors.errors import DeliveryError, FencedError, SinkError, TransientError, map_errors
 from connectors.registry import import_extra
 from sinks.kafka.options import KafkaOptions, log
+from sinks.kafka.security import is_handshake_failure
 
 __all__ = ["import_kafka", "import_kafka_admin", "IdleClients", "idle_producers", "idle_checkers", "idle_admins",
            "quietly", "REFUSED_AT_ONCE", "COORDINATOR_MOVING", "kafka_error_name", "translate", "mapped",
@@ -145,7 +146,7 @@ handshake_errors: dict[tuple, Any] = {}
 
 
 def note_handshake_error(key: tuple, err) -> None:
-    """A check client's ``error_cb``: keep a failed authentication or TLS handshake, the cause a timeout hides."""
-    kafka = import_kafka()
-    if err.code() in (kafka.KafkaError._AUTHENTICATION, kafka.KafkaError._SSL):
+    """A check client's ``error_cb``: keep a failed authentication or TLS handshake (a refused client certificate
+    included), the cause a timeout hides."""
+    if is_handshake_failure(err.name(), err.str()):
         handshake_errors[key] = err

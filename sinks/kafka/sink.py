@@ -47,6 +47,7 @@ from sinks.kafka.options import (
     log,
     transactional_id,
 )
+from sinks.kafka.security import handshake_error
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
            "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
@@ -264,12 +265,7 @@ class KafkaSink(Sink):
             producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
             handshake = handshake_errors.pop(self._idle_key, None)
             if handshake is not None:
-                given = next((v for k, v in opts.client.items() if k.lower() == "security.protocol"), "PLAINTEXT")
-                raise OptionError("kafka.security.protocol", given,
-                                  f"the security protocol of the listener at {opts.bootstrap} (and the credentials it "
-                                  "takes): the broker answers, but the client's security handshake failed "
-                                  f"({handshake.str()}). A SASL client talking to a PLAINTEXT listener, or a "
-                                  "PLAINTEXT/SASL_PLAINTEXT client to an SSL one, fails so") from exc
+                raise handshake_error(handshake.str(), opts.client, opts.bootstrap) from exc
             raise TransientError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {CHECK_TIMEOUT_S:g}s "
                                  f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' "
                                  "right?") from exc

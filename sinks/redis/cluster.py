@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.errors import DeliveryError, TransientError
-from sinks.redis.client import connect, import_redis
+from sinks.redis.client import connect, import_redis, node_settings
 from sinks.redis.resp import command, packed
 from sinks.redis.slots import SLOTS, commit_record_keys, group_by_slot, key_slots
 
@@ -162,7 +162,8 @@ class ClusterWriter:
     Parameters
     ----------
     url : str
-        ``redis://host:port`` of any node (a startup node; the others are learned from ``CLUSTER SLOTS``).
+        ``redis://host:port`` or ``rediss://`` (TLS) of any node (a startup node; the others are learned from
+        ``CLUSTER SLOTS``); its user info and query (``ssl_ca_certs``…) apply to every node (`node_settings`).
     timeout_s : float, seconds, default 10
         Socket timeout of every call.
     min_replicas : int ≥ 0, default 0
@@ -180,8 +181,7 @@ class ClusterWriter:
                  address_map: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> None:
         parts = urlsplit(url)
         self.startup = [(parts.hostname or "127.0.0.1", parts.port or 6379)]
-        self.password = parts.password
-        self.username = parts.username
+        self.settings = node_settings(url)  # connection class (TLS for rediss://), ACL user, TLS settings
         self.timeout_s = timeout_s
         self.min_replicas = min_replicas
         self.redirect_timeout_s = redirect_timeout_s
@@ -196,9 +196,10 @@ class ClusterWriter:
         conn = self._connections.get(address)
         if conn is None:
             redis = import_redis()
-            conn = redis.connection.Connection(host=address[0], port=address[1], username=self.username,
-                                               password=self.password, socket_timeout=self.timeout_s,
-                                               socket_connect_timeout=min(self.timeout_s, 5.0))
+            settings = dict(self.settings)
+            connection_class = settings.pop("connection_class", redis.connection.Connection)
+            conn = connection_class(host=address[0], port=address[1], **settings, socket_timeout=self.timeout_s,
+                                    socket_connect_timeout=min(self.timeout_s, 5.0))
             conn.connect()
             self._connections[address] = conn
         return conn

@@ -17,7 +17,7 @@ from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, Fingerprint, Sink, WriteIdentity, fingerprint_of
 from connectors.redact import redact_url
 from connectors.rows import as_binary, json_objects
-from sinks.redis.client import connect, import_redis, mapped
+from sinks.redis.client import connect, import_redis, mapped, security_error
 from sinks.redis.cluster import cluster_enabled
 from sinks.redis.options import DELETES, RedisOptions
 from sinks.redis.resp import commands
@@ -73,8 +73,12 @@ class RedisSink(Sink):
             client.ping()
         except redis.AuthenticationError as exc:
             raise SinkError(f"redis-sink: authentication failed at {redact_url(self.options.url)}: {exc}; "
-                            "check the username and password in 'url'") from exc
+                            "check the user name and password in option 'url' (redis[s]://user:password@host:port)"
+                            ) from exc
         except (redis.ConnectionError, redis.TimeoutError) as exc:
+            refused = security_error(exc, self.options.url)
+            if refused is not None:
+                raise refused from exc
             raise TransientError(f"redis-sink: cannot reach Redis at {redact_url(self.options.url)} ({exc}); "
                                  "is the server running and the 'url' option right?") from exc
         except redis.RedisError as exc:

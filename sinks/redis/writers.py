@@ -224,9 +224,9 @@ class SlotWriter(Writer):
 
     def check_options(self) -> None:
         opts = self.options
-        if not opts.url.startswith("redis://"):
-            raise OptionError("url", redact_url(opts.url), "a redis:// URL in cluster mode (TLS and unix sockets "
-                              "are not supported for a cluster yet)")
+        if not opts.url.startswith(("redis://", "rediss://")):
+            raise OptionError("url", redact_url(opts.url), "a redis:// or rediss:// URL in cluster mode (a cluster "
+                              "is reached over TCP: unix sockets are not supported)")
         try:
             check_commit_key_prefix(opts.commit_key_prefix)
         except ValueError as exc:

@@ -7,15 +7,25 @@ import email.utils
 import http.cookiejar
 import json
 import re
+import socket
+import ssl
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Callable, Mapping
 
-from connectors.errors import DeliveryError, PartitioningChangedError, SinkError, TransientError, map_errors
+from connectors.errors import (
+    DeliveryError,
+    OptionError,
+    PartitioningChangedError,
+    SinkError,
+    TransientError,
+    map_errors,
+)
 from connectors.protocol import CHANGED_INPUT_CAUSE, CHANGED_INPUT_REMEDY, WriteIdentity
 from connectors.redact import redact_url
 from connectors.registry import import_extra
@@ -90,6 +100,8 @@ class Client:
                                 f"{exc}") from None
         self.session = requests.Session()
         self.session.trust_env = False  # no proxies or .netrc credentials picked up behind the user's back
+        if options.client_cert:  # mutual TLS
+            self.session.cert = (options.client_cert, options.client_key) if options.client_key else options.client_cert
         self.session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))  # stateless: no cookies
         adapter = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=max(4, options.max_in_flight),
                                                 max_retries=0)
@@ -256,9 +268,12 @@ def _reused_key(body: bytes) -> bool:
 def translate(exc: Exception, where: str, timeout_s: float) -> SinkError | None:
     """A requests error as this project's: connection trouble and timeouts are transient, TLS is not."""
     requests = import_requests()
+    refused = tls_error(_reason(exc), where) if isinstance(exc, requests.exceptions.RequestException) else None
+    if refused is not None:  # not retried: the same handshake fails the same way
+        return SinkError(f"webhook-sink: TLS failed for {where}: option '{refused[0]}' must give {refused[1]}")
     if isinstance(exc, requests.exceptions.SSLError):
         return SinkError(f"webhook-sink: TLS failed for {where}: {_reason(exc)}; check the 'verify' option "
-                         "(true, false, or a CA bundle path)")
+                         "(a CA bundle path) and 'clientCert'/'clientKey'")
     if isinstance(exc, requests.exceptions.Timeout):
         return TransientError(f"webhook-sink: {where} timed out after {timeout_s:g}s (option 'timeout')")
     if isinstance(exc, requests.exceptions.ConnectionError):
@@ -266,6 +281,58 @@ def translate(exc: Exception, where: str, timeout_s: float) -> SinkError | None:
     if isinstance(exc, requests.exceptions.RequestException):
         return SinkError(f"webhook-sink: {where} failed: {_reason(exc)}")
     return None
+
+
+#: OpenSSL's words for a handshake the server refused because of the client's certificate (a TLS alert)
+_CLIENT_CERT_REFUSED = ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "UNKNOWN_CA", "CERTIFICATE_EXPIRED",
+                        "certificate required", "bad certificate", "unknown ca")
+
+
+def tls_error(reason: str, where: str) -> tuple[str, str] | None:
+    """What a TLS handshake that failed as `reason` says calls for: ``(option, what it must give)``, the option to
+    fix; an untrusted server certificate 'verify' (the CA bundle), a refused client certificate 'clientCert'; None
+    for any other failure."""
+    if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
+        if "mismatch" in reason:
+            return "url", f"a URL whose host the receiver's TLS certificate names ({reason})"
+        return "verify", (f"the CA bundle (a PEM file or directory on the executors) that signed the TLS certificate "
+                          f"of the receiver, {where}: the client does not trust it ({reason})")
+    if any(word in reason for word in _CLIENT_CERT_REFUSED):
+        return "clientCert", (f"a client certificate the receiver accepts, with its key ('clientKey'): {where} "
+                              f"refused the TLS handshake ({reason})")
+    return None
+
+
+def tls_handshake(host: str, port: int, verify: bool | str, client_cert: str | None, client_key: str | None,
+                  timeout_s: float) -> None:
+    """A TLS handshake with `host`:`port` as the requests will make it (`verify`, the client certificate), nothing
+    sent; `OptionError` naming the option (`tls_error`) when the client refuses the server's certificate. A refused
+    client certificate shows only once a request is sent (TLS 1.3 tells it after the handshake). Skipped when a file
+    the options name is not on this machine (they name files on the executors)."""
+    files = [f for f in (verify if isinstance(verify, str) else None, client_cert, client_key) if f]
+    if not all(Path(f).exists() for f in files):
+        return
+    context = ssl.create_default_context()
+    if verify is False:
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    elif isinstance(verify, str):
+        location = Path(verify)
+        context.load_verify_locations(cafile=None if location.is_dir() else verify,
+                                      capath=verify if location.is_dir() else None)
+    if client_cert:
+        context.load_cert_chain(client_cert, client_key)
+    where = f"https://{host}:{port}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock, \
+                context.wrap_socket(sock, server_hostname=host):
+            pass
+    except ssl.SSLError as exc:
+        refused = tls_error(str(exc), where)
+        if refused is None:
+            raise SinkError(f"webhook-sink: TLS handshake with {where} failed: {exc}") from exc
+        option, expected = refused
+        given = {"verify": verify if isinstance(verify, str) else "true", "url": where, "clientCert": client_cert}
+        raise OptionError(option, given[option], expected) from exc
 
 
 def _reason(exc: BaseException) -> str:

@@ -110,6 +110,8 @@ class WebhookOptions:
     dead_letter_url: str | None = None
     signing_secret: str | None = None  # Standard Webhooks secrets, space-separated; may hold ${ENV:NAME}
     max_requests_per_second: float | None = None  # per task; None: unpaced
+    client_cert: str | None = None  # a PEM file on the executors: the certificate (and its key, without client_key)
+    client_key: str | None = None
 
     @classmethod
     def read(cls, reader: OptionReader) -> "WebhookOptions":
@@ -126,6 +128,9 @@ class WebhookOptions:
         idempotency = reader.string("idempotencyHeader", "Idempotency-Key")
         if not _HEADER_NAME.match(idempotency):
             raise OptionError("idempotencyHeader", idempotency, "a header name, e.g. 'Idempotency-Key'")
+        client_cert, client_key = reader.string("clientCert"), reader.string("clientKey")
+        if client_key and not client_cert:
+            raise OptionError("clientCert", None, "the client certificate's PEM file when 'clientKey' is given")
         base = reader.duration_us("retryBackoff", 200_000)
         cap = reader.duration_us("retryBackoffMax", 10_000_000)
         return cls(
@@ -146,6 +151,8 @@ class WebhookOptions:
             dead_letter_url=urls["deadLetterUrl"],
             signing_secret=_signing_secret(reader),
             max_requests_per_second=reader.number("maxRequestsPerSecond", None, above=0),
+            client_cert=client_cert,
+            client_key=client_key,
         )
 
     def retryable(self, status: int) -> bool:

@@ -13,12 +13,19 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from connectors.datasource import SinkDataSource
-from connectors.errors import CommitError, DeliveryError, PartitioningChangedError, SinkError, TransientError
+from connectors.errors import (
+    CommitError,
+    ConnectorError,
+    DeliveryError,
+    PartitioningChangedError,
+    SinkError,
+    TransientError,
+)
 from connectors.options import OptionReader
 from connectors.protocol import CommitMessage, Sink, WriteIdentity
 from connectors.redact import redact_url
 from sinks.webhook.bodies import Bodies, Rows
-from sinks.webhook.client import Cancelled, Client, Pacer, TaskState
+from sinks.webhook.client import Cancelled, Client, Pacer, TaskState, tls_handshake
 from sinks.webhook.options import CONTENT_TYPES, WebhookOptions, resolve_env
 
 __all__ = ["WebhookSinkDataSource", "WebhookSink", "WebhookOptions", "resolve_env", "redact_url"]
@@ -54,6 +61,11 @@ class WebhookSink(Sink):
             seen.add(address)
             try:
                 socket.create_connection(address, timeout=min(self.options.timeout_s, 5.0)).close()
+                if parts.scheme == "https":  # an untrusted certificate fails here, not in every task
+                    tls_handshake(address[0], address[1], self.options.verify, self.options.client_cert,
+                                  self.options.client_key, min(self.options.timeout_s, 5.0))
+            except ConnectorError:
+                raise
             except OSError as exc:
                 # an unknown host fails at once; a refused or timed-out connect is retried by the protocol
                 kind = SinkError if isinstance(exc, socket.gaierror) else TransientError
@@ -227,7 +239,13 @@ class WebhookSinkDataSource(SinkDataSource):
         Comma-separated status codes and masks (``5xx``, ``50x``) that are retried. Any other
         non-2xx status (redirects included: they are not followed) fails the task at once.
     verify : ``true`` (default) | ``false`` | path
-        TLS certificate verification; a path names a CA bundle file or directory on the executors.
+        TLS certificate verification; a path names a CA bundle file or directory on the executors (the
+        CA that signed the receiver's certificate). The driver's check makes a TLS handshake with each
+        ``https://`` URL at start: a certificate it does not trust fails there, naming this option.
+    clientCert : path, optional; clientKey : path, optional
+        Mutual TLS: the client certificate (PEM, on the executors) presented to the receiver, and its
+        key (a file of its own, or in ``clientCert``'s). A receiver refusing it fails the first request,
+        naming ``clientCert``.
     idempotencyHeader : str, default ``Idempotency-Key``
         Name of the header holding each request's key. A ``422`` answer whose problem document
         (RFC 9457) names the idempotency key in its ``type`` or ``title`` (the IETF Idempotency-Key

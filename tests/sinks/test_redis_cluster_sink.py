@@ -90,8 +90,8 @@ def test_auto_finds_the_cluster_once_and_refuses_what_a_cluster_cannot_take(redi
         sink(redis_server.url, minReplicas="1")
     with pytest.raises(OptionError, match="cluster"):
         sink(redis_cluster.url, cluster="maybe")
-    with pytest.raises(OptionError, match="url.*redis:// URL in cluster mode"):
-        sink("rediss://127.0.0.1:1", cluster="true")
+    with pytest.raises(OptionError, match="url.*redis:// or rediss:// URL in cluster mode"):
+        sink("unix:///tmp/redis.sock", cluster="true")
     with pytest.raises(OptionError, match="addressMap.*single node"):
         sink(redis_server.url, addressMap="10.0.0.1:6379=127.0.0.1:6379")
     for bad in ("10.0.0.1:6379", "10.0.0.1=127.0.0.1:1", "a:1=b:1,a:1=c:2", "a:1=b:70000"):

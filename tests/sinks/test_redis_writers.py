@@ -28,7 +28,7 @@ def test_the_writer_is_chosen_once_by_option_cluster_and_travels_with_the_sink()
 
 
 @pytest.mark.parametrize("options,option,words", [
-    ({"cluster": "true", "url": "rediss://127.0.0.1:1"}, "url", "a redis:// URL in cluster mode"),
+    ({"cluster": "true", "url": "unix:///tmp/redis.sock"}, "url", "a redis:// or rediss:// URL in cluster mode"),
     ({"cluster": "true", "commitKeyPrefix": "c{x}:"}, "commitKeyPrefix", "a prefix without '{'"),
     ({"cluster": "auto", "minReplicas": "1"}, "minReplicas", "is a single node"),
     ({"cluster": "auto", "addressMap": "10.0.0.1:6379=127.0.0.1:6379"}, "addressMap", "is a single node"),

@@ -1,0 +1,53 @@
+"""What a failed security handshake with a Kafka broker means, in the options' terms (`handshake_error`): an
+untrusted broker certificate names the CA setting, refused credentials the SASL settings, a refused client
+certificate the certificate settings; anything else the security protocol of the listener."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connectors.errors import OptionError
+from connectors.redact import HIDDEN
+
+__all__ = ["handshake_error", "is_handshake_failure"]
+
+# librdkafka's words for a handshake the broker refused because of the client's certificate (it reports them as a
+# transport failure: the broker closes the connection with a TLS alert)
+_CLIENT_CERT_REFUSED = ("alert bad certificate", "alert certificate required", "alert unknown ca",
+                        "alert certificate expired", "alert certificate unknown")
+
+
+def is_handshake_failure(name: str, text: str) -> bool:
+    """Whether librdkafka's error `name` with `text` is a failed TLS or SASL handshake (not a broker that is down)."""
+    return name in ("_AUTHENTICATION", "_SSL") or (name == "_TRANSPORT" and any(w in text for w in _CLIENT_CERT_REFUSED))
+
+
+def handshake_error(text: str, client: dict[str, Any], bootstrap: str) -> OptionError:
+    """The `OptionError` for the failed handshake librdkafka described as `text`, with the client settings `client`
+    (``kafka.*`` without the prefix) at `bootstrap`: the option named is the one to fix."""
+    given = {key.lower(): value for key, value in client.items()}
+    protocol = str(given.get("security.protocol", "PLAINTEXT")).upper()
+    if "certificate verify failed" in text or "CERTIFICATE_VERIFY_FAILED" in text:
+        if "hostname" in text.lower() or "mismatch" in text:
+            return OptionError("kafka.bootstrap.servers", bootstrap,
+                               f"a host name the broker's TLS certificate names: the broker at {bootstrap} presented a "
+                               f"certificate for another name ({text})")
+        return OptionError("kafka.ssl.ca.location", given.get("ssl.ca.location", "(not set)"),
+                           f"the CA (a PEM file) that signed the TLS certificate of the broker at {bootstrap}: the "
+                           f"client does not trust the certificate it presented ({text}); set "
+                           "'kafka.ssl.ca.location' to that CA's file")
+    if "SASL authentication error" in text or ("Authentication failed" in text and protocol.startswith("SASL")):
+        mechanism = given.get("sasl.mechanism", given.get("sasl.mechanisms", "GSSAPI"))
+        return OptionError("kafka.sasl.password", HIDDEN,
+                           f"the password of user {given.get('sasl.username', '(not set)')!r} for SASL mechanism "
+                           f"{mechanism}: the broker at {bootstrap} refused these credentials ({text}); check "
+                           "'kafka.sasl.username', 'kafka.sasl.password' and 'kafka.sasl.mechanism'")
+    if any(word in text for word in _CLIENT_CERT_REFUSED):
+        return OptionError("kafka.ssl.certificate.location", given.get("ssl.certificate.location", "(not set)"),
+                           f"a client certificate the broker at {bootstrap} accepts, with its key "
+                           f"('kafka.ssl.key.location'): the listener requires one signed by a CA it trusts, and "
+                           f"refused the handshake ({text})")
+    return OptionError("kafka.security.protocol", given.get("security.protocol", "PLAINTEXT"),
+                       f"the security protocol of the listener at {bootstrap} (and the credentials it takes): the "
+                       f"broker answers, but the client's security handshake failed ({text}). A SASL client talking "
+                       "to a PLAINTEXT listener, or a PLAINTEXT/SASL_PLAINTEXT client to an SSL one, fails so")

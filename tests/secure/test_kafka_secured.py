@@ -1,0 +1,90 @@
+"""The Kafka sink against a broker secured as in production: SASL_SSL with a SCRAM-SHA-512 user, and SSL that
+requires a client certificate. It writes exactly once through each; an untrusted broker certificate, a wrong
+password and a missing or foreign client certificate each fail at start naming the option to fix."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+from pyspark.sql.types import LongType, StructField, StructType
+
+from connectors.conformance import expected_events, run_query
+from connectors.errors import OptionError
+from connectors.options import OptionReader
+from sinks.kafka.adapter import KafkaAdapter
+from sinks.kafka.options import KafkaOptions
+from sinks.kafka.sink import Columns, KafkaSink
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.secured]
+
+LIMIT = 400
+
+
+def _kafka_options(config: dict[str, str]) -> dict[str, str]:
+    """librdkafka settings as the sink's ``kafka.*`` options."""
+    return {f"kafka.{key}": value for key, value in config.items()}
+
+
+def _checked(broker, config: dict[str, str]) -> None:
+    """Build the sink on `config` and run its start-of-query check."""
+    topic = broker.create_topic("sec-" + secrets.token_hex(4))
+    reader = OptionReader({**_kafka_options(config), "topic": topic}, name="kafka sink")
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+    KafkaSink(KafkaOptions.read(reader), Columns.of(schema)).check()
+
+
+def _client_cert(ca, name: str):
+    return ca.issue(name, client=True)
+
+
+@pytest.mark.parametrize("listener", ["sasl_ssl", "mtls"])
+def test_writes_exactly_once_over_a_secured_listener(spark, kafka_secured, throwaway_ca, credentials, tmp_path,
+                                                     listener):
+    config = (kafka_secured.sasl_ssl_config(credentials.user, credentials.password) if listener == "sasl_ssl"
+              else kafka_secured.mtls_config(_client_cert(throwaway_ca, "writer")))
+    reader = KafkaAdapter(kafka_secured.bootstrap)  # topics made and read on the PLAINTEXT listener
+    namespace = "sec" + secrets.token_hex(5)
+    reader.prepare(namespace)
+    run_query(spark, reader, namespace, tmp_path / "ck", limit=LIMIT, per_trigger=LIMIT // 4,
+              options=_kafka_options(config))
+    assert sorted(reader.read_back(namespace)) == expected_events(LIMIT)
+    run_query(spark, reader, namespace, tmp_path / "ck", limit=2 * LIMIT, per_trigger=LIMIT // 2,
+              options=_kafka_options(config))  # the batches done are not written again
+    assert sorted(reader.read_back(namespace)) == expected_events(2 * LIMIT)
+
+
+def test_a_wrong_password_blames_the_credentials_not_the_protocol(kafka_secured, credentials):
+    wrong = "pw-" + secrets.token_hex(6)
+    with pytest.raises(OptionError) as err:
+        _checked(kafka_secured, kafka_secured.sasl_ssl_config(credentials.user, wrong))
+    message = str(err.value)
+    assert err.value.option == "kafka.sasl.password" and "Authentication failed" in message, message
+    assert repr(credentials.user) in message and "SCRAM-SHA-512" in message, message
+    assert wrong not in message and "security protocol" not in message, message
+
+
+@pytest.mark.parametrize("ca", ["stranger", "none"])
+def test_an_untrusted_broker_certificate_names_the_ca_option(kafka_secured, credentials, stranger_ca, ca):
+    config = kafka_secured.sasl_ssl_config(credentials.user, credentials.password)
+    if ca == "stranger":
+        config["ssl.ca.location"] = str(stranger_ca.ca)
+    else:
+        del config["ssl.ca.location"]
+    with pytest.raises(OptionError) as err:
+        _checked(kafka_secured, config)
+    message = str(err.value)
+    assert err.value.option == "kafka.ssl.ca.location" and "certificate verify failed" in message, message
+    assert "'kafka.ssl.ca.location'" in message.split("):")[-1], message  # the fix comes before anything else
+    assert credentials.password not in message, message
+
+
+@pytest.mark.parametrize("client", ["none", "foreign"])
+def test_a_refused_client_certificate_names_the_certificate_option(kafka_secured, throwaway_ca, stranger_ca, client):
+    config = kafka_secured.mtls_config(_client_cert(stranger_ca if client == "foreign" else throwaway_ca, "eve"))
+    if client == "none":
+        del config["ssl.certificate.location"], config["ssl.key.location"]
+    with pytest.raises(OptionError) as err:
+        _checked(kafka_secured, config)
+    message = str(err.value)
+    assert err.value.option == "kafka.ssl.certificate.location" and "bad certificate" in message, message
