@@ -26,8 +26,8 @@ class RedisAdapter(SinkAdapter):
 
     `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
     ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
-    `cluster`: `url` names a node of a Redis Cluster (the sink finds out itself, ``cluster=auto``; the adapter
-    reads back through redis-py's ``RedisCluster``). Rows then go to `LANES` keys ``<namespace>:{<counter % LANES>}``
+    `cluster`: `url` names a node of a Redis Cluster (the sink finds out itself, ``cluster=auto``, and so does the
+    reader of its target, `RedisReader`, which reads back through redis-py's ``RedisCluster``). Rows then go to `LANES` keys ``<namespace>:{<counter % LANES>}``
     (`list`, `hash`, `stream`), whose hash tags put them on every primary of a cluster split as
     ``redis-cli --cluster create`` splits it, in the same slots whatever the namespace: a partition's write is
     several slot groups, on several nodes, and a recorded conversation has the same sizes in every namespace. The
