@@ -3,7 +3,7 @@
 `connectors.registry` holds the one table of every data source of the project; registering them all::
 
     from connectors import register_all
-    register_all(spark)          # impulse, nexmark, redis-sink, kafka-sink, webhook-sink
+    register_all(spark)          # every row of connectors.registry: impulse, nexmark, redis-sink, …
 
 After ``pip install`` this is not needed: PySpark finds the top-level ``pyspark_*`` modules itself.
 """

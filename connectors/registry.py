@@ -11,22 +11,34 @@ sink) that binds the suite to a target named on the command line. Derived from i
   (`impulse.loadtest.target`, `impulse.loadtest.session`);
 - the conformance CLI's sink names and arguments (``python -m connectors.conformance``).
 
-Adding a sink is its module(s) (a package under ``sinks/`` with its adapter), its top-level ``pyspark_<name>``
-entry point (for PySpark's auto-registration) and one `Connector` row in `CONNECTORS`. `import_extra` is the
-one gate in front of an optional extra's package.
+Adding a sink is its module(s) (a package with its sink and its adapter), its top-level ``pyspark_<name>``
+entry point (for PySpark's auto-registration) and one `Connector` row: in `CONNECTORS` for a sink of this project
+(under ``sinks/``), or, for a sink in a package of its own, declared by that package under the entry-point group
+`ENTRY_POINT_GROUP` (``impulse.connectors``), naming a `Connector` (or a tuple of them)::
+
+    [options.entry_points]
+    impulse.connectors =
+        file-sink = my_file_sink.row:CONNECTOR
+
+`connectors` lists the table's rows, then the installed packages' (a name already taken is refused, naming both).
+The module an entry point names is imported whenever the rows are listed: keep it light (the row alone).
+`import_extra` is the one gate in front of an optional extra's package.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import import_module
+from importlib.metadata import entry_points
 from importlib.util import find_spec
 from types import ModuleType
 from typing import Any, Literal
 
 from connectors.errors import SinkError
 
-__all__ = ["Kind", "KINDS", "Connector", "CONNECTORS", "connectors", "connector", "sinks", "load", "import_extra"]
+__all__ = ["Kind", "KINDS", "Connector", "CONNECTORS", "ENTRY_POINT_GROUP", "connectors", "connector", "sinks", "load", "import_extra"]
 
 
 Kind = Literal["source", "sink"]
@@ -91,9 +103,35 @@ CONNECTORS: tuple[Connector, ...] = (
 )
 
 
+#: The entry-point group under which an installed package declares its connectors' rows (module docstring).
+ENTRY_POINT_GROUP = "impulse.connectors"
+
+
 def connectors() -> tuple[Connector, ...]:
-    """Every row of the table (read at call time, never copied at import)."""
-    return CONNECTORS
+    """Every row: the table's, then those installed packages declare under `ENTRY_POINT_GROUP` (read at call time,
+    never copied at import)."""
+    rows = CONNECTORS + _installed(tuple(sys.path))
+    seen: dict[str, Connector] = {}
+    for row in rows:
+        if row.name in seen:
+            raise ValueError(f"two connectors are named {row.name!r}: {seen[row.name].data_source} and "
+                             f"{row.data_source} (an '{ENTRY_POINT_GROUP}' entry point must choose a name of its own)")
+        seen[row.name] = row
+    return rows
+
+
+@lru_cache(maxsize=4)
+def _installed(path: tuple[str, ...]) -> tuple[Connector, ...]:
+    """The rows the packages installed on `path` (``sys.path``, the cache key) declare under `ENTRY_POINT_GROUP`."""
+    rows: list[Connector] = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        found = point.load()
+        for row in found if isinstance(found, tuple) else (found,):
+            if not isinstance(row, Connector):
+                raise TypeError(f"entry point {point.name} = {point.value} (group '{ENTRY_POINT_GROUP}') names a "
+                                f"{type(row).__name__}, not a connectors.registry.Connector")
+            rows.append(row)
+    return tuple(rows)
 
 
 def connector(name: str) -> Connector:

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from connectors.registry import sinks
 from connectors.servers import KafkaBroker, RedisServer, SparkConnectServer, SparkStandaloneCluster
 from connectors.servers.receiver import Receiver
 from connectors.servers.toxiproxy import Toxiproxy
@@ -127,9 +128,26 @@ def connect_session(spark_connect):
     session.stop()
 
 
+#: How each sink's conformance adapter is built on the test servers, by format name: the one place the tests bind a
+#: sink to its server. The sinks themselves come from `connectors.registry` (`sink_adapters`).
+TEST_ADAPTERS = {
+    "redis-sink": lambda request: RedisAdapter(request.getfixturevalue("redis_server").url, target="list"),
+    "kafka-sink": lambda request: KafkaAdapter(request.getfixturevalue("kafka_broker").bootstrap),
+    "webhook-sink": lambda request: WebhookAdapter(request.getfixturevalue("http_receiver")),
+}
+
+
+def sink_names() -> list[str]:
+    """The format name of every sink of `connectors.registry`, in its order: what the tests over every sink take."""
+    return [row.name for row in sinks()]
+
+
 @pytest.fixture(scope="session")
-def sink_adapters(redis_server, kafka_broker, http_receiver):
-    """The conformance adapters of the three sinks on the test servers, by short name: each has
+def sink_adapters(request):
+    """The conformance adapter of every sink of `connectors.registry` on the test servers, by format name: each has
     ``options(namespace)``, ``prepare``, ``read_back`` (every landed event, duplicates kept) and ``cleanup``."""
-    return {"redis": RedisAdapter(redis_server.url, target="list"), "kafka": KafkaAdapter(kafka_broker.bootstrap),
-            "webhook": WebhookAdapter(http_receiver)}
+    missing = [name for name in sink_names() if name not in TEST_ADAPTERS]
+    if missing:
+        raise LookupError(f"tests/conftest.py's TEST_ADAPTERS does not say how to build the adapter of "
+                          f"{', '.join(missing)} on a test server: add it")
+    return {name: TEST_ADAPTERS[name](request) for name in sink_names()}

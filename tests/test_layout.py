@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from connectors import registry
 from tests.readme import DOCS, section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,9 @@ def test_every_package_has_its_line():
     assert not missing, f"docs/explanation/layout.md: give these packages a line of their own: {missing}"
 
 
-def test_each_sink_package_is_named_by_the_sinks_line():
-    sinks = {p.name for p in (ROOT / "sinks").iterdir() if (p / "__init__.py").exists()}
-    assert sinks == {"kafka", "redis", "webhook"}
-    assert all(f"sinks/{name}/" in layout() for name in sinks)
+def test_each_sink_package_is_a_registered_sink_and_named_by_the_layout():
+    """The packages under sinks/ are exactly those the registry's sink rows live in (`connectors.registry`)."""
+    packages = {p.name for p in (ROOT / "sinks").iterdir() if (p / "__init__.py").exists()}
+    registered = {row.module.split(".")[1] for row in registry.sinks() if row.module.startswith("sinks.")}
+    assert packages == registered and packages, f"sinks/ holds {sorted(packages)}, the registry {sorted(registered)}"
+    assert all(f"sinks/{name}/" in layout() for name in packages)

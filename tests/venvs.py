@@ -21,10 +21,13 @@ try:
 except ImportError:  # a bare interpreter: pip carries its own copy
     from pip._vendor.packaging.requirements import Requirement
 
+from connectors.registry import sinks
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("IMPULSE_CACHE", Path.home() / ".cache" / "impulse"))
-# the extras a user installs for a feature; `test` and `bench` add the test and benchmark tools
-FEATURE_EXTRAS = ("kafka", "redis", "webhook", "load", "report", "connect", "faker")
+# the extras a user installs for a feature: each sink's (`connectors.registry`), then the harness's; `test` and
+# `bench` add the test and benchmark tools
+FEATURE_EXTRAS = (*(row.extra for row in sinks() if row.extra), "load", "report", "connect", "faker")
 _PIP = ("-m", "pip", "install", "-q", "--disable-pip-version-check", "--root-user-action=ignore")
 
 

@@ -23,8 +23,13 @@ from pathlib import Path
 from connectors.registry import sinks
 
 ENVIRONMENT = "IMPULSE_CONFORMANCE_TARGET"
-#: What installs the suite's own dependency (pytest), with the sink extras a run needs.
-INSTALL = "python3 -m pip install \"impulse-connectors[conformance]\" (add the sink's extra: kafka, redis or webhook)"
+
+
+def install_text() -> str:
+    """What installs the suite's own dependency (pytest), with the sink extras a run needs (`connectors.registry`)."""
+    extras = [row.extra for row in sinks() if row.extra]
+    named = f"{', '.join(extras[:-1])} or {extras[-1]}" if len(extras) > 1 else "".join(extras)
+    return f"python3 -m pip install \"impulse-connectors[conformance]\" (add the sink's extra: {named})"
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -33,7 +38,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m connectors.conformance", description=__doc__.split("\n\n")[0],
                                      epilog="pytest arguments go after '--', e.g. `python -m connectors.conformance "
                                             "redis-sink --url redis://localhost:6379/0 -- -k fault -x`. The suite "
-                                            f"runs on pytest: {INSTALL}")
+                                            f"runs on pytest: {install_text()}")
     commands = parser.add_subparsers(dest="sink", required=True, metavar="sink",
                                      help="the sink's format name: " + ", ".join(row.name for row in sinks()))
     for row in sinks():
@@ -49,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         import pytest  # noqa: PLC0415 - the conformance extra's pytest
     except ImportError:
         print(f"python -m connectors.conformance: the conformance suite runs on pytest, which is not installed: "
-              f"{INSTALL}", file=sys.stderr)
+              f"{install_text()}", file=sys.stderr)
         return 2
     os.environ[ENVIRONMENT] = json.dumps(vars(args))
     suite = Path(__file__).with_name("cli_suite.py")

@@ -13,9 +13,10 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from connectors.readback import CannotReadBack, TargetReader
 from connectors.servers.base import free_port
 
-__all__ = ["SinkAdapter", "Poison", "events_from_json", "unused_port", "host_port", "with_address"]
+__all__ = ["SinkAdapter", "TargetReader", "CannotReadBack", "Poison", "events_from_json", "unused_port", "host_port", "with_address"]
 
 #: A loopback port where nothing listens (bound and released at once): the servers' `free_port`, for the target
 #: options of a stopped server (`SinkAdapter.unreachable_options`).
@@ -96,13 +97,24 @@ class SinkAdapter(ABC):
     def options(self, namespace: str) -> Mapping[str, str]:
         """Writer options that send the rows of a test to this target, isolated by `namespace`."""
 
-    @abstractmethod
+    @classmethod
+    def reader(cls, options: Mapping[str, str], receiver=None) -> TargetReader:
+        """The one reader of this sink's target (`connectors.readback.TargetReader`) for the writer `options` of a
+        run: what the conformance suite (`read_back`) and ``impulse-load --check`` read what landed with.
+        `receiver`: the recording reference receiver (`connectors.servers.receiver.Receiver`) the caller runs, for a
+        sink whose target only such a receiver can show. Built without contacting the target; `CannotReadBack`
+        (or the sink's `connectors.errors.OptionError`) saying why `options` name a target it cannot read.
+        Default: none, said so."""
+        raise CannotReadBack(f"{cls.format}'s adapter ({cls.__name__}) has no reader of its target")
+
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         """``(subtask_index, counter)`` of every record that landed and is visible to a reader, duplicates included.
 
         The suite writes impulse rows (``counter``, ``subtask_index``, ``timestamp``) with the sink's default
-        value encoding (the row as JSON) unless `options` says otherwise.
+        value encoding (the row as JSON) unless `options` says otherwise. Default: `reader` over
+        ``options(namespace)``, its rows parsed as JSON.
         """
+        return events_from_json(self.reader(self.options(namespace)).values())
 
     def frame(self, frame):
         """The DataFrame the sink is given, from the impulse rows (``counter``, ``subtask_index``,

@@ -10,11 +10,13 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping
 
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, unused_port
+from connectors.errors import OptionError
 from connectors.kafka_topics import create_topic, read_topic
+from connectors.readback import CannotReadBack, TargetReader
 from sinks.kafka.client import import_kafka_admin
 from sinks.kafka.formats import split_header
 
-__all__ = ["KafkaAdapter"]
+__all__ = ["KafkaAdapter", "KafkaReader"]
 
 
 class KafkaAdapter(SinkAdapter):
@@ -88,6 +90,14 @@ class KafkaAdapter(SinkAdapter):
         admin = import_kafka_admin().AdminClient(self._client_config())
         create_topic(admin, topic, self.partitions, 1, config, self.timeout_s)
 
+    @classmethod
+    def reader(cls, options: Mapping[str, str], receiver=None) -> "KafkaReader":
+        config = {k[len("kafka."):]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+        topic = next((str(v) for k, v in options.items() if k.lower() == "topic"), None)
+        if not topic:
+            raise OptionError("topic", topic, "the topic the sink writes to (it is read back)")
+        return KafkaReader(config, topic)
+
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))
 
@@ -108,7 +118,7 @@ class KafkaAdapter(SinkAdapter):
     def _read(self, topic: str) -> list[tuple[int, int]]:
         """Every record of `topic` a ``read_committed`` consumer sees (values: JSON rows), once the transactions
         just committed are visible (`connectors.kafka_topics.read_topic`)."""
-        values = [m.value() for m in read_topic(self._client_config(), topic, timeout_s=self.timeout_s)]
+        values = KafkaReader(self._client_config(), topic, self.timeout_s).values()
         if not self.registry_url:
             return events_from_json(values)
         decoded = [self._decode_avro(v) for v in values]
@@ -143,3 +153,23 @@ class KafkaAdapter(SinkAdapter):
                 ({"transactionTimeout": "10"}, "transactionTimeout"), ({"topic": "no-such-topic-x9"}, "no-such-topic-x9"),
                 ({"kafka.transactional.id": "mine"}, "transactionalIdPrefix"),
                 ({"kafka.no.such.property": "1"}, "no.such.property")]
+
+
+class KafkaReader(TargetReader):
+    """kafka-sink's topic: the value of every record a ``read_committed`` consumer sees, from the topic's beginning
+    (`connectors.kafka_topics.read_topic`), with the client `config` (the sink's ``kafka.*`` options)."""
+
+    def __init__(self, config: Mapping[str, object], topic: str, timeout_s: float = 60.0) -> None:
+        self.config, self.topic, self.timeout_s = dict(config), topic, timeout_s
+
+    def describe(self) -> str:
+        return f"the records of topic {self.topic!r}"
+
+    def prepare(self) -> None:
+        held = len(self.values())
+        if held:
+            raise CannotReadBack(f"topic {self.topic!r} already holds {held:,} records; every record of the topic is "
+                                 "read back: use a new topic")
+
+    def values(self) -> list[bytes]:
+        return [m.value() for m in read_topic(self.config, self.topic, timeout_s=self.timeout_s)]

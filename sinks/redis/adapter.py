@@ -8,10 +8,17 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping
 
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, host_port, unused_port, with_address
+from connectors.options import OptionReader
+from connectors.readback import CannotReadBack, TargetReader
 from connectors.servers.tap import UP, Tap
 from sinks.redis.client import import_redis
+from sinks.redis.cluster import cluster_enabled
+from sinks.redis.options import RedisOptions
 
-__all__ = ["RedisAdapter"]
+__all__ = ["RedisAdapter", "RedisReader"]
+
+#: the targets read back: each keeps every row as its value (a set or sorted set would merge equal rows)
+READABLE = ("string", "list", "hash", "stream")
 
 
 class RedisAdapter(SinkAdapter):
@@ -19,8 +26,8 @@ class RedisAdapter(SinkAdapter):
 
     `server`, optional, is the redis-server behind `url` when the caller runs it (anything with a
     ``restart()`` that keeps the data, as `connectors.servers.RedisServer`): it makes `restart_target` work.
-    `cluster`: `url` names a node of a Redis Cluster (the sink finds out itself, ``cluster=auto``; the adapter
-    reads back through redis-py's ``RedisCluster``). Rows then go to `LANES` keys ``<namespace>:{<counter % LANES>}``
+    `cluster`: `url` names a node of a Redis Cluster (the sink finds out itself, ``cluster=auto``, and so does the
+    reader of its target, `RedisReader`, which reads back through redis-py's ``RedisCluster``). Rows then go to `LANES` keys ``<namespace>:{<counter % LANES>}``
     (`list`, `hash`, `stream`), whose hash tags put them on every primary of a cluster split as
     ``redis-cli --cluster create`` splits it, in the same slots whatever the namespace: a partition's write is
     several slot groups, on several nodes, and a recorded conversation has the same sizes in every namespace. The
@@ -84,20 +91,9 @@ class RedisAdapter(SinkAdapter):
             [conversation] = tap.snapshot()
         return sum(direction == UP for direction, _ in conversation.turns) - 1
 
-    def read_back(self, namespace: str) -> list[tuple[int, int]]:
-        key = f"{namespace}:"
-        keys = list(self.client.scan_iter(match=f"{key}{{*", count=10_000)) if self.extra_columns else [key]
-        if self.target == "list":
-            values = [v for k in keys for v in self.client.lrange(k, 0, -1)]
-        elif self.target == "hash":
-            values = [v for k in keys for v in self.client.hgetall(k).values()]
-        elif self.target == "stream":
-            values = [fields[b"value"] for k in keys for _, fields in self.client.xrange(k)]
-        else:
-            keys = list(self.client.scan_iter(match=f"{key}*", count=10_000))
-            mget = self.client.mget_nonatomic if self.cluster else self.client.mget
-            values = [v for i in range(0, len(keys), 10_000) for v in mget(keys[i:i + 10_000])]
-        return events_from_json(values)
+    @classmethod
+    def reader(cls, options: Mapping[str, str], receiver=None) -> "RedisReader":
+        return RedisReader(options)
 
     def poison(self, namespace: str) -> Poison:
         """Lists per lane (``counter % 10``) whose lane 3 key holds a string: Redis refuses those rows (WRONGTYPE);
@@ -130,3 +126,76 @@ class RedisAdapter(SinkAdapter):
     def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
         return [({"target": "bitmap"}, "target"), ({"url": "http://127.0.0.1:1"}, "url"), ({"ttl": "0"}, "ttl"),
                 ({"valueColumn": "no_such_column"}, "valueColumn"), ({"listOperation": "insert"}, "listOperation")]
+
+
+class RedisReader(TargetReader):
+    """redis-sink's keys under ``keyPrefix`` (its commit records under ``commitKeyPrefix`` excluded), each read by its
+    type, on a single node or across a Redis Cluster (option ``cluster``; ``auto`` asks the node at ``url``, as the
+    sink does; ``addressMap`` is followed). The rows must be the values (no ``valueColumn``) of a string, list, hash
+    or stream target."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = RedisOptions.read(OptionReader(options, name="redis-sink"))
+        if not self.options.key_prefix:
+            raise CannotReadBack("redis-sink's rows are read back under its keyPrefix: set keyPrefix=NAME: (a prefix "
+                                 "that holds nothing yet)")
+        if self.options.value_column is not None or self.options.target not in READABLE:
+            raise CannotReadBack("the rows are compared whole: redis-sink must write each row as its JSON value (no "
+                                 f"valueColumn) to target {', '.join(READABLE[:-1])} or {READABLE[-1]}")
+        self.keeps_state = ((self.options.target == "string" and self.options.key_column is not None)
+                            or (self.options.target == "hash" and self.options.field_column is not None))
+
+    def describe(self) -> str:
+        return f"Redis {self.options.target} values under {self.options.key_prefix!r}"
+
+    def _client(self):
+        """A client of the node at ``url`` or, in cluster mode, of the whole cluster (connects on first use)."""
+        redis, opts = import_redis(), self.options
+        cluster = opts.cluster == "true" or (opts.cluster == "auto" and cluster_enabled(opts.url, opts.timeout_s))
+        if not cluster:
+            return redis.Redis.from_url(opts.url, socket_timeout=opts.timeout_s)
+        remap = dict(opts.address_map)
+        return redis.RedisCluster.from_url(opts.url, socket_timeout=opts.timeout_s,
+                                           address_remap=lambda address: remap.get(address, address))
+
+    def _keys(self, client) -> list[bytes]:
+        commit = self.options.commit_key_prefix.encode()
+        return [k for k in client.scan_iter(match=f"{self.options.key_prefix}*", count=10_000)
+                if not k.startswith(commit)]
+
+    def prepare(self) -> None:
+        client = self._client()
+        try:
+            keys = self._keys(client)
+        finally:
+            client.close()
+        if keys:
+            raise CannotReadBack(f"redis-sink's keyPrefix {self.options.key_prefix!r} already holds {len(keys):,} keys "
+                                 f"(e.g. {keys[0].decode(errors='replace')!r}); everything under it is read back: use "
+                                 "a fresh keyPrefix")
+
+    def values(self) -> list[bytes]:
+        client = self._client()
+        try:
+            keys = self._keys(client)
+            types = client.pipeline(transaction=False)
+            for key in keys:
+                types.type(key)
+            kinds = types.execute() if keys else []
+            out: list[bytes] = []
+            strings = []
+            for key, kind in zip(keys, kinds):
+                if kind == b"string":
+                    strings.append(key)
+                elif kind == b"list":
+                    out += client.lrange(key, 0, -1)
+                elif kind == b"hash":
+                    out += client.hvals(key)
+                elif kind == b"stream":
+                    out += [fields[b"value"] for _, fields in client.xrange(key)]
+            mget = getattr(client, "mget_nonatomic", client.mget)  # a cluster's keys span slots
+            for i in range(0, len(strings), 10_000):
+                out += [v for v in mget(strings[i:i + 10_000]) if v is not None]
+            return out
+        finally:
+            client.close()

@@ -8,10 +8,11 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping
 from urllib.parse import urlsplit
 
-from connectors.conformance.adapter import Poison, SinkAdapter, host_port, unused_port, with_address
+from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, host_port, unused_port, with_address
+from connectors.readback import CannotReadBack, TargetReader
 from connectors.servers.receiver import Receiver
 
-__all__ = ["WebhookAdapter"]
+__all__ = ["WebhookAdapter", "ReceiverReader"]
 
 
 class WebhookAdapter(SinkAdapter):
@@ -55,19 +56,18 @@ class WebhookAdapter(SinkAdapter):
         return {key: with_address(value, address) if key in ("url", "commitUrl") else value
                 for key, value in self.options(namespace).items()}
 
+    @classmethod
+    def reader(cls, options: Mapping[str, str], receiver=None) -> "ReceiverReader":
+        url = next((str(v) for k, v in options.items() if k.lower() == "url"), "")
+        if receiver is None or not getattr(receiver, "record", False) or not url.startswith(receiver.url):
+            raise CannotReadBack("webhook-sink's rows are read back from the embedded receiver only (a recording "
+                                 "reference receiver): leave out the url option (an HTTP server of yours cannot be "
+                                 "read back)")
+        return ReceiverReader(receiver, url)
+
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
-        events = []
-        for request in self.receiver.accepted_requests:
-            if request.path.split("?")[0] != f"/{namespace}":
-                continue
-            text = request.body.decode()
-            if request.headers.get("Content-Type", "").startswith("application/x-ndjson"):
-                rows = [json.loads(line) for line in text.splitlines() if line]
-            else:
-                rows = json.loads(text)
-                rows = rows if isinstance(rows, list) else [rows]
-            events += [(row["subtask_index"], row["counter"]) for row in rows]
-        return events
+        reader = ReceiverReader(self.receiver, f"{self.receiver.url.rstrip('/')}/{namespace}")
+        return events_from_json(reader.values())
 
     def poison(self, namespace: str) -> Poison:
         """The receiver answers 422 to a request under ``/<namespace>`` holding a row with ``counter % 10 == 3``
@@ -99,3 +99,30 @@ class WebhookAdapter(SinkAdapter):
         return [({"url": "ftp://127.0.0.1/x"}, "url"), ({"method": "GET"}, "method"), ({"retryOn": "5xx,oops"}, "retryOn"),
                 ({"batchSize": "0"}, "batchSize"), ({"format": "xml"}, "format"), ({"timeout": "5"}, "timeout"),
                 ({"commitUrl": "not a url"}, "commitUrl")]
+
+
+class ReceiverReader(TargetReader):
+    """The rows of the requests a recording receiver accepted (the first 2xx request per ``Idempotency-Key``) under
+    `url`'s path since `prepare`: each line of an NDJSON body, each element of a JSON array body, a JSON object body.
+    What landed is what a deduping receiver keeps."""
+
+    def __init__(self, receiver, url: str) -> None:
+        self.receiver, self.path, self.start = receiver, urlsplit(url).path, 0
+
+    def describe(self) -> str:
+        return f"the receiver's rows under {self.path}"
+
+    def prepare(self) -> None:
+        self.start = len(self.receiver.accepted_requests)
+
+    def values(self) -> list[bytes]:
+        rows: list[bytes] = []
+        for request in self.receiver.accepted_requests[self.start:]:
+            if request.path.split("?")[0] != self.path:
+                continue
+            if request.headers.get("Content-Type", "").startswith("application/x-ndjson"):
+                rows += [line for line in request.body.split(b"\n") if line.strip()]
+            else:
+                body = json.loads(request.body)
+                rows += [json.dumps(row).encode() for row in (body if isinstance(body, list) else [body])]
+        return rows

@@ -1,14 +1,16 @@
-"""The one table of connectors: everything that lists them reads it, and a fourth sink needs one row.
+"""The one table of connectors: everything that lists them reads it, and a fourth sink is its own package.
 
-The fourth sink is its module (`tests.conformance.file_sink`: the sink and its adapter), its entry point
-(`tests.conformance.pyspark_file_sink`) and one row, added to the table for the duration of a test only;
-nothing else in the project is edited for it, yet it is registered, warmed up, pre-flighted by the
-load harness, offered by the conformance CLI and passes the conformance suite.
+The fourth sink is the package `tests.file_sink` (the sink, its adapter with the reader of its target, its PySpark
+entry point, its one row), installed for the duration of a test only as a package is: a ``.dist-info`` folder on
+``sys.path`` whose ``entry_points.txt`` declares the row under ``impulse.connectors``. Nothing else in the project
+is edited for it, yet it is registered, warmed up, pre-flighted by the load harness, offered by the conformance CLI,
+passes the conformance suite and ``impulse-load --check`` reads its target back.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
+from pathlib import Path
 
 import pytest
 
@@ -21,16 +23,26 @@ from impulse.loadtest.load.warmup import preload_modules
 from impulse.loadtest.settings import target
 from impulse.loadtest.settings.config import LoadError
 from impulse.loadtest.settings.target import known_sinks, preflight
+from tests.file_sink import CONNECTOR as FILE_SINK
+from tests.file_sink import ENTRY_POINT
+from tests.loadtest.helpers import run_cli
 
 pytestmark = [pytest.mark.integration]
 
-FILE_SINK = Connector("file-sink", "sink", "tests.conformance.file_sink:FileSinkDataSource",
-                      adapter="tests.conformance.file_sink:FileAdapter", preload=("json",))
+def install_file_sink(patch: pytest.MonkeyPatch, site: Path) -> None:
+    """Install `tests.file_sink` as pip would for `patch`'s lifetime: its metadata, with the entry point that
+    declares its row, in a folder put on ``sys.path`` (the code itself is importable from the checkout)."""
+    info = site / "impulse_file_sink-0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: impulse-file-sink\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\n{ENTRY_POINT}\n")
+    patch.syspath_prepend(str(site))
 
 
 @pytest.fixture
-def with_file_sink(monkeypatch):
-    monkeypatch.setattr(registry, "CONNECTORS", registry.CONNECTORS + (FILE_SINK,))
+def with_file_sink(monkeypatch, tmp_path):
+    assert "file-sink" not in [row.name for row in registry.connectors()]
+    install_file_sink(monkeypatch, tmp_path / "site")
     return FILE_SINK
 
 
@@ -60,18 +72,52 @@ def test_unknown_connector_names_the_known_ones():
         registry.connector("nope")
 
 
-def test_a_fourth_sink_is_its_module_and_one_row(with_file_sink, spark, tmp_path, capsys):
-    entry_point = import_module("tests.conformance.pyspark_file_sink").DefaultSource
+def test_an_installed_package_adds_its_rows_after_the_table_s_and_may_not_take_a_name(monkeypatch, tmp_path):
+    before = registry.connectors()
+    install_file_sink(monkeypatch, tmp_path / "site")
+    assert registry.connectors() == (*before, FILE_SINK) and registry.sinks()[-1] is FILE_SINK
+    clash = tmp_path / "clash" / "clash-0.dist-info"
+    clash.mkdir(parents=True)
+    (clash / "METADATA").write_text("Metadata-Version: 2.1\nName: clash\nVersion: 0\n")
+    (clash / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\nagain = tests.file_sink:CONNECTOR\n")
+    monkeypatch.syspath_prepend(str(clash.parent))
+    with pytest.raises(ValueError, match="two connectors are named 'file-sink'"):
+        registry.connectors()
+
+
+def test_a_fourth_sink_is_its_package_and_one_row(with_file_sink, spark, tmp_path, capsys):
+    entry_point = import_module("tests.file_sink.pyspark_file_sink").DefaultSource
     assert entry_point is FILE_SINK.data_source_class() and entry_point.name() == "file-sink"
     assert "file-sink" in register_all(spark)
     assert "file-sink" in known_sinks()
-    assert preload_modules("file-sink") == "tests.conformance.file_sink,json"
+    assert preload_modules("file-sink") == "tests.file_sink.sink,json"
     assert preflight("file-sink", {"path": str(tmp_path)}, 0).reports_metrics
     with pytest.raises(LoadError, match="file-sink: .*cannot reach directory .*no-such"):
         preflight("file-sink", {"path": str(tmp_path / "no-such")}, 0)
     args, _ = parse_args(["file-sink", "--dir", str(tmp_path)])
     with registry.connector(args.sink).adapter_class().from_arguments(args) as adapter:
         assert adapter.format == "file-sink" and adapter.root == tmp_path
+
+
+def test_impulse_load_checks_the_fourth_sink_through_its_adapter_s_reader(with_file_sink, spark, tmp_path, capsys):
+    target = tmp_path / "rows"
+    target.mkdir()
+    run = ["--rate", "400", "--duration", "3s", "--partitions", "2", "--trigger", "500ms", "--sink", "file-sink",
+           "-o", f"path={target}", "--check"]
+    code, out, report = run_cli(capsys, tmp_path, *run)
+    assert code == 0, out
+    assert report["check"] == {"passed": True, "expected": 1_200, "delivered": 1_200, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}
+    code, out, _ = run_cli(capsys, tmp_path, *run)  # the same directory again: refused before any load
+    assert code == 2 and f"file-sink's directory '{target}' already holds" in out, out
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    code, out, report = run_cli(capsys, tmp_path, *run[:-3], "--transform", "tests.loadtest.pipelines:loses_and_duplicates",
+                                "-o", f"path={wrong}", "--check")
+    # 1,200 events, counter % 50: 7 dropped (24), 11 written twice (24), 13 with a wrong counter (24)
+    assert code == 99, out
+    assert report["check"] == {"passed": False, "expected": 1_200, "delivered": 1_200, "lost": 48, "duplicated": 24,
+                               "unexpected": 24}
 
 
 class TestFileSinkConformance(SinkConformance):
@@ -85,6 +131,6 @@ class TestFileSinkConformance(SinkConformance):
     @classmethod
     def adapter(cls, spark, tmp_path_factory):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(registry, "CONNECTORS", registry.CONNECTORS + (FILE_SINK,))
+            install_file_sink(patch, tmp_path_factory.mktemp("site"))
             register_all(spark)
             yield FILE_SINK.adapter_class()(str(tmp_path_factory.mktemp("file-sink")))

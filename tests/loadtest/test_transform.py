@@ -129,7 +129,7 @@ def test_check_refuses_a_target_it_cannot_read_back_before_any_load():
     for sink, options, mode, words in (
             ("noop", {}, "append", "--check cannot read noop back"),
             ("webhook-sink", {"url": "http://127.0.0.1:1/x"}, "append", "from the embedded receiver only"),
-            ("redis-sink", {"url": "redis://127.0.0.1:1"}, "append", "set -o keyPrefix=NAME"),
+            ("redis-sink", {"url": "redis://127.0.0.1:1"}, "append", "set keyPrefix=NAME"),
             ("redis-sink", {"url": "redis://127.0.0.1:1", "keyPrefix": "k:", "valueColumn": "v"}, "append",
              "no valueColumn"),
             ("redis-sink", {"url": "redis://127.0.0.1:1", "keyPrefix": "k:", "target": "list"}, "update",

@@ -1,7 +1,6 @@
-"""A fourth sink, written only to prove the registry: JSON lines in a directory, exactly-once by file name.
+"""The file sink: JSON lines in a directory, exactly-once by file name.
 
-Its module (this file: the sink and its conformance adapter), its entry point (``pyspark_file_sink.py``) and one
-`connectors.registry.Connector` row are all it takes (see ``test_registry.py``). Each (commit id, batch, partition) writes one file,
+Each (commit id, batch, partition) writes one file,
 ``<commit>-<batch>-<partition>~<rows>:<digest>.jsonl`` (the name ends with the input's fingerprint),
 first under a name of its own attempt and then renamed into place (atomic on one filesystem): a replayed
 partition finds its file and is skipped, a crashed attempt leaves only a temporary file nobody reads.
@@ -9,23 +8,20 @@ partition finds its file and is skipped, a crashed attempt leaves only a tempora
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
-import tempfile
 import uuid
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
-from connectors.conformance.adapter import SinkAdapter, events_from_json
 from connectors.errors import OptionError, SinkError
 from connectors.options import OptionReader
 from connectors.protocol import Fingerprint, ProtocolWriter, Sink, WriteIdentity, fingerprint_of, stream_writer
 from connectors.rows import json_objects
+
+__all__ = ["NAME", "FileSink", "FileSinkDataSource"]
 
 NAME = "file-sink"
 
@@ -84,41 +80,3 @@ class FileSinkDataSource(DataSource):
             return FileSink(path)
 
         return stream_writer(self.options, name="file sink", build=build)
-
-
-class FileAdapter(SinkAdapter):
-    """The file sink writing under a directory (one subdirectory per namespace)."""
-
-    format = NAME
-
-    def __init__(self, root: str) -> None:
-        self.root = Path(root)
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--dir", help="the directory to write under (default: a new temporary one)")
-
-    @classmethod
-    @contextmanager
-    def from_arguments(cls, args: argparse.Namespace) -> Iterator["FileAdapter"]:
-        if args.dir:
-            yield cls(args.dir)
-            return
-        with tempfile.TemporaryDirectory(prefix="file-sink-") as root:
-            yield cls(root)
-
-    def options(self, namespace: str) -> Mapping[str, str]:
-        return {"path": str(self.root / namespace)}
-
-    def prepare(self, namespace: str) -> None:
-        (self.root / namespace).mkdir(parents=True)
-
-    def read_back(self, namespace: str) -> list[tuple[int, int]]:
-        lines = [line for f in sorted((self.root / namespace).glob("*.jsonl")) for line in f.read_bytes().splitlines()]
-        return events_from_json(lines)
-
-    def unreachable_options(self, namespace: str) -> Mapping[str, str]:
-        return {"path": str(self.root / namespace / "no-such-directory")}
-
-    def bad_options(self) -> list[tuple[Mapping[str, str], str]]:
-        return [({"path": "relative/dir"}, "path")]
