@@ -10,7 +10,8 @@ that identity and of `EventLayout`, so a replayed range yields byte-identical ba
 - ``payload`` BINARY of exactly `payload_bytes` bytes (only when > 0): the counter (8 bytes, big
   endian), then the subtask index (8 bytes, big endian), then the filler ``b"impulse."`` repeated;
   truncated to the size when it is smaller than 16;
-- every other column of a user schema: `impulse.fields`.
+- every other column of a user schema: `impulse.fields`;
+- with a Debezium envelope (``changelog.envelope=debezium``) the envelope's columns instead: `impulse.debezium`.
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
     subtask = None  # the constant column, shared by every full-size batch (Arrow arrays are immutable)
     for lo in range(first, end, rows_per_batch):
         counters = np.arange(lo, min(lo + rows_per_batch, end), dtype=np.int64)
+        if layout.rows.envelope is not None:  # a Debezium envelope: `impulse.debezium`
+            yield layout.rows.envelope.batch(subtask_index, lo, len(counters), layout.partitions,
+                                             layout.timestamps_us(counters, subtask_index))
+            continue
         columns = []
         changes = None  # (keys, ops) of a changelog, made for the first of its columns
         for column in layout.rows.columns:

@@ -10,6 +10,7 @@ from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.partitions import split_limit
 from impulse.changelog import Changelog
+from impulse.debezium import DEBEZIUM, ENVELOPES, Debezium
 from impulse.fields import KINDS, PROPERTIES
 from impulse.schedule import RateStages
 
@@ -51,6 +52,7 @@ class ImpulseOptions:
     fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
     rate_stages: RateStages | None = None
     changelog: Changelog | None = None
+    debezium: Debezium | None = None  # changelog.envelope=debezium: the envelope's options
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -128,6 +130,7 @@ class ImpulseOptions:
             fields=_fields(reader.prefixed("fields.")),
             rate_stages=stages,
             changelog=_changelog(reader, seed),
+            debezium=_debezium(reader),
         )
         reader.finish()
         for column, properties in parsed.fields.items():
@@ -157,13 +160,34 @@ def _changelog(reader: OptionReader, seed: int) -> Changelog | None:
     key = reader.string("changelog.key")
     weights = reader.string("changelog.weights")
     live = reader.integer("changelog.liveKeys", 1024, minimum=1, maximum=1 << 24)
+    snapshot = reader.boolean("changelog.snapshot", False)
     if key is None:
-        for option in ("changelog.weights", "changelog.liveKeys"):
+        for option in ("changelog.weights", "changelog.liveKeys", "changelog.snapshot", *_ENVELOPE_OPTIONS):
             if reader.has(option):
-                raise OptionError(option, weights if option == "changelog.weights" else live,
+                raise OptionError(option, reader.string(option),
                                   "no changelog option without 'changelog.key' (the BIGINT key column)")
         return None
-    return Changelog.parse(key.strip().lower(), weights, live, seed)
+    return Changelog.parse(key.strip().lower(), weights, live, seed, snapshot)
+
+
+_ENVELOPE_OPTIONS = ("changelog.envelope", "changelog.image", "changelog.name", "changelog.table")
+
+
+def _debezium(reader: OptionReader) -> Debezium | None:
+    """``changelog.envelope`` and the options of its Debezium envelope (`impulse.debezium`)."""
+    envelope = reader.choice("changelog.envelope", ENVELOPES, "none")
+    image = reader.string("changelog.image")
+    name = reader.string("changelog.name", "impulse")
+    table = reader.string("changelog.table", "events")
+    if envelope != DEBEZIUM:
+        for option in _ENVELOPE_OPTIONS[1:]:
+            if reader.has(option):
+                raise OptionError(option, reader.string(option), "no envelope option without "
+                                  "'changelog.envelope' set to 'debezium'")
+        return None
+    if image is not None and not image.strip():
+        raise OptionError("changelog.image", image, "the row image's columns as DDL, e.g. 'id BIGINT, name STRING'")
+    return Debezium(image, name, table)
 
 
 def _fields(given: Mapping[str, str]) -> dict[str, dict[str, str]]:

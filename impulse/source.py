@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from connectors.errors import OptionError
 from connectors.worker import freeze_gc_once
+from impulse.debezium import envelope_ddl
 from impulse.events import Disorder, EventLayout, event_batches
 from impulse.options import DOWNTIME_SKIP, ImpulseOptions
 from impulse.schedule import Schedule
@@ -132,8 +133,15 @@ class ImpulseDataSource(DataSource):
 
     def schema(self) -> str:
         """The default columns (called by Spark only without a user schema; checks no ``fields.*`` is set)."""
+        opts = self.parsed
+        if opts.debezium is not None:
+            if opts.debezium.image is None:
+                raise OptionError("changelog.image", None, "the row image's columns as DDL, e.g. "
+                                  f"'{opts.changelog.key_column} BIGINT, name STRING' (changelog.envelope=debezium "
+                                  "without .schema(...): the source makes the envelope's schema from it)")
+            return envelope_ddl(opts.changelog.key_column, opts.debezium.image)
         self._rows(None)
-        return spark_schema(self.parsed.payload_bytes)
+        return spark_schema(opts.payload_bytes)
 
     def streamReader(self, schema) -> "DataSourceStreamReader":
         try:
@@ -146,7 +154,8 @@ class ImpulseDataSource(DataSource):
 
     def _rows(self, schema) -> RowSpec:
         opts = self.parsed
-        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog)
+        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog,
+                        debezium=opts.debezium)
 
 
 @dataclass
