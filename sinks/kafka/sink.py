@@ -37,6 +37,7 @@ from sinks.kafka.client import (
     translate,
 )
 from sinks.kafka.encoding import Encodings, encode_side, read_formats, resolve
+from sinks.kafka.formats.debezium import DEBEZIUM_FORMATS, check_envelope, encode_json, tombstone_index
 from sinks.kafka.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 from sinks.kafka.options import (
     CHECK_TIMEOUT_S,
@@ -524,18 +525,27 @@ class KafkaSink(Sink):
             return batch.column(names.index(name))
 
         unfit = None
-        if self.encodings.value is not None:
+        if self.encodings.debezium is not None:
+            keys, values = encode_json(batch, self.encodings.debezium)
+        elif self.encodings.value is not None:
             values, unfit = encode_side(batch, self.encodings.value)
         else:
             values = as_binary(column("value")) if cols.value else json_objects(batch).cast(pa.binary())
         records = _Records(self.options.topic, values, np.arange(first_row, first_row + batch.num_rows, dtype=np.uint64))
-        if self.encodings.key is not None:
+        if self.encodings.debezium is not None:
+            records.keys = keys
+        elif self.encodings.key is not None:
             records.keys, key_unfit = encode_side(batch, self.encodings.key)
             if key_unfit is not None:
                 unfit = key_unfit if unfit is None else [v or k for v, k in zip(unfit, key_unfit)]
         elif cols.key:
             records.keys = as_binary(column("key"))
         records.unfit = unfit
+        if self.encodings.tombstones:  # Debezium's tombstone after each delete (sinks.kafka.formats.debezium)
+            index, tombstone = tombstone_index(column("op"))
+            records = records.take(records.topic, index)
+            records.values = pc.if_else(pa.array(tombstone), pa.scalar(None, pa.binary()), records.values)
+            batch = batch.take(pa.array(index))
         if cols.partition:
             records.partitions = pc.fill_null(column("partition").cast(pa.int32()), -1).to_numpy()
         if cols.headers:
@@ -828,7 +838,11 @@ class KafkaSinkDataSource(SinkDataSource):
         """The sink of the options in `reader`, for rows of `schema`."""
         opts = KafkaOptions.read(reader)
         formats = read_formats(reader)
-        columns = Columns.of(schema, formats)
+        kinds = formats
+        if formats["value"] in DEBEZIUM_FORMATS:  # the envelope first: its STRUCT key is the format's to encode
+            check_envelope(schema, formats["value"])
+            kinds = {**formats, "key": formats["value"]}
+        columns = Columns.of(schema, kinds)
         if opts.topic is None and not columns.topic:
             raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
                                              "the rows a 'topic' column")
