@@ -94,7 +94,25 @@ class ImpulseDataSource(DataSource):
         scheduled time; it needs ``startTime`` (the referenced stream's) and refuses ``downtime=skip``.
     changelog.key, changelog.weights, changelog.liveKeys : see `impulse.changelog`
         The stream becomes the change log of the entities keyed by a BIGINT column, with an ``op``
-        STRING column (insert, update, delete).
+        STRING column (insert, update, delete, and read with ``changelog.snapshot``).
+    changelog.snapshot : bool, default false
+        Each partition's first ``changelog.liveKeys`` events read the keys live at the start (a
+        snapshot: ``op`` is ``read``, Debezium's ``r``) instead of inserting them; the changes follow.
+    changelog.envelope : ``none`` (default) | ``debezium``
+        ``debezium``: every change as a Debezium change event, columns ``key`` (STRUCT of the key
+        column), ``before`` and ``after`` (STRUCTs of the row image: the key's previous state, null
+        for ``c`` and ``r``; its new state, null for ``d``), ``op`` (``c``, ``u``, ``d``, ``r``),
+        ``ts_ms`` (the event time, ms) and ``source`` (STRUCT ``connector``, ``name``, ``table``,
+        ``snapshot``, ``pos``: ``counter × numPartitions + subtask_index``, increasing along each
+        key's changes); see `impulse.debezium`. Every value is a pure function of the seed and the
+        event. Write it with kafka-sink's ``value.format=debezium-json`` or ``debezium-avro``.
+    changelog.image : DDL, required by ``changelog.envelope=debezium`` without ``.schema(...)``
+        The row image's columns, e.g. ``id BIGINT, name STRING, balance DOUBLE``: the key column
+        (BIGINT) and columns generated as ``fields.<column>.*`` say. With ``.schema(...)`` the
+        schema must be the envelope's (`impulse.debezium.envelope_ddl` writes it) and ``after``
+        declares the row image.
+    changelog.name, changelog.table : str, default ``impulse`` and ``events``
+        ``source.name`` and ``source.table`` of the Debezium envelope.
     downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the

@@ -726,7 +726,7 @@ class KafkaSinkDataSource(SinkDataSource):
         dead-letter topic must take it (a larger ``max.message.bytes``), or the task fails. Without
         this option such a record fails the task naming its row and key, with nothing of the
         partition committed (exactly_once), and every replay fails the same way.
-    value.format : ``raw`` (default) | ``json`` | ``avro`` | ``protobuf`` | ``json-schema``
+    value.format : ``raw`` (default) | ``json`` | ``avro`` | ``protobuf`` | ``json-schema`` | ``debezium-json`` | ``debezium-avro``
         ``raw``: the ``value`` column as is, or the row as JSON without one (as above). Otherwise
         the record is a ``value`` STRUCT column, or, without a ``value`` column, every column but
         ``key``, ``topic``, ``partition`` and ``headers`` (``timestamp`` included: it is a Kafka
@@ -734,6 +734,23 @@ class KafkaSinkDataSource(SinkDataSource):
         Confluent's wire format (magic byte 0, the 4-byte schema id, Protobuf's message indexes)
         with the schema registered in the Schema Registry. Types map as the table in
         `sinks.kafka.formats.schemas` (and the README) says.
+
+        ``debezium-json`` and ``debezium-avro`` write Debezium change events: a stream of Debezium's
+        envelope (the impulse source's ``changelog.envelope=debezium``: columns ``key``, ``before``,
+        ``after``, ``op``, ``ts_ms``, ``source``; any other stream fails at start naming
+        ``changelog.envelope``). The ``key`` STRUCT is the record key, ``before``, ``after``,
+        ``source``, ``op``, ``ts_ms`` the value, as Debezium's ``JsonConverter`` writes them
+        (TIMESTAMP as ``io.debezium.time.MicroTimestamp`` µs, DATE as days, BINARY base64; DECIMAL
+        is refused: cast it) or, ``debezium-avro``, in Avro through the Schema Registry (subjects
+        ``<topic>-key`` and ``<topic>-value``, records ``Key`` and ``Envelope`` in a namespace
+        named after the topic). ``key.format`` stays ``raw``: the format writes the key.
+        See `sinks.kafka.formats.debezium`.
+    schemas.enable : bool, default true
+        ``debezium-json``: wrap key and value as ``{"schema": …, "payload": …}`` with Kafka Connect's
+        schema (Debezium's default); false: the payload alone.
+    tombstones.on.delete : bool, default true
+        ``debezium-*``: after each delete (``op`` = ``d``) a record with the same key and a null
+        value, as Debezium writes it, so a compacted topic drops the key.
     key.format : the same, default ``raw``
         For a ``key`` STRUCT column (``raw``: a string or binary ``key`` column as is).
     schema.registry.url : str, required by avro, protobuf and json-schema
