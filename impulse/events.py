@@ -11,6 +11,7 @@ that identity and of `EventLayout`, so a replayed range yields byte-identical ba
   endian), then the subtask index (8 bytes, big endian), then the filler ``b"impulse."`` repeated;
   truncated to the size when it is smaller than 16;
 - every other column of a user schema: `impulse.fields`;
+- with `Duplicates` (``duplicateRate``), a share of rows delivered again a few events later: `impulse.duplicates`;
 - with a Debezium envelope (``changelog.envelope=debezium``) the envelope's columns instead: `impulse.debezium`.
 """
 
@@ -24,6 +25,7 @@ import pyarrow as pa
 
 from impulse import draws
 from impulse.changelog import ChangeColumn, Changelog
+from impulse.duplicates import Duplicates
 from impulse.schedule import Schedule
 from impulse.schema import RowSpec, arrow_schema, default_rows, spark_schema
 
@@ -74,6 +76,7 @@ class EventLayout:
     rows: RowSpec | None = None  # None: the default columns
     partitions: int = 1
     disorder: Disorder | None = None
+    duplicates: Duplicates | None = None
 
     def __post_init__(self) -> None:
         if self.rows is None:
@@ -96,40 +99,60 @@ class EventLayout:
 
 def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
                   rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
-    """Yield the events ``counter ∈ [first, end)`` of one partition in record batches of ≤ `rows_per_batch` rows."""
-    schema = layout.rows.arrow
+    """Yield the events ``counter ∈ [first, end)`` of one partition in record batches of ≤ `rows_per_batch` rows
+    (with `EventLayout.duplicates`, each batch also holds the copies arriving among its events)."""
     if layout.payload_bytes:
         rows_per_batch = max(1, min(rows_per_batch, _MAX_BATCH_BYTES // layout.payload_bytes))
-    subtask = None  # the constant column, shared by every full-size batch (Arrow arrays are immutable)
     for lo in range(first, end, rows_per_batch):
-        counters = np.arange(lo, min(lo + rows_per_batch, end), dtype=np.int64)
-        if layout.rows.envelope is not None:  # a Debezium envelope: `impulse.debezium`
-            yield layout.rows.envelope.batch(subtask_index, lo, len(counters), layout.partitions,
-                                             layout.timestamps_us(counters, subtask_index))
-            continue
-        columns = []
-        changes = None  # (keys, ops) of a changelog, made for the first of its columns
-        for column in layout.rows.columns:
-            if column == "counter":
-                columns.append(pa.array(counters))
-            elif column == "subtask_index":
-                if subtask is None or len(subtask) != len(counters):
-                    subtask = pa.array(np.full(len(counters), subtask_index, dtype=np.int64))
-                columns.append(subtask)
-            elif column == "timestamp":
-                columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
-            elif column == "payload":
-                columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
-            elif isinstance(column, ChangeColumn):
-                if changes is None:
-                    changes = column.changelog.changes_of(subtask_index, lo, len(counters), layout.partitions)
-                columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
-            elif column.refers:
-                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions,
-                                            layout.scheduled_us(counters) - layout.start_us))
-            else:
-                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions))
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        hi = min(lo + rows_per_batch, end)
+        batch = _events(subtask_index, lo, hi - lo, layout)
+        if layout.duplicates is not None:
+            batch = _with_copies(batch, subtask_index, lo, hi, layout)
+        yield batch
+
+
+def _events(subtask_index: int, lo: int, count: int, layout: EventLayout) -> pa.RecordBatch:
+    """The rows of events ``[lo, lo + count)`` of a partition, one each."""
+    counters = np.arange(lo, lo + count, dtype=np.int64)
+    if layout.rows.envelope is not None:  # a Debezium envelope: `impulse.debezium`
+        return layout.rows.envelope.batch(subtask_index, lo, count, layout.partitions,
+                                          layout.timestamps_us(counters, subtask_index))
+    columns = []
+    changes = None  # (keys, ops) of a changelog, made for the first of its columns
+    for column in layout.rows.columns:
+        if column == "counter":
+            columns.append(pa.array(counters))
+        elif column == "subtask_index":
+            columns.append(pa.array(np.full(count, subtask_index, dtype=np.int64)))
+        elif column == "timestamp":
+            columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
+        elif column == "payload":
+            columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
+        elif isinstance(column, ChangeColumn):
+            if changes is None:
+                changes = column.changelog.changes_of(subtask_index, lo, count, layout.partitions)
+            columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
+        elif column.refers:
+            columns.append(column.array(subtask_index, lo, count, layout.partitions,
+                                        layout.scheduled_us(counters) - layout.start_us))
+        else:
+            columns.append(column.array(subtask_index, lo, count, layout.partitions))
+    return pa.RecordBatch.from_arrays(columns, schema=layout.rows.arrow)
+
+
+def _with_copies(batch: pa.RecordBatch, subtask_index: int, lo: int, hi: int, layout: EventLayout) -> pa.RecordBatch:
+    """`batch` (events ``[lo, hi)``) with the copies arriving among them, each right after the event it follows
+    (`impulse.duplicates`): the copied rows are made again from their counters, so they equal the originals."""
+    sources, arrivals = layout.duplicates.copies(subtask_index, lo, hi)
+    if not len(sources):
+        return batch
+    start = int(sources[0]) if len(sources) == 1 else int(sources.min())
+    made = _events(subtask_index, start, int(sources.max()) + 1 - start, layout)
+    copies = made.take(pa.array(sources - start))
+    positions = np.concatenate([np.arange(lo, hi, dtype=np.int64), arrivals])
+    order = np.lexsort((np.arange(len(positions)), positions))  # each event, then the copies arriving after it
+    table = pa.Table.from_batches([batch, copies]).take(pa.array(order)).combine_chunks()
+    return table.to_batches()[0]
 
 
 def _payloads(counters: np.ndarray, subtask_index: int, size: int) -> pa.Array:

@@ -11,6 +11,7 @@ from connectors.options import OptionReader
 from connectors.partitions import split_limit
 from impulse.changelog import Changelog
 from impulse.debezium import DEBEZIUM, ENVELOPES, Debezium
+from impulse.duplicates import Duplicates
 from impulse.fields import KINDS, PROPERTIES
 from impulse.schedule import RateStages
 
@@ -53,6 +54,8 @@ class ImpulseOptions:
     rate_stages: RateStages | None = None
     changelog: Changelog | None = None
     debezium: Debezium | None = None  # changelog.envelope=debezium: the envelope's options
+    duplicate_rate: float = 0.0      # share of events delivered twice (`impulse.duplicates`)
+    duplicate_delay_us: int = 0      # at most how much later the copy arrives
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -104,6 +107,19 @@ class ImpulseOptions:
             raise OptionError("lateRate/lateBy", {"lateRate": options.get("lateRate"), "lateBy": options.get("lateBy")},
                               "both or neither: 'lateRate' (the share of late events, 0..1) and 'lateBy' "
                               "(how much later than out-of-order they are, e.g. '1m')")
+        duplicate_rate = reader.number("duplicateRate", 0.0, minimum=0.0)
+        duplicate_delay = reader.duration_us("duplicateDelay")
+        if duplicate_rate > 1:
+            raise OptionError("duplicateRate", options.get("duplicateRate"), "a fraction from 0 to 1")
+        if (duplicate_rate > 0) != (duplicate_delay is not None):
+            raise OptionError("duplicateRate/duplicateDelay", {"duplicateRate": options.get("duplicateRate"),
+                                                               "duplicateDelay": options.get("duplicateDelay")},
+                              "both or neither: 'duplicateRate' (the share of events delivered twice, 0..1) and "
+                              "'duplicateDelay' (at most how much later the copy arrives, e.g. '5s')")
+        if duplicate_delay is not None and limits is not None and duplicate_delay > max(limits) * delay_us:
+            raise OptionError("duplicateDelay", options.get("duplicateDelay"),
+                              f"at most the run's length, {max(limits) * delay_us / 1e6:g} s (limit events per "
+                              "partition at the rate): a copy later than that is never delivered")
         start_time_us = reader.time_us("startTime")
         interval_us = reader.duration_us("interval")
         pinned = start_time_us is not None or interval_us is not None
@@ -131,6 +147,8 @@ class ImpulseOptions:
             rate_stages=stages,
             changelog=_changelog(reader, seed),
             debezium=_debezium(reader),
+            duplicate_rate=duplicate_rate,
+            duplicate_delay_us=duplicate_delay or 0,
         )
         reader.finish()
         for column, properties in parsed.fields.items():
@@ -147,6 +165,13 @@ class ImpulseOptions:
     def disordered(self) -> bool:
         """Whether event time is out of order (``outOfOrderness`` or ``lateRate``)."""
         return bool(self.out_of_orderness_us or self.late_rate)
+
+    @property
+    def duplicates(self) -> Duplicates | None:
+        """The redelivered copies (``duplicateRate``), their delay in events at the partition's rate; None without."""
+        if not self.duplicate_rate:
+            return None
+        return Duplicates(self.duplicate_rate, max(1, int(self.duplicate_delay_us // self.delay_us)), self.seed)
 
     def aligned_start(self, now_us: int) -> int:
         """The start time: `startTime` (or `now_us`), rounded down to a multiple of `alignment`."""

@@ -88,6 +88,13 @@ class ImpulseDataSource(DataSource):
         Each ``timestamp`` is its scheduled time minus a delay drawn uniformly in [0, outOfOrderness] µs.
     lateRate, lateBy : fraction 0..1 and duration, both or neither
         That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
+    duplicateRate, duplicateDelay : fraction 0..1 and duration, both or neither
+        Redelivered duplicates, as an at-least-once producer's retries: that share of events is
+        delivered twice, the copy the same row (every column, ``counter``, ``subtask_index``,
+        ``payload`` and event time included) arriving 1 to ``duplicateDelay / delay`` events
+        later in its partition (at most ``duplicateDelay`` later at the full rate); see
+        `impulse.duplicates`. The stream equals the batch read, copies included; a restart keeps
+        them. ``duplicateDelay`` must be within the run (``limit`` events per partition).
     fields.<path>.<property> : see `impulse.fields` (and `impulse.nested`: ARRAY, MAP, STRUCT columns by path,
         e.g. ``fields.items.element.price.mean``; `impulse.faker_pool`: ``kind=faker`` text)
         ``kind=ref`` refers to the entities of another impulse stream that exist at each event's
@@ -340,7 +347,7 @@ class _Refused(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _layout(opts: ImpulseOptions, rows: RowSpec, start_us: int, schedule: Schedule, base: int) -> EventLayout:
     disorder = Disorder(opts.out_of_orderness_us, opts.late_rate, opts.late_by_us, opts.seed) if opts.disordered else None
     return EventLayout(start_us, schedule, base, opts.interval_us, opts.payload_bytes, rows, opts.num_partitions,
-                       disorder)
+                       disorder, opts.duplicates)
 
 
 def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:
