@@ -82,16 +82,17 @@ class EventLayout:
         if self.rows is None:
             object.__setattr__(self, "rows", default_rows(self.payload_bytes))
 
-    def scheduled_us(self, counters: np.ndarray) -> np.ndarray:
-        """Each event's time before disorder: ``start + interval × counter``, or its scheduled time."""
+    def scheduled_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
+        """Each event's time before disorder: ``start + interval × counter``, or its scheduled time (in partition
+        `subtask`: Poisson arrivals differ per partition)."""
         if self.interval_us is not None:
             timestamps = counters * self.interval_us
             timestamps += self.start_us
             return timestamps
-        return self.schedule.times_us(counters, self.base_counter)
+        return self.schedule.times_us(counters, self.base_counter, subtask)
 
     def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
-        timestamps = self.scheduled_us(counters)
+        timestamps = self.scheduled_us(counters, subtask)
         if self.disorder is not None and len(counters):
             timestamps -= self.disorder.delays_us(subtask, int(counters[0]), len(counters))
         return timestamps
@@ -134,7 +135,7 @@ def _events(subtask_index: int, lo: int, count: int, layout: EventLayout) -> pa.
             columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
         elif column.refers:
             columns.append(column.array(subtask_index, lo, count, layout.partitions,
-                                        layout.scheduled_us(counters) - layout.start_us))
+                                        layout.scheduled_us(counters, subtask_index) - layout.start_us))
         else:
             columns.append(column.array(subtask_index, lo, count, layout.partitions))
     return pa.RecordBatch.from_arrays(columns, schema=layout.rows.arrow)

@@ -13,7 +13,7 @@ from impulse.changelog import Changelog
 from impulse.debezium import DEBEZIUM, ENVELOPES, Debezium
 from impulse.duplicates import Duplicates
 from impulse.fields import KINDS, PROPERTIES
-from impulse.schedule import RateStages
+from impulse.schedule import ARRIVALS, RateStages
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
@@ -56,6 +56,7 @@ class ImpulseOptions:
     debezium: Debezium | None = None  # changelog.envelope=debezium: the envelope's options
     duplicate_rate: float = 0.0      # share of events delivered twice (`impulse.duplicates`)
     duplicate_delay_us: int = 0      # at most how much later the copy arrives
+    poisson: bool = False            # arrival=poisson (`impulse.schedule`)
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -149,7 +150,11 @@ class ImpulseOptions:
             debezium=_debezium(reader),
             duplicate_rate=duplicate_rate,
             duplicate_delay_us=duplicate_delay or 0,
+            poisson=reader.choice("arrival", ARRIVALS, "uniform") == "poisson",
         )
+        if parsed.poisson and interval_us is not None:
+            raise OptionError("arrival", "poisson", "uniform with 'interval' (event time = startTime + interval × "
+                              "counter, evenly spaced); leave 'interval' out for Poisson event times")
         reader.finish()
         for column, properties in parsed.fields.items():
             if properties.get("kind", "").strip().lower() == "ref":

@@ -5,7 +5,8 @@ Offsets (stored by Spark in ``<checkpoint>/offsets``) are JSON dicts::
     {"startTime": µs, "anchorTime": µs, "delayUs": float, "rampUs": int,
      "anchorCounters": [per partition], "counters": [per partition]}
 
-and with ``rateStages`` ``"stages": [[duration µs, target events/s of one partition], …]``.
+and with ``rateStages`` ``"stages": [[duration µs, target events/s of one partition], …]``, with
+``arrival=poisson`` ``"poissonSeed": seed``.
 
 ``counters[i]`` is the next counter of partition i; a micro-batch covers ``[start.counters[i],
 end.counters[i])`` of every partition, so a restart from the checkpoint resumes with no gap and no
@@ -88,6 +89,12 @@ class ImpulseDataSource(DataSource):
         Each ``timestamp`` is its scheduled time minus a delay drawn uniformly in [0, outOfOrderness] µs.
     lateRate, lateBy : fraction 0..1 and duration, both or neither
         That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
+    arrival : ``uniform`` (default) | ``poisson``
+        ``poisson``: each partition's events arrive as a Poisson process of the configured mean
+        rate (exponential gaps, drawn per partition from the seed), cut in blocks of 1024 events
+        that each take exactly their 1024 event times, so the rate holds over longer stretches and
+        a restart, replay or batch read gives the same times; ramp-up and ``rateStages`` shape it
+        as they shape the uniform schedule. Refused with ``interval`` (evenly spaced event times).
     duplicateRate, duplicateDelay : fraction 0..1 and duration, both or neither
         Redelivered duplicates, as an at-least-once producer's retries: that share of events is
         delivered twice, the copy the same row (every column, ``counter``, ``subtask_index``,
@@ -267,7 +274,7 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self, start: dict, now: int) -> list[int]:
         schedule = Schedule.of_offset(start)
         limits = self.options.limits or [None] * len(start["counters"])
-        dues = (schedule.next_counter(now, base) for base in start["anchorCounters"])
+        dues = (schedule.next_counter(now, base, i) for i, base in enumerate(start["anchorCounters"]))
         return [max(counter, due if cap is None else min(due, cap))
                 for counter, due, cap in zip(start["counters"], dues, limits)]
 
@@ -277,6 +284,8 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rate = {"delayUs": opts.delay_us, "rampUs": opts.ramp_up_us}
         if opts.rate_stages is not None:
             rate["stages"] = opts.rate_stages.to_json()
+        if opts.poisson:
+            rate["poissonSeed"] = opts.seed
         return rate
 
     def _check_partitions(self, start: dict) -> None:
@@ -299,10 +308,11 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == self._initial:
             return start
         rate = self._rate()
-        rate_changed = {key: start.get(key) for key in ("delayUs", "rampUs", "stages")} != {"stages": None, **rate}
+        keys = ("delayUs", "rampUs", "stages", "poissonSeed")
+        rate_changed = {key: start.get(key) for key in keys} != {"stages": None, "poissonSeed": None, **rate}
         behind = self._available(start, now) != start["counters"]
         if rate_changed or (self.options.downtime == DOWNTIME_SKIP and behind):
-            start = {key: value for key, value in start.items() if key != "stages"}
+            start = {key: value for key, value in start.items() if key not in ("stages", "poissonSeed")}
             return {**start, "anchorTime": now, **rate, "anchorCounters": list(start["counters"])}
         return start
 
@@ -320,7 +330,8 @@ class ImpulseBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[ImpulsePartition]:
         opts = self.options
-        schedule = Schedule(self.start_us, opts.delay_us, opts.ramp_up_us, opts.rate_stages)
+        schedule = Schedule(self.start_us, opts.delay_us, opts.ramp_up_us, opts.rate_stages,
+                            opts.seed if opts.poisson else None)
         layout = _layout(opts, self.rows, self.start_us, schedule, 0)
         return [ImpulsePartition(i, 0, cap, layout) for i, cap in enumerate(opts.limits) if cap > 0] or \
             [ImpulsePartition(0, 0, 0, layout)]
