@@ -150,10 +150,21 @@ def _with_copies(batch: pa.RecordBatch, subtask_index: int, lo: int, hi: int, la
     start = int(sources[0]) if len(sources) == 1 else int(sources.min())
     made = _events(subtask_index, start, int(sources.max()) + 1 - start, layout)
     copies = made.take(pa.array(sources - start))
-    positions = np.concatenate([np.arange(lo, hi, dtype=np.int64), arrivals])
-    order = np.lexsort((np.arange(len(positions)), positions))  # each event, then the copies arriving after it
-    table = pa.Table.from_batches([batch, copies]).take(pa.array(order)).combine_chunks()
-    return table.to_batches()[0]
+    n, m = hi - lo, len(sources)
+    order = np.empty(n + m, dtype=np.int64)  # each event, then the copies arriving right after it
+    order[np.arange(n) + np.searchsorted(arrivals, np.arange(lo, hi), side="left")] = np.arange(n)
+    order[arrivals - lo + 1 + np.arange(m)] = np.arange(n, n + m)
+    return pa.RecordBatch.from_arrays([_merged(batch.column(i), copies.column(i), order)
+                                       for i in range(batch.num_columns)], schema=batch.schema)
+
+
+def _merged(events: pa.Array, copies: pa.Array, order: np.ndarray) -> pa.Array:
+    """``concat(events, copies)[order]``: numpy's take for fixed-width columns without nulls (Arrow's costs ~10× more
+    there), Arrow's for the others."""
+    if pa.types.is_primitive(events.type) and not events.null_count and not copies.null_count:
+        values = np.concatenate([events.to_numpy(zero_copy_only=False), copies.to_numpy(zero_copy_only=False)])
+        return pa.array(values[order], type=events.type)
+    return pa.concat_arrays([events, copies]).take(pa.array(order))
 
 
 def _payloads(counters: np.ndarray, subtask_index: int, size: int) -> pa.Array:
