@@ -24,9 +24,10 @@ that end with a delete), so over whole blocks the ops are I : U : D on average.
 first block's keys, the rows live when the stream starts) is read from the snapshot: ``op`` is ``read``
 instead of ``insert``; the changes follow.
 
-**Previous change.** A key's change i > 0 follows its change i − 1 exactly one round earlier, at a position
-that round's bijection gives (`Changelog.previous_counters`): the key's previous state is the row of that
-event, again without state. `impulse.debezium` builds Debezium's ``before`` image from it.
+**Previous and next change.** A key's change i > 0 follows its change i − 1 exactly one round earlier, at a
+position that round's bijection gives (`Changelog.previous_counters`; the next change likewise one round later,
+`Changelog.next_counters`): the key's previous state is the row of that event, again without state.
+`impulse.debezium` builds Debezium's ``before`` image from it, `impulse.history` an SCD2 version's end.
 
 The state after any prefix of events (each partition's counters ``[0, n)``) is therefore known without
 replaying it: a test computes it from the batch read.
@@ -137,26 +138,38 @@ class Changelog:
         """The counter of the same key's previous change for each event ``[first, first + count)`` of a partition
         (int64; −1 for a key's first change). It lies in the round before the event's: at most ``2·S − 1``
         counters earlier."""
+        return self._neighbours(subtask, first, count, -1)
+
+    def next_counters(self, subtask: int, first: int, count: int) -> np.ndarray:
+        """The counter of the same key's next change for each event ``[first, first + count)`` of a partition
+        (int64; −1 for a key's last change). It lies in the round after the event's: at most ``2·S − 1`` counters
+        later."""
+        return self._neighbours(subtask, first, count, 1)
+
+    def _neighbours(self, subtask: int, first: int, count: int, step: int) -> np.ndarray:
+        """The counter of the same key's change `step` (±1) rounds away: the position that round's bijection gives
+        the key's slot (``a⁻¹·(slot − c) mod S``); −1 where the key has none (before its first or after its last)."""
         s, m = self.live_keys, self.changes
         counters = np.arange(first, first + count, dtype=np.int64)
         if not count:
             return counters
         rounds, slots = self._slots(subtask, counters)
-        has = rounds % m != 0
-        previous = np.full(count, -1, dtype=np.int64)
+        stage = rounds % m
+        has = stage != 0 if step < 0 else stage != m - 1
+        out = np.full(count, -1, dtype=np.int64)
         if not has.any():
-            return previous
-        before = rounds[has] - 1
-        lo = int(before.min())
-        a, c = self._bijections(subtask, lo, int(before.max()) - lo + 1)
+            return out
+        other = rounds[has] + step
+        lo = int(other.min())
+        a, c = self._bijections(subtask, lo, int(other.max()) - lo + 1)
         units, where = np.unique(a, return_inverse=True)
         inverses = np.array([pow(int(u), -1, s) if s > 1 else 0 for u in units], dtype=np.int64)[where]
-        index = before - lo
+        index = other - lo
         position = slots[has] - c[index]
         position *= inverses[index]
         position %= s
-        previous[has] = before * s + position
-        return previous
+        out[has] = other * s + position
+        return out
 
     @staticmethod
     def op_array(ops: np.ndarray) -> pa.Array:

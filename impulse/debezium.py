@@ -35,7 +35,7 @@ from impulse.changelog import DELETE, INSERT, READ, UPDATE, Changelog
 from impulse.nested import Node, column_of, split_path
 
 __all__ = ["ENVELOPES", "DEBEZIUM", "COLUMNS", "SOURCE_FIELDS", "OP_CODES", "Debezium", "Envelope", "envelope_ddl",
-           "envelope"]
+           "envelope", "image_columns"]
 
 DEBEZIUM = "debezium"
 ENVELOPES = ("none", DEBEZIUM)
@@ -129,31 +129,7 @@ def envelope(schema: StructType, fields: Mapping[str, Mapping[str, str]], *, see
                           f"a stream of Debezium's envelope: the schema '{envelope_ddl(changelog.key_column, shown)}' "
                           f"(leave .schema(...) out and set 'changelog.image' to the row image, e.g. '"
                           f"{changelog.key_column} BIGINT, name STRING'); have: {schema.simpleString()}")
-    image_by_name = {f.name.lower(): f for f in image.fields}
-    nested: dict[str, dict[tuple[str, ...], Mapping[str, str]]] = {}
-    for path, properties in fields.items():
-        segments = split_path(path) or (path,)
-        column, below = (path, ()) if path in image_by_name else (segments[0], tuple(segments[1:]))
-        prop = next(iter(properties))
-        option, value = f"fields.{path}.{prop}", properties[prop]
-        if column == changelog.key_column:
-            raise OptionError(option, value, f"no fields.* options for '{column}': the changelog fills it (changelog.key)")
-        if column not in image_by_name:
-            raise OptionError(option, value, f"a column of the row image ({', '.join(f.name for f in image.fields)})")
-        nested.setdefault(column, {})[below] = properties
-    nodes: list[Node | None] = []
-    for f in image.fields:
-        if f.name.lower() == changelog.key_column:
-            nodes.append(None)
-            continue
-        node = column_of(f.name, f.dataType, f.nullable, nested.get(f.name.lower(), {}), seed)
-        if node.refers:
-            raise OptionError(f"fields.{f.name}.kind", "ref", "another kind in a Debezium row image: a reference "
-                              "depends on the event's schedule, which the key's previous state ('before') does not keep")
-        nodes.append(node)
-    key_index = [f.name.lower() for f in image.fields].index(changelog.key_column)
-    image_arrow = pa.struct([pa.field(f.name, pa.int64() if node is None else node.arrow, nullable=f.nullable)
-                             for f, node in zip(image.fields, nodes)])
+    nodes, key_index, image_arrow = image_columns(image, fields, seed=seed, key_column=changelog.key_column)
     key_field = by_name["key"].dataType.fields[0]
     source = by_name["source"].dataType
     arrow = pa.schema([
@@ -167,7 +143,7 @@ def envelope(schema: StructType, fields: Mapping[str, Mapping[str, str]], *, see
                                                              f.nullable) for f, (_, ddl) in zip(source.fields, SOURCE_FIELDS)]),
                  by_name["source"].nullable),
     ])
-    return Envelope(changelog, key_index, tuple(nodes), arrow, options.name, options.table)
+    return Envelope(changelog, key_index, nodes, arrow, options.name, options.table)
 
 
 def _fits(by_name: Mapping[str, StructField], image: StructType, key: str) -> bool:
@@ -189,3 +165,35 @@ def _same(a: DataType, b: DataType) -> bool:
 
 def _image_ddl(image: StructType) -> str:
     return ", ".join(f"{_quoted(f.name)} {f.dataType.simpleString().upper()}" for f in image.fields)
+
+
+def image_columns(image: StructType, fields: Mapping[str, Mapping[str, str]], *, seed: int,
+                  key_column: str) -> tuple[tuple[Node | None, ...], int, pa.DataType]:
+    """The generators of a row image's columns (None for the key column, which the changelog fills), the key's
+    position and the image's Arrow STRUCT type; raises `OptionError` naming the ``fields.*`` option that does not fit."""
+    image_by_name = {f.name.lower(): f for f in image.fields}
+    nested: dict[str, dict[tuple[str, ...], Mapping[str, str]]] = {}
+    for path, properties in fields.items():
+        segments = split_path(path) or (path,)
+        column, below = (path, ()) if path in image_by_name else (segments[0], tuple(segments[1:]))
+        prop = next(iter(properties))
+        option, value = f"fields.{path}.{prop}", properties[prop]
+        if column == key_column:
+            raise OptionError(option, value, f"no fields.* options for '{column}': the changelog fills it (changelog.key)")
+        if column not in image_by_name:
+            raise OptionError(option, value, f"a column of the row image ({', '.join(f.name for f in image.fields)})")
+        nested.setdefault(column, {})[below] = properties
+    nodes: list[Node | None] = []
+    for f in image.fields:
+        if f.name.lower() == key_column:
+            nodes.append(None)
+            continue
+        node = column_of(f.name, f.dataType, f.nullable, nested.get(f.name.lower(), {}), seed)
+        if node.refers:
+            raise OptionError(f"fields.{f.name}.kind", "ref", "another kind in a row image: a reference depends on the "
+                              "event's schedule, which a key's other states (before, valid_to) do not keep")
+        nodes.append(node)
+    key_index = [f.name.lower() for f in image.fields].index(key_column)
+    image_arrow = pa.struct([pa.field(f.name, pa.int64() if node is None else node.arrow, nullable=f.nullable)
+                             for f, node in zip(image.fields, nodes)])
+    return tuple(nodes), key_index, image_arrow

@@ -106,15 +106,19 @@ def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
         rows_per_batch = max(1, min(rows_per_batch, _MAX_BATCH_BYTES // layout.payload_bytes))
     for lo in range(first, end, rows_per_batch):
         hi = min(lo + rows_per_batch, end)
-        batch = _events(subtask_index, lo, hi - lo, layout)
+        batch = _events(subtask_index, lo, hi - lo, layout, end)
         if layout.duplicates is not None:
             batch = _with_copies(batch, subtask_index, lo, hi, layout)
         yield batch
 
 
-def _events(subtask_index: int, lo: int, count: int, layout: EventLayout) -> pa.RecordBatch:
-    """The rows of events ``[lo, lo + count)`` of a partition, one each."""
+def _events(subtask_index: int, lo: int, count: int, layout: EventLayout, end: int) -> pa.RecordBatch:
+    """The rows of events ``[lo, lo + count)`` of a partition whose events end at `end`, one each (an SCD2 history:
+    one per version, `impulse.history`)."""
     counters = np.arange(lo, lo + count, dtype=np.int64)
+    if layout.rows.history is not None:
+        return layout.rows.history.batch(subtask_index, lo, count, layout.partitions, end, lambda first, n: layout.timestamps_us(
+            np.arange(first, first + n, dtype=np.int64), subtask_index))
     if layout.rows.envelope is not None:  # a Debezium envelope: `impulse.debezium`
         return layout.rows.envelope.batch(subtask_index, lo, count, layout.partitions,
                                           layout.timestamps_us(counters, subtask_index))
@@ -148,7 +152,7 @@ def _with_copies(batch: pa.RecordBatch, subtask_index: int, lo: int, hi: int, la
     if not len(sources):
         return batch
     start = int(sources[0]) if len(sources) == 1 else int(sources.min())
-    made = _events(subtask_index, start, int(sources.max()) + 1 - start, layout)
+    made = _events(subtask_index, start, int(sources.max()) + 1 - start, layout, hi)
     copies = made.take(pa.array(sources - start))
     n, m = hi - lo, len(sources)
     order = np.empty(n + m, dtype=np.int64)  # each event, then the copies arriving right after it

@@ -13,6 +13,7 @@ from impulse.changelog import Changelog
 from impulse.debezium import DEBEZIUM, ENVELOPES, Debezium
 from impulse.duplicates import Duplicates
 from impulse.fields import KINDS, PROPERTIES
+from impulse.history import HISTORIES, SCD2
 from impulse.schedule import ARRIVALS, RateStages
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
@@ -57,6 +58,8 @@ class ImpulseOptions:
     duplicate_rate: float = 0.0      # share of events delivered twice (`impulse.duplicates`)
     duplicate_delay_us: int = 0      # at most how much later the copy arrives
     poisson: bool = False            # arrival=poisson (`impulse.schedule`)
+    scd2: bool = False               # changelog.history=scd2: the changelog's SCD2 history (`impulse.history`)
+    changelog_image: str | None = None  # changelog.image: the row image's DDL (envelope or history)
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -151,7 +154,15 @@ class ImpulseOptions:
             duplicate_rate=duplicate_rate,
             duplicate_delay_us=duplicate_delay or 0,
             poisson=reader.choice("arrival", ARRIVALS, "uniform") == "poisson",
+            scd2=reader.choice("changelog.history", HISTORIES, "none") == SCD2,
+            changelog_image=reader.string("changelog.image"),
         )
+        if parsed.changelog_image is not None and parsed.debezium is None and not parsed.scd2:
+            raise OptionError("changelog.image", parsed.changelog_image, "no row image without 'changelog.envelope' "
+                              "set to 'debezium' or 'changelog.history' set to 'scd2'")
+        if parsed.scd2 and (parsed.changelog is None or parsed.debezium is not None or parsed.duplicate_rate):
+            raise OptionError("changelog.history", SCD2, "with 'changelog.key' (the changelog whose history it is), "
+                              "without 'changelog.envelope' and without duplicates: the history is a table of versions")
         if parsed.poisson and interval_us is not None:
             raise OptionError("arrival", "poisson", "uniform with 'interval' (event time = startTime + interval × "
                               "counter, evenly spaced); leave 'interval' out for Poisson event times")
@@ -200,7 +211,7 @@ def _changelog(reader: OptionReader, seed: int) -> Changelog | None:
     return Changelog.parse(key.strip().lower(), weights, live, seed, snapshot)
 
 
-_ENVELOPE_OPTIONS = ("changelog.envelope", "changelog.image", "changelog.name", "changelog.table")
+_ENVELOPE_OPTIONS = ("changelog.envelope", "changelog.image", "changelog.name", "changelog.table", "changelog.history")
 
 
 def _debezium(reader: OptionReader) -> Debezium | None:
@@ -210,7 +221,7 @@ def _debezium(reader: OptionReader) -> Debezium | None:
     name = reader.string("changelog.name", "impulse")
     table = reader.string("changelog.table", "events")
     if envelope != DEBEZIUM:
-        for option in _ENVELOPE_OPTIONS[1:]:
+        for option in ("changelog.name", "changelog.table"):
             if reader.has(option):
                 raise OptionError(option, reader.string(option), "no envelope option without "
                                   "'changelog.envelope' set to 'debezium'")

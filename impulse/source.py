@@ -28,6 +28,7 @@ from connectors.errors import OptionError
 from connectors.worker import freeze_gc_once
 from impulse.debezium import envelope_ddl
 from impulse.events import Disorder, EventLayout, event_batches
+from impulse.history import history_ddl
 from impulse.options import DOWNTIME_SKIP, ImpulseOptions
 from impulse.schedule import Schedule
 from impulse.schema import RowSpec, default_rows, row_spec, spark_schema
@@ -120,13 +121,19 @@ class ImpulseDataSource(DataSource):
         ``snapshot``, ``pos``: ``counter × numPartitions + subtask_index``, increasing along each
         key's changes); see `impulse.debezium`. Every value is a pure function of the seed and the
         event. Write it with kafka-sink's ``value.format=debezium-json`` or ``debezium-avro``.
-    changelog.image : DDL, required by ``changelog.envelope=debezium`` without ``.schema(...)``
+    changelog.image : DDL, required by ``changelog.envelope=debezium`` or ``changelog.history=scd2`` without ``.schema(...)``
         The row image's columns, e.g. ``id BIGINT, name STRING, balance DOUBLE``: the key column
         (BIGINT) and columns generated as ``fields.<column>.*`` say. With ``.schema(...)`` the
         schema must be the envelope's (`impulse.debezium.envelope_ddl` writes it) and ``after``
         declares the row image.
     changelog.name, changelog.table : str, default ``impulse`` and ``events``
         ``source.name`` and ``source.table`` of the Debezium envelope.
+    changelog.history : ``none`` (default) | ``scd2``
+        A batch read of the changelog's SCD2 history: each version (every change but a delete) of
+        events ``[0, limit)``, the row image (``changelog.image``, or a schema of the image then
+        ``valid_from TIMESTAMP, valid_to TIMESTAMP, is_current BOOLEAN``) with ``valid_from`` its
+        event time, ``valid_to`` the key's next change's (null without one) and ``is_current``;
+        see `impulse.history`. A stream of it is refused.
     downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
@@ -166,6 +173,12 @@ class ImpulseDataSource(DataSource):
     def schema(self) -> str:
         """The default columns (called by Spark only without a user schema; checks no ``fields.*`` is set)."""
         opts = self.parsed
+        if opts.scd2:
+            if opts.changelog_image is None:
+                raise OptionError("changelog.image", None, "the row image's columns as DDL, e.g. "
+                                  f"'{opts.changelog.key_column} BIGINT, name STRING' (changelog.history=scd2 "
+                                  "without .schema(...): the source makes the history's schema from it)")
+            return history_ddl(opts.changelog_image)
         if opts.debezium is not None:
             if opts.debezium.image is None:
                 raise OptionError("changelog.image", None, "the row image's columns as DDL, e.g. "
@@ -176,6 +189,9 @@ class ImpulseDataSource(DataSource):
         return spark_schema(opts.payload_bytes)
 
     def streamReader(self, schema) -> "DataSourceStreamReader":
+        if self.parsed.scd2:
+            return _Refused(OptionError("changelog.history", "scd2", "a batch read (spark.read with a limit): the "
+                                        "history of versions is a table, not a stream; stream the changelog itself"))
         try:
             return ImpulseStreamReader(self.parsed, self._rows(schema))
         except OptionError as error:
@@ -187,7 +203,7 @@ class ImpulseDataSource(DataSource):
     def _rows(self, schema) -> RowSpec:
         opts = self.parsed
         return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog,
-                        debezium=opts.debezium)
+                        debezium=opts.debezium, scd2=opts.scd2)
 
 
 @dataclass
