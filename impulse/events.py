@@ -10,7 +10,9 @@ that identity and of `EventLayout`, so a replayed range yields byte-identical ba
 - ``payload`` BINARY of exactly `payload_bytes` bytes (only when > 0): the counter (8 bytes, big
   endian), then the subtask index (8 bytes, big endian), then the filler ``b"impulse."`` repeated;
   truncated to the size when it is smaller than 16;
-- every other column of a user schema: `impulse.fields`.
+- every other column of a user schema: `impulse.fields`;
+- with `Duplicates` (``duplicateRate``), a share of rows delivered again a few events later: `impulse.duplicates`;
+- with a Debezium envelope (``changelog.envelope=debezium``) the envelope's columns instead: `impulse.debezium`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow as pa
 
 from impulse import draws
 from impulse.changelog import ChangeColumn, Changelog
+from impulse.duplicates import Duplicates
 from impulse.schedule import Schedule
 from impulse.schema import RowSpec, arrow_schema, default_rows, spark_schema
 
@@ -73,21 +76,23 @@ class EventLayout:
     rows: RowSpec | None = None  # None: the default columns
     partitions: int = 1
     disorder: Disorder | None = None
+    duplicates: Duplicates | None = None
 
     def __post_init__(self) -> None:
         if self.rows is None:
             object.__setattr__(self, "rows", default_rows(self.payload_bytes))
 
-    def scheduled_us(self, counters: np.ndarray) -> np.ndarray:
-        """Each event's time before disorder: ``start + interval × counter``, or its scheduled time."""
+    def scheduled_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
+        """Each event's time before disorder: ``start + interval × counter``, or its scheduled time (in partition
+        `subtask`: Poisson arrivals differ per partition)."""
         if self.interval_us is not None:
             timestamps = counters * self.interval_us
             timestamps += self.start_us
             return timestamps
-        return self.schedule.times_us(counters, self.base_counter)
+        return self.schedule.times_us(counters, self.base_counter, subtask)
 
     def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
-        timestamps = self.scheduled_us(counters)
+        timestamps = self.scheduled_us(counters, subtask)
         if self.disorder is not None and len(counters):
             timestamps -= self.disorder.delays_us(subtask, int(counters[0]), len(counters))
         return timestamps
@@ -95,36 +100,75 @@ class EventLayout:
 
 def event_batches(subtask_index: int, first: int, end: int, layout: EventLayout,
                   rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
-    """Yield the events ``counter ∈ [first, end)`` of one partition in record batches of ≤ `rows_per_batch` rows."""
-    schema = layout.rows.arrow
+    """Yield the events ``counter ∈ [first, end)`` of one partition in record batches of ≤ `rows_per_batch` rows
+    (with `EventLayout.duplicates`, each batch also holds the copies arriving among its events)."""
     if layout.payload_bytes:
         rows_per_batch = max(1, min(rows_per_batch, _MAX_BATCH_BYTES // layout.payload_bytes))
-    subtask = None  # the constant column, shared by every full-size batch (Arrow arrays are immutable)
     for lo in range(first, end, rows_per_batch):
-        counters = np.arange(lo, min(lo + rows_per_batch, end), dtype=np.int64)
-        columns = []
-        changes = None  # (keys, ops) of a changelog, made for the first of its columns
-        for column in layout.rows.columns:
-            if column == "counter":
-                columns.append(pa.array(counters))
-            elif column == "subtask_index":
-                if subtask is None or len(subtask) != len(counters):
-                    subtask = pa.array(np.full(len(counters), subtask_index, dtype=np.int64))
-                columns.append(subtask)
-            elif column == "timestamp":
-                columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
-            elif column == "payload":
-                columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
-            elif isinstance(column, ChangeColumn):
-                if changes is None:
-                    changes = column.changelog.changes_of(subtask_index, lo, len(counters), layout.partitions)
-                columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
-            elif column.refers:
-                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions,
-                                            layout.scheduled_us(counters) - layout.start_us))
-            else:
-                columns.append(column.array(subtask_index, lo, len(counters), layout.partitions))
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        hi = min(lo + rows_per_batch, end)
+        batch = _events(subtask_index, lo, hi - lo, layout, end)
+        if layout.duplicates is not None:
+            batch = _with_copies(batch, subtask_index, lo, hi, layout)
+        yield batch
+
+
+def _events(subtask_index: int, lo: int, count: int, layout: EventLayout, end: int) -> pa.RecordBatch:
+    """The rows of events ``[lo, lo + count)`` of a partition whose events end at `end`, one each (an SCD2 history:
+    one per version, `impulse.history`)."""
+    counters = np.arange(lo, lo + count, dtype=np.int64)
+    if layout.rows.history is not None:
+        return layout.rows.history.batch(subtask_index, lo, count, layout.partitions, end, lambda first, n: layout.timestamps_us(
+            np.arange(first, first + n, dtype=np.int64), subtask_index))
+    if layout.rows.envelope is not None:  # a Debezium envelope: `impulse.debezium`
+        return layout.rows.envelope.batch(subtask_index, lo, count, layout.partitions,
+                                          layout.timestamps_us(counters, subtask_index))
+    columns = []
+    changes = None  # (keys, ops) of a changelog, made for the first of its columns
+    for column in layout.rows.columns:
+        if column == "counter":
+            columns.append(pa.array(counters))
+        elif column == "subtask_index":
+            columns.append(pa.array(np.full(count, subtask_index, dtype=np.int64)))
+        elif column == "timestamp":
+            columns.append(pa.array(layout.timestamps_us(counters, subtask_index), type=pa.timestamp("us", tz="UTC")))
+        elif column == "payload":
+            columns.append(_payloads(counters, subtask_index, layout.payload_bytes))
+        elif isinstance(column, ChangeColumn):
+            if changes is None:
+                changes = column.changelog.changes_of(subtask_index, lo, count, layout.partitions)
+            columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
+        elif column.refers:
+            columns.append(column.array(subtask_index, lo, count, layout.partitions,
+                                        layout.scheduled_us(counters, subtask_index) - layout.start_us))
+        else:
+            columns.append(column.array(subtask_index, lo, count, layout.partitions))
+    return pa.RecordBatch.from_arrays(columns, schema=layout.rows.arrow)
+
+
+def _with_copies(batch: pa.RecordBatch, subtask_index: int, lo: int, hi: int, layout: EventLayout) -> pa.RecordBatch:
+    """`batch` (events ``[lo, hi)``) with the copies arriving among them, each right after the event it follows
+    (`impulse.duplicates`): the copied rows are made again from their counters, so they equal the originals."""
+    sources, arrivals = layout.duplicates.copies(subtask_index, lo, hi)
+    if not len(sources):
+        return batch
+    start = int(sources[0]) if len(sources) == 1 else int(sources.min())
+    made = _events(subtask_index, start, int(sources.max()) + 1 - start, layout, hi)
+    copies = made.take(pa.array(sources - start))
+    n, m = hi - lo, len(sources)
+    order = np.empty(n + m, dtype=np.int64)  # each event, then the copies arriving right after it
+    order[np.arange(n) + np.searchsorted(arrivals, np.arange(lo, hi), side="left")] = np.arange(n)
+    order[arrivals - lo + 1 + np.arange(m)] = np.arange(n, n + m)
+    return pa.RecordBatch.from_arrays([_merged(batch.column(i), copies.column(i), order)
+                                       for i in range(batch.num_columns)], schema=batch.schema)
+
+
+def _merged(events: pa.Array, copies: pa.Array, order: np.ndarray) -> pa.Array:
+    """``concat(events, copies)[order]``: numpy's take for fixed-width columns without nulls (Arrow's costs ~10× more
+    there), Arrow's for the others."""
+    if pa.types.is_primitive(events.type) and not events.null_count and not copies.null_count:
+        values = np.concatenate([events.to_numpy(zero_copy_only=False), copies.to_numpy(zero_copy_only=False)])
+        return pa.array(values[order], type=events.type)
+    return pa.concat_arrays([events, copies]).take(pa.array(order))
 
 
 def _payloads(counters: np.ndarray, subtask_index: int, size: int) -> pa.Array:

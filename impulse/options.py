@@ -10,8 +10,11 @@ from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.partitions import split_limit
 from impulse.changelog import Changelog
+from impulse.debezium import DEBEZIUM, ENVELOPES, Debezium
+from impulse.duplicates import Duplicates
 from impulse.fields import KINDS, PROPERTIES
-from impulse.schedule import RateStages
+from impulse.history import HISTORIES, SCD2
+from impulse.schedule import ARRIVALS, RateStages
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
@@ -51,6 +54,12 @@ class ImpulseOptions:
     fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
     rate_stages: RateStages | None = None
     changelog: Changelog | None = None
+    debezium: Debezium | None = None  # changelog.envelope=debezium: the envelope's options
+    duplicate_rate: float = 0.0      # share of events delivered twice (`impulse.duplicates`)
+    duplicate_delay_us: int = 0      # at most how much later the copy arrives
+    poisson: bool = False            # arrival=poisson (`impulse.schedule`)
+    scd2: bool = False               # changelog.history=scd2: the changelog's SCD2 history (`impulse.history`)
+    changelog_image: str | None = None  # changelog.image: the row image's DDL (envelope or history)
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -102,6 +111,19 @@ class ImpulseOptions:
             raise OptionError("lateRate/lateBy", {"lateRate": options.get("lateRate"), "lateBy": options.get("lateBy")},
                               "both or neither: 'lateRate' (the share of late events, 0..1) and 'lateBy' "
                               "(how much later than out-of-order they are, e.g. '1m')")
+        duplicate_rate = reader.number("duplicateRate", 0.0, minimum=0.0)
+        duplicate_delay = reader.duration_us("duplicateDelay")
+        if duplicate_rate > 1:
+            raise OptionError("duplicateRate", options.get("duplicateRate"), "a fraction from 0 to 1")
+        if (duplicate_rate > 0) != (duplicate_delay is not None):
+            raise OptionError("duplicateRate/duplicateDelay", {"duplicateRate": options.get("duplicateRate"),
+                                                               "duplicateDelay": options.get("duplicateDelay")},
+                              "both or neither: 'duplicateRate' (the share of events delivered twice, 0..1) and "
+                              "'duplicateDelay' (at most how much later the copy arrives, e.g. '5s')")
+        if duplicate_delay is not None and limits is not None and duplicate_delay > max(limits) * delay_us:
+            raise OptionError("duplicateDelay", options.get("duplicateDelay"),
+                              f"at most the run's length, {max(limits) * delay_us / 1e6:g} s (limit events per "
+                              "partition at the rate): a copy later than that is never delivered")
         start_time_us = reader.time_us("startTime")
         interval_us = reader.duration_us("interval")
         pinned = start_time_us is not None or interval_us is not None
@@ -128,7 +150,22 @@ class ImpulseOptions:
             fields=_fields(reader.prefixed("fields.")),
             rate_stages=stages,
             changelog=_changelog(reader, seed),
+            debezium=_debezium(reader),
+            duplicate_rate=duplicate_rate,
+            duplicate_delay_us=duplicate_delay or 0,
+            poisson=reader.choice("arrival", ARRIVALS, "uniform") == "poisson",
+            scd2=reader.choice("changelog.history", HISTORIES, "none") == SCD2,
+            changelog_image=reader.string("changelog.image"),
         )
+        if parsed.changelog_image is not None and parsed.debezium is None and not parsed.scd2:
+            raise OptionError("changelog.image", parsed.changelog_image, "no row image without 'changelog.envelope' "
+                              "set to 'debezium' or 'changelog.history' set to 'scd2'")
+        if parsed.scd2 and (parsed.changelog is None or parsed.debezium is not None or parsed.duplicate_rate):
+            raise OptionError("changelog.history", SCD2, "with 'changelog.key' (the changelog whose history it is), "
+                              "without 'changelog.envelope' and without duplicates: the history is a table of versions")
+        if parsed.poisson and interval_us is not None:
+            raise OptionError("arrival", "poisson", "uniform with 'interval' (event time = startTime + interval × "
+                              "counter, evenly spaced); leave 'interval' out for Poisson event times")
         reader.finish()
         for column, properties in parsed.fields.items():
             if properties.get("kind", "").strip().lower() == "ref":
@@ -145,6 +182,13 @@ class ImpulseOptions:
         """Whether event time is out of order (``outOfOrderness`` or ``lateRate``)."""
         return bool(self.out_of_orderness_us or self.late_rate)
 
+    @property
+    def duplicates(self) -> Duplicates | None:
+        """The redelivered copies (``duplicateRate``), their delay in events at the partition's rate; None without."""
+        if not self.duplicate_rate:
+            return None
+        return Duplicates(self.duplicate_rate, max(1, int(self.duplicate_delay_us // self.delay_us)), self.seed)
+
     def aligned_start(self, now_us: int) -> int:
         """The start time: `startTime` (or `now_us`), rounded down to a multiple of `alignment`."""
         start = self.start_time_us if self.start_time_us is not None else now_us
@@ -157,13 +201,34 @@ def _changelog(reader: OptionReader, seed: int) -> Changelog | None:
     key = reader.string("changelog.key")
     weights = reader.string("changelog.weights")
     live = reader.integer("changelog.liveKeys", 1024, minimum=1, maximum=1 << 24)
+    snapshot = reader.boolean("changelog.snapshot", False)
     if key is None:
-        for option in ("changelog.weights", "changelog.liveKeys"):
+        for option in ("changelog.weights", "changelog.liveKeys", "changelog.snapshot", *_ENVELOPE_OPTIONS):
             if reader.has(option):
-                raise OptionError(option, weights if option == "changelog.weights" else live,
+                raise OptionError(option, reader.string(option),
                                   "no changelog option without 'changelog.key' (the BIGINT key column)")
         return None
-    return Changelog.parse(key.strip().lower(), weights, live, seed)
+    return Changelog.parse(key.strip().lower(), weights, live, seed, snapshot)
+
+
+_ENVELOPE_OPTIONS = ("changelog.envelope", "changelog.image", "changelog.name", "changelog.table", "changelog.history")
+
+
+def _debezium(reader: OptionReader) -> Debezium | None:
+    """``changelog.envelope`` and the options of its Debezium envelope (`impulse.debezium`)."""
+    envelope = reader.choice("changelog.envelope", ENVELOPES, "none")
+    image = reader.string("changelog.image")
+    name = reader.string("changelog.name", "impulse")
+    table = reader.string("changelog.table", "events")
+    if envelope != DEBEZIUM:
+        for option in ("changelog.name", "changelog.table"):
+            if reader.has(option):
+                raise OptionError(option, reader.string(option), "no envelope option without "
+                                  "'changelog.envelope' set to 'debezium'")
+        return None
+    if image is not None and not image.strip():
+        raise OptionError("changelog.image", image, "the row image's columns as DDL, e.g. 'id BIGINT, name STRING'")
+    return Debezium(image, name, table)
 
 
 def _fields(given: Mapping[str, str]) -> dict[str, dict[str, str]]:

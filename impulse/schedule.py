@@ -15,6 +15,14 @@ so their number is known exactly from the integral. The profile is a function of
 re-anchored schedule (a restart with ``downtime=skip``) pauses the profile during the downtime and
 resumes it where it stopped, at the partition's next counter.
 
+With Poisson arrivals (``arrival=poisson``, `Schedule.poisson_seed` set) the event numbers are first spread
+as a Poisson process: partition p's events are cut in blocks of `POISSON_BLOCK`, and event i of block j sits at
+the continuous position ``B·(j + U₍ᵢ₎)`` where ``U₍₀₎ ≤ … ≤ U₍B₋₁₎`` are B uniforms drawn for (seed, p, j) and
+sorted; the schedule above then maps that position to time as it maps k. The gaps between events are the
+spacings of sorted uniforms: exponential with the configured mean (the inter-arrival times of a Poisson process
+given its count per block), while every block of B events still takes exactly B event times, so the rate is
+the configured one over any longer stretch and a partition's events stay in counter order.
+
 Offsets are floored to whole microseconds. All of it is deterministic: the same anchor, delay and
 k give the same time on every machine (IEEE-754 double arithmetic, no clock involved).
 """
@@ -30,8 +38,13 @@ import numpy as np
 
 from connectors.errors import OptionError
 from connectors.options import parse_duration_us
+from impulse import draws
 
-__all__ = ["Schedule", "RateStages"]
+__all__ = ["Schedule", "RateStages", "POISSON_BLOCK", "ARRIVALS"]
+
+ARRIVALS = ("uniform", "poisson")
+#: Events per block of Poisson arrivals: each block's events take exactly its B event times
+POISSON_BLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -189,16 +202,20 @@ class Schedule:
     delay_us: float
     ramp_us: int = 0
     stages: RateStages | None = None
+    poisson_seed: int | None = None  # None: uniform arrivals; else Poisson arrivals drawn with this seed
 
     @classmethod
     def of_offset(cls, offset: dict) -> "Schedule":
-        """The schedule an impulse offset describes (``anchorTime``, ``delayUs``, ``rampUs``, optional ``stages``)."""
+        """The schedule an impulse offset describes (``anchorTime``, ``delayUs``, ``rampUs``, optional ``stages``
+        and ``poissonSeed``)."""
         stages = offset.get("stages")
         return cls(offset["anchorTime"], offset["delayUs"], offset["rampUs"],
-                   None if stages is None else RateStages.from_json(stages))
+                   None if stages is None else RateStages.from_json(stages), offset.get("poissonSeed"))
 
-    def next_counter(self, now_us: int, base: int) -> int:
-        """The first counter not yet due at `now_us` of a partition whose counter at the anchor was `base`."""
+    def next_counter(self, now_us: int, base: int, subtask: int = 0) -> int:
+        """The first counter not yet due at `now_us` of partition `subtask`, whose counter at the anchor was `base`."""
+        if self.poisson_seed is not None:
+            return self._poisson_next(now_us, base, subtask)
         if self.stages is None:
             return base + self.due(now_us)
         elapsed = now_us - self.anchor_us
@@ -206,19 +223,44 @@ class Schedule:
             return base
         return max(base, self.stages.due(elapsed + self.stages.offset_us(base)))
 
-    def times_us(self, counters: np.ndarray, base: int) -> np.ndarray:
-        """Scheduled epoch µs of the `counters` of a partition whose counter at the anchor was `base`.
+    def times_us(self, counters: np.ndarray, base: int, subtask: int = 0) -> np.ndarray:
+        """Scheduled epoch µs of the `counters` of partition `subtask`, whose counter at the anchor was `base`.
 
         With stages the profile is a function of the counter: event ``c`` is due at ``anchor +
         offset(c) − offset(base)``, so a re-anchored schedule resumes the profile where it stopped.
         """
         if self.stages is None:
-            times = self.offsets_us(counters - base)
+            times = self.offsets_us(self.positions(counters - base, subtask))
         else:
-            times = self.stages.offsets_us(counters)
-            times -= self.stages.offset_us(base)
+            times = self.stages.offsets_us(self.positions(counters, subtask))
+            times -= self.stages.offsets_us(self.positions(np.array([base], dtype=np.int64), subtask))[0]
         times += self.anchor_us
         return times
+
+    def positions(self, k: np.ndarray, subtask: int = 0) -> np.ndarray:
+        """The continuous position of each event number in `k` (int64, ≥ 0): `k` itself for uniform arrivals; with
+        Poisson arrivals ``B·(j + U₍ᵢ₎)`` for event i of block j (module docstring), float64."""
+        if self.poisson_seed is None or not len(k):
+            return k
+        b = POISSON_BLOCK
+        first, last = int(k.min()) // b, int(k.max()) // b
+        key = draws.stream_key(self.poisson_seed, "arrival", "poisson")
+        blocks = np.sort(draws.uniform(draws.words(key, subtask, first * b, (last - first + 1) * b)).reshape(-1, b),
+                         axis=1)
+        out = blocks[k // b - first, k % b]
+        out += k // b
+        out *= b
+        return out
+
+    def _poisson_next(self, now_us: int, base: int, subtask: int) -> int:
+        """`next_counter` with Poisson arrivals: a position is within one block of its event number, so the events
+        due lie within a block of the uniform schedule's count; the offsets of that stretch settle it exactly."""
+        uniform = Schedule(self.anchor_us, self.delay_us, self.ramp_us, self.stages)
+        guess = uniform.next_counter(now_us, base)
+        lo = max(base, guess - POISSON_BLOCK - 2)
+        window = np.arange(lo, guess + POISSON_BLOCK + 2, dtype=np.int64)
+        due = self.times_us(window, base, subtask) <= now_us
+        return lo + int(np.count_nonzero(due))
 
     def due(self, now_us: int) -> int:
         """How many events since the anchor are due at `now_us` (those with ``anchor + offset(k) ≤ now_us``).
@@ -271,7 +313,7 @@ class Schedule:
         """
         if self.stages is not None:
             return self.stages.offsets_us(k)
-        kd = k.astype(np.float64)
+        kd = k.astype(np.float64)  # a copy: `k` may be `positions`' own array
         kd *= self.delay_us
         if self.ramp_us:
             half = self.ramp_us / 2.0

@@ -18,7 +18,9 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType, Tim
 
 from connectors.errors import OptionError
 from impulse.changelog import ChangeColumn, Changelog, change_columns
+from impulse.debezium import Debezium, Envelope, envelope
 from impulse.fields import Column
+from impulse.history import History, history
 from impulse.nested import Node, column_of, split_path
 
 __all__ = ["BUILT_IN", "RowSpec", "arrow_schema", "spark_schema", "default_schema", "default_rows", "row_spec"]
@@ -39,6 +41,8 @@ class RowSpec:
 
     columns: tuple[str | Column | Node | ChangeColumn, ...]
     arrow: pa.Schema
+    envelope: Envelope | None = None  # a Debezium envelope makes every column instead (`impulse.debezium`)
+    history: History | None = None    # an SCD2 history makes every row instead (`impulse.history`)
 
 
 def spark_schema(payload_bytes: int) -> str:
@@ -70,14 +74,25 @@ def arrow_schema(payload_bytes: int) -> pa.Schema:
 
 
 def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]], *, seed: int,
-             payload_bytes: int, changelog: Changelog | None = None) -> RowSpec:
+             payload_bytes: int, changelog: Changelog | None = None, debezium: Debezium | None = None,
+             scd2: bool = False) -> RowSpec:
     """Check a schema (None: the default one) against the ``fields.*`` options, the payload size and the
-    changelog (its key and ``op`` columns are filled by it, `impulse.changelog`).
+    changelog (its key and ``op`` columns are filled by it, `impulse.changelog`), or its Debezium envelope
+    (`impulse.debezium`: the schema is the envelope's), or with `scd2` its history (`impulse.history`).
 
     `fields` maps a lower-cased column name to its properties (lower-cased names, string values).
     """
     if schema is None:
         schema = default_schema(payload_bytes)
+    if debezium is not None and changelog is not None:
+        if payload_bytes > 0:
+            raise OptionError("payloadBytes", payload_bytes, "0 with changelog.envelope=debezium (the envelope has no "
+                              "payload column)")
+        made = envelope(schema, fields, seed=seed, changelog=changelog, options=debezium)
+        return RowSpec((), made.arrow, made)
+    if scd2 and changelog is not None:
+        versions = history(schema, fields, seed=seed, changelog=changelog)
+        return RowSpec((), versions.arrow, history=versions)
     by_name = {f.name.lower(): f for f in schema.fields}
     changes = {} if changelog is None else change_columns(changelog, by_name)
     nested: dict[str, dict[tuple[str, ...], Mapping[str, str]]] = {}  # column -> path below it -> properties

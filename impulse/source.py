@@ -5,7 +5,8 @@ Offsets (stored by Spark in ``<checkpoint>/offsets``) are JSON dicts::
     {"startTime": µs, "anchorTime": µs, "delayUs": float, "rampUs": int,
      "anchorCounters": [per partition], "counters": [per partition]}
 
-and with ``rateStages`` ``"stages": [[duration µs, target events/s of one partition], …]``.
+and with ``rateStages`` ``"stages": [[duration µs, target events/s of one partition], …]``, with
+``arrival=poisson`` ``"poissonSeed": seed``.
 
 ``counters[i]`` is the next counter of partition i; a micro-batch covers ``[start.counters[i],
 end.counters[i])`` of every partition, so a restart from the checkpoint resumes with no gap and no
@@ -25,7 +26,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from connectors.errors import OptionError
 from connectors.worker import freeze_gc_once
+from impulse.debezium import envelope_ddl
 from impulse.events import Disorder, EventLayout, event_batches
+from impulse.history import history_ddl
 from impulse.options import DOWNTIME_SKIP, ImpulseOptions
 from impulse.schedule import Schedule
 from impulse.schema import RowSpec, default_rows, row_spec, spark_schema
@@ -87,13 +90,50 @@ class ImpulseDataSource(DataSource):
         Each ``timestamp`` is its scheduled time minus a delay drawn uniformly in [0, outOfOrderness] µs.
     lateRate, lateBy : fraction 0..1 and duration, both or neither
         That share of events is delayed by a further ``lateBy``. Pacing is unchanged.
+    arrival : ``uniform`` (default) | ``poisson``
+        ``poisson``: each partition's events arrive as a Poisson process of the configured mean
+        rate (exponential gaps, drawn per partition from the seed), cut in blocks of 1024 events
+        that each take exactly their 1024 event times, so the rate holds over longer stretches and
+        a restart, replay or batch read gives the same times; ramp-up and ``rateStages`` shape it
+        as they shape the uniform schedule. Refused with ``interval`` (evenly spaced event times).
+    duplicateRate, duplicateDelay : fraction 0..1 and duration, both or neither
+        Redelivered duplicates, as an at-least-once producer's retries: that share of events is
+        delivered twice, the copy the same row (every column, ``counter``, ``subtask_index``,
+        ``payload`` and event time included) arriving 1 to ``duplicateDelay / delay`` events
+        later in its partition (at most ``duplicateDelay`` later at the full rate); see
+        `impulse.duplicates`. The stream equals the batch read, copies included; a restart keeps
+        them. ``duplicateDelay`` must be within the run (``limit`` events per partition).
     fields.<path>.<property> : see `impulse.fields` (and `impulse.nested`: ARRAY, MAP, STRUCT columns by path,
         e.g. ``fields.items.element.price.mean``; `impulse.faker_pool`: ``kind=faker`` text)
         ``kind=ref`` refers to the entities of another impulse stream that exist at each event's
         scheduled time; it needs ``startTime`` (the referenced stream's) and refuses ``downtime=skip``.
     changelog.key, changelog.weights, changelog.liveKeys : see `impulse.changelog`
         The stream becomes the change log of the entities keyed by a BIGINT column, with an ``op``
-        STRING column (insert, update, delete).
+        STRING column (insert, update, delete, and read with ``changelog.snapshot``).
+    changelog.snapshot : bool, default false
+        Each partition's first ``changelog.liveKeys`` events read the keys live at the start (a
+        snapshot: ``op`` is ``read``, Debezium's ``r``) instead of inserting them; the changes follow.
+    changelog.envelope : ``none`` (default) | ``debezium``
+        ``debezium``: every change as a Debezium change event, columns ``key`` (STRUCT of the key
+        column), ``before`` and ``after`` (STRUCTs of the row image: the key's previous state, null
+        for ``c`` and ``r``; its new state, null for ``d``), ``op`` (``c``, ``u``, ``d``, ``r``),
+        ``ts_ms`` (the event time, ms) and ``source`` (STRUCT ``connector``, ``name``, ``table``,
+        ``snapshot``, ``pos``: ``counter × numPartitions + subtask_index``, increasing along each
+        key's changes); see `impulse.debezium`. Every value is a pure function of the seed and the
+        event. Write it with kafka-sink's ``value.format=debezium-json`` or ``debezium-avro``.
+    changelog.image : DDL, required by ``changelog.envelope=debezium`` or ``changelog.history=scd2`` without ``.schema(...)``
+        The row image's columns, e.g. ``id BIGINT, name STRING, balance DOUBLE``: the key column
+        (BIGINT) and columns generated as ``fields.<column>.*`` say. With ``.schema(...)`` the
+        schema must be the envelope's (`impulse.debezium.envelope_ddl` writes it) and ``after``
+        declares the row image.
+    changelog.name, changelog.table : str, default ``impulse`` and ``events``
+        ``source.name`` and ``source.table`` of the Debezium envelope.
+    changelog.history : ``none`` (default) | ``scd2``
+        A batch read of the changelog's SCD2 history: each version (every change but a delete) of
+        events ``[0, limit)``, the row image (``changelog.image``, or a schema of the image then
+        ``valid_from TIMESTAMP, valid_to TIMESTAMP, is_current BOOLEAN``) with ``valid_from`` its
+        event time, ``valid_to`` the key's next change's (null without one) and ``is_current``;
+        see `impulse.history`. A stream of it is refused.
     downtime : ``skip`` | ``catchup``; default ``catchup`` with ``startTime`` or ``interval``, else ``skip``
         What a query restarted from its checkpoint does with the time it was down. ``skip`` (like
         Arroyo): the schedule restarts at the restart time; counters continue with no gap and the
@@ -132,10 +172,26 @@ class ImpulseDataSource(DataSource):
 
     def schema(self) -> str:
         """The default columns (called by Spark only without a user schema; checks no ``fields.*`` is set)."""
+        opts = self.parsed
+        if opts.scd2:
+            if opts.changelog_image is None:
+                raise OptionError("changelog.image", None, "the row image's columns as DDL, e.g. "
+                                  f"'{opts.changelog.key_column} BIGINT, name STRING' (changelog.history=scd2 "
+                                  "without .schema(...): the source makes the history's schema from it)")
+            return history_ddl(opts.changelog_image)
+        if opts.debezium is not None:
+            if opts.debezium.image is None:
+                raise OptionError("changelog.image", None, "the row image's columns as DDL, e.g. "
+                                  f"'{opts.changelog.key_column} BIGINT, name STRING' (changelog.envelope=debezium "
+                                  "without .schema(...): the source makes the envelope's schema from it)")
+            return envelope_ddl(opts.changelog.key_column, opts.debezium.image)
         self._rows(None)
-        return spark_schema(self.parsed.payload_bytes)
+        return spark_schema(opts.payload_bytes)
 
     def streamReader(self, schema) -> "DataSourceStreamReader":
+        if self.parsed.scd2:
+            return _Refused(OptionError("changelog.history", "scd2", "a batch read (spark.read with a limit): the "
+                                        "history of versions is a table, not a stream; stream the changelog itself"))
         try:
             return ImpulseStreamReader(self.parsed, self._rows(schema))
         except OptionError as error:
@@ -146,7 +202,8 @@ class ImpulseDataSource(DataSource):
 
     def _rows(self, schema) -> RowSpec:
         opts = self.parsed
-        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog)
+        return row_spec(schema, opts.fields, seed=opts.seed, payload_bytes=opts.payload_bytes, changelog=opts.changelog,
+                        debezium=opts.debezium, scd2=opts.scd2)
 
 
 @dataclass
@@ -233,7 +290,7 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self, start: dict, now: int) -> list[int]:
         schedule = Schedule.of_offset(start)
         limits = self.options.limits or [None] * len(start["counters"])
-        dues = (schedule.next_counter(now, base) for base in start["anchorCounters"])
+        dues = (schedule.next_counter(now, base, i) for i, base in enumerate(start["anchorCounters"]))
         return [max(counter, due if cap is None else min(due, cap))
                 for counter, due, cap in zip(start["counters"], dues, limits)]
 
@@ -243,6 +300,8 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rate = {"delayUs": opts.delay_us, "rampUs": opts.ramp_up_us}
         if opts.rate_stages is not None:
             rate["stages"] = opts.rate_stages.to_json()
+        if opts.poisson:
+            rate["poissonSeed"] = opts.seed
         return rate
 
     def _check_partitions(self, start: dict) -> None:
@@ -265,10 +324,11 @@ class ImpulseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == self._initial:
             return start
         rate = self._rate()
-        rate_changed = {key: start.get(key) for key in ("delayUs", "rampUs", "stages")} != {"stages": None, **rate}
+        keys = ("delayUs", "rampUs", "stages", "poissonSeed")
+        rate_changed = {key: start.get(key) for key in keys} != {"stages": None, "poissonSeed": None, **rate}
         behind = self._available(start, now) != start["counters"]
         if rate_changed or (self.options.downtime == DOWNTIME_SKIP and behind):
-            start = {key: value for key, value in start.items() if key != "stages"}
+            start = {key: value for key, value in start.items() if key not in ("stages", "poissonSeed")}
             return {**start, "anchorTime": now, **rate, "anchorCounters": list(start["counters"])}
         return start
 
@@ -286,7 +346,8 @@ class ImpulseBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[ImpulsePartition]:
         opts = self.options
-        schedule = Schedule(self.start_us, opts.delay_us, opts.ramp_up_us, opts.rate_stages)
+        schedule = Schedule(self.start_us, opts.delay_us, opts.ramp_up_us, opts.rate_stages,
+                            opts.seed if opts.poisson else None)
         layout = _layout(opts, self.rows, self.start_us, schedule, 0)
         return [ImpulsePartition(i, 0, cap, layout) for i, cap in enumerate(opts.limits) if cap > 0] or \
             [ImpulsePartition(0, 0, 0, layout)]
@@ -313,7 +374,7 @@ class _Refused(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _layout(opts: ImpulseOptions, rows: RowSpec, start_us: int, schedule: Schedule, base: int) -> EventLayout:
     disorder = Disorder(opts.out_of_orderness_us, opts.late_rate, opts.late_by_us, opts.seed) if opts.disordered else None
     return EventLayout(start_us, schedule, base, opts.interval_us, opts.payload_bytes, rows, opts.num_partitions,
-                       disorder)
+                       disorder, opts.duplicates)
 
 
 def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:

@@ -39,6 +39,12 @@ DOCS_RUN: dict[tuple[str, str, int], str] = {
     ("how-to/related-streams.md", "## Changelogs: `changelog.key`", 0):
         "tests/sinks/test_changelog_redis.py::test_the_accounts_cookbook_killed_and_restarted_leaves_exactly_the_final_state",
     ("how-to/nexmark.md", "## Read the events", 0): _COOKBOOK,
+    ("how-to/dedup-stage.md", "## A dedup stage, checked", 0):
+        "tests/impulse/test_dedup_howto.py::test_the_dedup_howto_block_leaves_each_event_once",
+    ("how-to/cdc-pipeline.md", "## Debezium change events to Kafka", 0):
+        "tests/sinks/test_cdc_howto.py::test_the_cdc_howto_blocks_run_and_the_compacted_topic_is_the_expected_table",
+    ("how-to/cdc-pipeline.md", "## The expected table", 0):
+        "tests/sinks/test_cdc_howto.py::test_the_cdc_howto_blocks_run_and_the_compacted_topic_is_the_expected_table",
     ("how-to/redis-sink.md", "## A list per query", 0): "tests/sinks/test_redis.py::test_the_readme_redis_block_runs",
     ("how-to/redis-sink.md", "## A leaderboard: a sorted set per key", 0):
         "tests/sinks/test_redis.py::test_the_readme_leaderboard_block_keeps_each_games_ten_best_scores",

@@ -53,7 +53,9 @@ _GENERATOR_OPTIONS = {
 # impulse options that shape impulse's own rows, not Nexmark events
 _REFUSED = {"payloadBytes": "Nexmark events have no payload column (avgBidByteSize and friends size 'extra')",
             "outOfOrderness": "Nexmark's disorder is outOfOrderGroupSize",
-            "lateRate": "Nexmark's disorder is outOfOrderGroupSize", "lateBy": "Nexmark's disorder is outOfOrderGroupSize"}
+            "lateRate": "Nexmark's disorder is outOfOrderGroupSize", "lateBy": "Nexmark's disorder is outOfOrderGroupSize",
+            "duplicateRate": "Nexmark's events are each delivered once (its queries' answers count them)",
+            "duplicateDelay": "Nexmark's events are each delivered once (its queries' answers count them)"}
 
 
 def _ddl_type(arrow: pa.DataType) -> str:

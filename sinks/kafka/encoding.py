@@ -28,6 +28,7 @@ from sinks.kafka.formats import (
     SchemaMappingError,
     encode_batch,
 )
+from sinks.kafka.formats.debezium import DEBEZIUM_FORMATS, VALUE_COLUMNS, DebeziumJson, check_envelope, json_spec
 from sinks.kafka.formats.registry import STRATEGIES, registry_options, resolve_encoding
 
 __all__ = ["KAFKA_COLUMNS", "SideEncoding", "Encodings", "read_formats", "resolve", "encode_side", "UNFIT"]
@@ -55,15 +56,20 @@ class SideEncoding:
 
 @dataclass(frozen=True)
 class Encodings:
-    """The sink's encodings; None for a ``raw`` side (the column as is, or the row as JSON)."""
+    """The sink's encodings; None for a ``raw`` side (the column as is, or the row as JSON). ``debezium-json``
+    writes both sides with `debezium` (`sinks.kafka.formats.debezium`); `tombstones`: a null-valued record after each
+    Debezium delete."""
 
     value: SideEncoding | None = None
     key: SideEncoding | None = None
+    debezium: DebeziumJson | None = None
+    tombstones: bool = False
 
 
 def read_formats(reader: OptionReader) -> dict[str, str]:
     """``value.format`` and ``key.format`` (default ``raw`` both); marks the registry options known."""
-    formats = {side: reader.choice(f"{side}.format", FORMATS, "raw") for side in _SIDES}
+    formats = {side: reader.choice(f"{side}.format", FORMATS + (DEBEZIUM_FORMATS if side == "value" else ()), "raw")
+               for side in _SIDES}
     for name in _REGISTRY_OPTIONS:
         reader.has(name)
     reader.prefixed("schema.registry.")
@@ -97,6 +103,14 @@ def resolve(reader: OptionReader, formats: dict[str, str], schema: T.StructType,
     given = {name: reader.string(name) for name in _REGISTRY_OPTIONS}
     given = {name: value for name, value in given.items() if value is not None}
     given.update({f"schema.registry.{k}": v for k, v in reader.prefixed("schema.registry.").items()})
+    tombstones = reader.boolean("tombstones.on.delete", True)
+    schemas_enable = reader.boolean("schemas.enable", True)
+    if formats["value"] in DEBEZIUM_FORMATS:
+        return _debezium(formats, given, schema, topic, tombstones, schemas_enable, reader.has("schemas.enable"))
+    for name in ("tombstones.on.delete", "schemas.enable"):
+        if reader.has(name):
+            raise OptionError(name, reader.string(name), "no value: it is an option of value.format "
+                              f"{' or '.join(DEBEZIUM_FORMATS)}")
     sides = {}
     for side in _SIDES:
         fmt = formats[side]
@@ -123,6 +137,39 @@ def resolve(reader: OptionReader, formats: dict[str, str], schema: T.StructType,
                             f"'impulse-connectors[{_EXTRAS[fmt]}]' on the driver and the executors ({exc})") from exc
         sides[side] = SideEncoding(side, spec, fields)
     return Encodings(**sides)
+
+
+def _debezium(formats: dict[str, str], given: dict[str, str], schema: T.StructType, topic: str | None,
+              tombstones: bool, schemas_enable: bool, schemas_given: bool) -> Encodings:
+    """The encodings of ``value.format=debezium-*``: the envelope checked, then Debezium's JSON or Avro of both sides."""
+    fmt = formats["value"]
+    check_envelope(schema, fmt)
+    if formats["key"] != "raw":
+        raise OptionError("key.format", formats["key"], f"raw (unset): value.format '{fmt}' writes the key itself")
+    if fmt == "debezium-json":
+        return Encodings(debezium=json_spec(schema, topic, schemas_enable), tombstones=tombstones)
+    if schemas_given:
+        raise OptionError("schemas.enable", given.get("schemas.enable", str(schemas_enable)),
+                          "no value with debezium-avro: the Schema Registry holds the schemas")
+    by_name = {f.name.lower(): f for f in schema.fields}
+    value = T.StructType([by_name[name] for name in VALUE_COLUMNS])
+    namespace = "".join(c if c.isalnum() or c == "_" else "_" for c in topic or "impulse")
+    sides = {}
+    for side, struct, name, fields in (("value", value, "Envelope", tuple(by_name[n].name for n in VALUE_COLUMNS)),
+                                       ("key", by_name["key"].dataType, "Key", None)):
+        options = registry_options(given, side)
+        if topic is None and options.strategy != "record":
+            raise OptionError("topic", None, f"a topic: the subject of {side}.subject.name.strategy "
+                              f"'{options.strategy}' is named after it (or use 'record'; one of {', '.join(STRATEGIES)})")
+        try:
+            spec = resolve_encoding("avro", struct, topic or "", options, name=name, namespace=namespace)
+        except SchemaMappingError as exc:
+            raise OptionError("value.format", fmt, f"a format that can hold every column: {exc}") from exc
+        except ImportError as exc:
+            raise SinkError(f"kafka-sink: value.format '{fmt}' needs the 'avro' extra: pip install "
+                            f"'impulse-connectors[avro]' on the driver and the executors ({exc})") from exc
+        sides[side] = SideEncoding(side, spec, fields)
+    return Encodings(**sides, tombstones=tombstones)
 
 
 def encode_side(batch: pa.RecordBatch, encoding: SideEncoding) -> tuple[pa.Array, list[str | None] | None]:

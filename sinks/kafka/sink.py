@@ -37,6 +37,7 @@ from sinks.kafka.client import (
     translate,
 )
 from sinks.kafka.encoding import Encodings, encode_side, read_formats, resolve
+from sinks.kafka.formats.debezium import DEBEZIUM_FORMATS, check_envelope, encode_json, tombstone_index
 from sinks.kafka.librdkafka import ArrowProducer, UnsupportedLibrdkafka, library
 from sinks.kafka.options import (
     CHECK_TIMEOUT_S,
@@ -520,18 +521,27 @@ class KafkaSink(Sink):
             return batch.column(names.index(name))
 
         unfit = None
-        if self.encodings.value is not None:
+        if self.encodings.debezium is not None:
+            keys, values = encode_json(batch, self.encodings.debezium)
+        elif self.encodings.value is not None:
             values, unfit = encode_side(batch, self.encodings.value)
         else:
             values = as_binary(column("value")) if cols.value else json_objects(batch).cast(pa.binary())
         records = _Records(self.options.topic, values, np.arange(first_row, first_row + batch.num_rows, dtype=np.uint64))
-        if self.encodings.key is not None:
+        if self.encodings.debezium is not None:
+            records.keys = keys
+        elif self.encodings.key is not None:
             records.keys, key_unfit = encode_side(batch, self.encodings.key)
             if key_unfit is not None:
                 unfit = key_unfit if unfit is None else [v or k for v, k in zip(unfit, key_unfit)]
         elif cols.key:
             records.keys = as_binary(column("key"))
         records.unfit = unfit
+        if self.encodings.tombstones:  # Debezium's tombstone after each delete (sinks.kafka.formats.debezium)
+            index, tombstone = tombstone_index(column("op"))
+            records = records.take(records.topic, index)
+            records.values = pc.if_else(pa.array(tombstone), pa.scalar(None, pa.binary()), records.values)
+            batch = batch.take(pa.array(index))
         if cols.partition:
             records.partitions = pc.fill_null(column("partition").cast(pa.int32()), -1).to_numpy()
         if cols.headers:
@@ -712,7 +722,7 @@ class KafkaSinkDataSource(SinkDataSource):
         dead-letter topic must take it (a larger ``max.message.bytes``), or the task fails. Without
         this option such a record fails the task naming its row and key, with nothing of the
         partition committed (exactly_once), and every replay fails the same way.
-    value.format : ``raw`` (default) | ``json`` | ``avro`` | ``protobuf`` | ``json-schema``
+    value.format : ``raw`` (default) | ``json`` | ``avro`` | ``protobuf`` | ``json-schema`` | ``debezium-json`` | ``debezium-avro``
         ``raw``: the ``value`` column as is, or the row as JSON without one (as above). Otherwise
         the record is a ``value`` STRUCT column, or, without a ``value`` column, every column but
         ``key``, ``topic``, ``partition`` and ``headers`` (``timestamp`` included: it is a Kafka
@@ -720,6 +730,23 @@ class KafkaSinkDataSource(SinkDataSource):
         Confluent's wire format (magic byte 0, the 4-byte schema id, Protobuf's message indexes)
         with the schema registered in the Schema Registry. Types map as the table in
         `sinks.kafka.formats.schemas` (and the README) says.
+
+        ``debezium-json`` and ``debezium-avro`` write Debezium change events: a stream of Debezium's
+        envelope (the impulse source's ``changelog.envelope=debezium``: columns ``key``, ``before``,
+        ``after``, ``op``, ``ts_ms``, ``source``; any other stream fails at start naming
+        ``changelog.envelope``). The ``key`` STRUCT is the record key, ``before``, ``after``,
+        ``source``, ``op``, ``ts_ms`` the value, as Debezium's ``JsonConverter`` writes them
+        (TIMESTAMP as ``io.debezium.time.MicroTimestamp`` µs, DATE as days, BINARY base64; DECIMAL
+        is refused: cast it) or, ``debezium-avro``, in Avro through the Schema Registry (subjects
+        ``<topic>-key`` and ``<topic>-value``, records ``Key`` and ``Envelope`` in a namespace
+        named after the topic). ``key.format`` stays ``raw``: the format writes the key.
+        See `sinks.kafka.formats.debezium`.
+    schemas.enable : bool, default true
+        ``debezium-json``: wrap key and value as ``{"schema": …, "payload": …}`` with Kafka Connect's
+        schema (Debezium's default); false: the payload alone.
+    tombstones.on.delete : bool, default true
+        ``debezium-*``: after each delete (``op`` = ``d``) a record with the same key and a null
+        value, as Debezium writes it, so a compacted topic drops the key.
     key.format : the same, default ``raw``
         For a ``key`` STRUCT column (``raw``: a string or binary ``key`` column as is).
     schema.registry.url : str, required by avro, protobuf and json-schema
@@ -824,7 +851,11 @@ class KafkaSinkDataSource(SinkDataSource):
         """The sink of the options in `reader`, for rows of `schema`."""
         opts = KafkaOptions.read(reader)
         formats = read_formats(reader)
-        columns = Columns.of(schema, formats)
+        kinds = formats
+        if formats["value"] in DEBEZIUM_FORMATS:  # the envelope first: its STRUCT key is the format's to encode
+            check_envelope(schema, formats["value"])
+            kinds = {**formats, "key": formats["value"]}
+        columns = Columns.of(schema, kinds)
         if opts.topic is None and not columns.topic:
             raise OptionError("topic", None, "a topic: set .option('topic', ...) on the kafka sink, or give "
                                              "the rows a 'topic' column")

@@ -170,7 +170,8 @@ def test_out_of_order_groups_permute_ids_and_event_time_follows_them():
 @pytest.mark.parametrize("options, option", [
     ({"table": "bids"}, "table"), ({"hotAuctionRatio": "0"}, "hotAuctionRatio"), ({"payloadBytes": "8"}, "payloadBytes"),
     ({"fields.x.kind": "uuid"}, "fields.x.kind"), ({"hotAuctionRatoi": "2"}, "hotAuctionRatoi"),
-    ({"outOfOrderness": "1s"}, "outOfOrderness"), ({"avgBidByteSize": str(1 << 30)}, "avgBidByteSize")])
+    ({"outOfOrderness": "1s"}, "outOfOrderness"), ({"avgBidByteSize": str(1 << 30)}, "avgBidByteSize"),
+    ({"duplicateRate": "0.1"}, "duplicateRate")])
 def test_wrong_options_name_the_option(options, option):
     with pytest.raises(OptionError) as error:
         NexmarkOptions.from_options(options)
