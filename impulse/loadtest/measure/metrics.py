@@ -117,18 +117,19 @@ def offsets_latency(start: dict, end: dict, ack_us: int) -> LatencyHistogram:
     """Time from the scheduled time of every event of a batch (offsets `start` → `end`) to `ack_us`."""
     schedule = Schedule.of_offset(end)
     histogram = LatencyHistogram()
-    for first, last, base in zip(start["counters"], end["counters"], end["anchorCounters"]):
+    for subtask, (first, last, base) in enumerate(zip(start["counters"], end["counters"], end["anchorCounters"])):
         for lo in range(first, last, _CHUNK):
             counters = np.arange(lo, min(lo + _CHUNK, last), dtype=np.int64)
-            histogram.record(ack_us - schedule.times_us(counters, base))
+            histogram.record(ack_us - schedule.times_us(counters, base, subtask))
     return histogram
 
 
 def newest_schedule_us(start: dict, end: dict) -> int | None:
     """The scheduled time (epoch µs) of the newest event a batch (offsets `start` → `end`) read; None: it read none."""
     schedule = Schedule.of_offset(end)
-    times = [int(schedule.times_us(np.array([last - 1], dtype=np.int64), base)[0])
-             for first, last, base in zip(start["counters"], end["counters"], end["anchorCounters"]) if last > first]
+    times = [int(schedule.times_us(np.array([last - 1], dtype=np.int64), base, subtask)[0])
+             for subtask, (first, last, base) in enumerate(zip(start["counters"], end["counters"],
+                                                               end["anchorCounters"])) if last > first]
     return max(times) if times else None
 
 
@@ -178,7 +179,8 @@ class Collector:
             return 0
         o = self.offsets
         schedule = Schedule.of_offset(o)
-        return sum(min(schedule.next_counter(now_us, base), cap) for base, cap in zip(o["anchorCounters"], self.limits))
+        return sum(min(schedule.next_counter(now_us, base, subtask), cap)
+                   for subtask, (base, cap) in enumerate(zip(o["anchorCounters"], self.limits)))
 
     def target_rate(self, now_us: int, rate: float) -> float:
         """The run's target rate at `now_us`: `rate`, or with stages the stages' rate at that time."""
