@@ -31,7 +31,14 @@ ref             integers                                    refEventsPerSecond (
                                                             pick=window
 faker           STRING                                      provider (required), locale (en_US),
                                                             cardinality (10000): `impulse.faker_pool`
+empirical       numbers, DATE, TIMESTAMP                    quantiles (required: at least 2, ascending)
 ==============  ==========================================  ==============================================
+
+``empirical`` draws from a distribution given by its quantiles: ``quantiles`` = q₀ ≤ q₁ ≤ … ≤ q_K are the
+values at the probabilities 0, 1/K, …, 1, and a uniform u becomes ``q_i + (uK − i)(q_{i+1} − q_i)`` with
+``i = ⌊uK⌋`` (a piecewise-linear inverse CDF). So no value falls outside [q₀, q_K], the KS distance to the
+distribution the knots were read from is at most about 1/K, and integers (DATE, TIMESTAMP: days, µs) are
+rounded half to even, DECIMAL to its scale. `impulse.profile` writes it from a sample.
 
 ``ref`` refers to the entities of another impulse stream on the same pinned timeline (the same
 ``startTime``) whose key is a ``sequence`` from 0: that stream's entity ``g`` (its global index) is
@@ -352,6 +359,16 @@ def _parse_values(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key
     return (items, weights)
 
 
+def _parse_empirical(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(the quantiles as float64 values in the generators' units,): at least 2, ascending."""
+    text = reader.string(prefix + "quantiles", required=True)
+    knots = tuple(_literal(ctype, v, prefix + "quantiles") for v in text.split(","))
+    if len(knots) < 2 or any(b < a for a, b in zip(knots, knots[1:])):
+        raise OptionError(prefix + "quantiles", text, "at least 2 values in ascending order (the minimum first, "
+                                                      "the maximum last)")
+    return (knots,)
+
+
 def _parse_nothing(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
     """A kind without properties."""
     return ()
@@ -560,6 +577,24 @@ def values_at(column: Column, index: np.ndarray) -> pa.Array:
     return pa.array(items, type=ctype.arrow).take(pa.array(index))
 
 
+def _empirical(column: Column, subtask: int, first: int, count: int, partitions: int,
+               since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
+    """A piecewise-linear inverse CDF through the quantiles (module docstring)."""
+    knots = np.array(column.params[0], dtype=np.float64)
+    steps = len(knots) - 1
+    position = draws.uniform(column._words(subtask, first, count, keep=keep)) * steps
+    index = np.minimum(position.astype(np.int64), steps - 1)
+    values = knots[index] + (position - index) * (knots[index + 1] - knots[index])
+    family = column.type.family
+    if family == "decimal":
+        values = np.clip(np.rint(values), column.type.lo, column.type.hi).astype(np.int64)
+        return _decimals(values, column.type.arrow)
+    if family in ("date", "timestamp"):
+        values = np.rint(values).astype(np.int64)
+        return pa.array(values.astype(np.int32) if family == "date" else values, type=column.type.arrow)
+    return numbers_to_type(column, values)
+
+
 def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int,
         since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
@@ -688,6 +723,7 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "cardinality", "exponent",
                            "window"), _parse_ref, _ref, refers=True),
     Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
+    Kind("empirical", _NUMBERS + ("date", "timestamp"), ("quantiles",), _parse_empirical, _empirical),
 )
 _BY_NAME = {kind.name: kind for kind in KIND_TABLE}
 KINDS = tuple(_BY_NAME)
