@@ -40,6 +40,7 @@ IMPULSE_LOAD = "reference/impulse-load.md"
 PROBES: dict[str, dict[str, str]] = {
     "impulse": {"eventsPerSecond": "1"},
     "nexmark": {},
+    "replay": {"path": "recording.parquet", "timeColumn": "ts"},
     "redis-sink": {"url": "redis://localhost:1/0", "cluster": "false"},
     "kafka-sink": {"kafka.bootstrap.servers": "localhost:1", "topic": "events"},
     "webhook-sink": {"url": "http://localhost:1/events"},
