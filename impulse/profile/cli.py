@@ -49,8 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="impulse's seed in the spec (default 0)")
     p.add_argument("--time-column", help="the TIMESTAMP column the rate is measured by (default: the first "
                    f"TIMESTAMP column; without one the rate is {DEFAULT_RATE:g} events/s)")
-    p.add_argument("--max-dictionary", type=int, default=1000, help="at most this many distinct values, each seen "
-                   "more than once, are generated as a weighted dictionary (default 1000)")
+    p.add_argument("--max-dictionary", type=int, default=1000, help="at most this many distinct values are generated "
+                   "as a weighted dictionary of those seen more than once, when they hold 95%% of the values (default 1000)")
     p.add_argument("--keep-values", action="append", default=[], metavar="COLUMN",
                    help="a column whose values may be copied into the spec (a dictionary even of values seen once)")
     p.add_argument("--quantiles", type=int, default=100, help="quantile steps K of a number, date or timestamp "

@@ -11,7 +11,7 @@ distance:
   ``faker`` column's lengths are Faker's, so a gate may bound it apart);
 - else ``KS``, the two-sample Kolmogorov-Smirnov statistic sup|F₁ − F₂| of the measured numbers (numbers, days,
   µs, collection sizes; `impulse.profile.measure.measured`);
-- none for a STRUCT (its null rate only).
+- none for a STRUCT (its null rate only) or a built-in column (``timestamp``: the generated events' own time).
 
 The two columns of one leaf (N values each) are the only data brought to the driver, one leaf at a time; the
 distances are vectorised with numpy.
@@ -100,7 +100,7 @@ def compare(sample: DataFrame, generated: DataFrame, leaves: list[Leaf], generat
         a_num, a_text, a_nulls, a_distinct = _side(sample, leaf, scalar)
         b_num, b_text, b_nulls, b_distinct = _side(generated, leaf, scalar)
         kind = generators.get(leaf.name, "")
-        if fam == "struct":
+        if fam == "struct" or kind == "built-in":  # a built-in column is impulse's own (its event time: now)
             metric, distance = None, None
         elif fam == "boolean" or kind == "values":
             metric, distance = "TV", tv(a_text, b_text)

@@ -124,9 +124,10 @@ def profile(source: DataFrame, settings: Settings) -> Result:
     options = {"seed": str(settings.seed)}
     options.update({f"fields.{b.path}.{k}": v for b in blocks for k, v in b.properties})
     generated = (spark.read.format("impulse").schema(schema_ddl).options(**options)
-                 .option("eventsPerSecond", rate).option("limit", rows).load())
+                 .option("eventsPerSecond", rate).option("limit", rows).load().cache())  # generated once, read per leaf
     report = fidelity.compare(sample, generated, leaves(sample.schema), generators, families)
     fidelity.write(settings.output, report, settings.bounds, f"Fidelity of {settings.name}: {rows} sampled rows "
                    f"against {rows} generated")
     sample.unpersist()
+    generated.unpersist()
     return Result(spec_path, text, rows, rate, report, fidelity.misses(report, settings.bounds))
