@@ -51,6 +51,9 @@ scheduled time t (its ``timestamp`` before any disorder) picks one of them: ``pi
 after ``t − window`` (the newest when none was). So every value names an entity created at or before the
 event's scheduled time.
 
+TIMESTAMP_NTZ takes every kind and property of TIMESTAMP: its values are the same µs, read as a wall-clock time
+without a zone (an option's time without a zone is that wall-clock time).
+
 Defaults by type (no ``kind``): integers ``random`` over the type's whole range; FLOAT, DOUBLE
 ``random`` in [0, 1); DECIMAL(p,s) ``random`` from 0 to its largest value; BOOLEAN ``random`` (0.5);
 STRING ``random`` of 16 characters; BINARY ``random`` of 16 bytes; DATE and TIMESTAMP ``random`` in
@@ -88,6 +91,7 @@ from pyspark.sql.types import (
     LongType,
     ShortType,
     StringType,
+    TimestampNTZType,
     TimestampType,
 )
 
@@ -100,7 +104,8 @@ __all__ = ["Column", "ColumnType", "Kind", "column_type", "generated_column", "v
            "numbers_to_type", "ALPHANUMERIC", "KIND_TABLE", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
 PICKS = ("uniform", "recent", "window")
-TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP"
+TYPE_NAMES = ("TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP, "
+              "TIMESTAMP_NTZ")
 _DAY_US = 86_400_000_000
 _EPOCH_2000_DAYS, _EPOCH_2030_DAYS = 10_957, 21_915
 ALPHANUMERIC = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
@@ -134,7 +139,8 @@ def column_type(data_type: DataType) -> ColumnType | None:
     simple = {FloatType: ("FLOAT", "float", pa.float32()), DoubleType: ("DOUBLE", "float", pa.float64()),
               BooleanType: ("BOOLEAN", "boolean", pa.bool_()), StringType: ("STRING", "string", pa.string()),
               BinaryType: ("BINARY", "binary", pa.binary()), DateType: ("DATE", "date", pa.date32()),
-              TimestampType: ("TIMESTAMP", "timestamp", pa.timestamp("us", tz="UTC"))}
+              TimestampType: ("TIMESTAMP", "timestamp", pa.timestamp("us", tz="UTC")),
+              TimestampNTZType: ("TIMESTAMP_NTZ", "timestamp", pa.timestamp("us"))}
     entry = simple.get(type(data_type))
     return None if entry is None else ColumnType(*entry)
 

@@ -25,6 +25,7 @@ from pyspark.sql.types import (
     MapType,
     StringType,
     StructType,
+    TimestampNTZType,
     TimestampType,
 )
 
@@ -61,6 +62,8 @@ def measured(column: SparkColumn, data_type: DataType) -> SparkColumn:
         return F.unix_date(column)
     if isinstance(data_type, TimestampType):
         return F.unix_micros(column)
+    if isinstance(data_type, TimestampNTZType):  # its wall-clock time as if in UTC, as impulse's options read it
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), column)
     if isinstance(data_type, (StringType, BinaryType)):
         return F.length(column)
     if isinstance(data_type, (ArrayType, MapType)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pyspark.sql.types import DateType, DecimalType, DoubleType, IntegerType, TimestampType
+from pyspark.sql.types import DateType, DecimalType, DoubleType, IntegerType, TimestampNTZType, TimestampType
 
 from connectors.errors import OptionError
 from impulse.fields import generated_column
@@ -37,6 +37,12 @@ def test_dates_and_timestamps_interpolate_between_their_knots():
     times = _values(TimestampType(), "2024-01-01T00:00:00Z,2024-01-01T01:00:00Z")
     span = (times.max() - times.min()) / np.timedelta64(1, "s")
     assert 3500 < span <= 3600
+
+
+def test_timestamp_ntz_is_generated_as_a_wall_clock_time():
+    times = _values(TimestampNTZType(), "2024-01-01T00:00:00,2024-01-01T01:00:00")
+    assert times.dtype == np.dtype("datetime64[us]")
+    assert times.min() >= np.datetime64("2024-01-01T00:00:00") and times.max() <= np.datetime64("2024-01-01T01:00:00")
 
 
 def test_the_same_seed_gives_the_same_values():

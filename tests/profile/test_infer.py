@@ -7,6 +7,7 @@ import pytest
 from pyspark.sql.types import (
     ArrayType,
     DateType,
+    DayTimeIntervalType,
     IntegerType,
     MapType,
     StringType,
@@ -96,8 +97,13 @@ def test_a_collection_gets_its_size_range_and_map_keys_no_weights():
 
 def test_a_type_impulse_cannot_generate_is_named_with_its_column():
     with pytest.raises(OptionError) as err:
-        infer(_stats("t", TimestampNTZType()))
-    assert err.value.option == "column 't'" and "TIMESTAMP_NTZ" in str(err.value)
+        infer(_stats("t", DayTimeIntervalType()))
+    assert err.value.option == "column 't'" and "INTERVAL" in str(err.value)
+
+
+def test_timestamp_ntz_is_profiled_as_a_wall_clock_time():
+    props = dict(infer(_stats("t", TimestampNTZType(), quantiles=(0.0, 1e6, 2e6))).properties)
+    assert props["quantiles"] == "1970-01-01T00:00:00.000000Z,1970-01-01T00:00:01.000000Z,1970-01-01T00:00:02.000000Z"
 
 
 def test_leaves_walk_nested_types_in_schema_order():

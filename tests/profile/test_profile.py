@@ -64,19 +64,22 @@ def test_the_cli_profiles_a_csv_and_gates_on_fidelity(spark, tmp_path, capsys):
     assert "missed: state TV" in capsys.readouterr().err
 
 
-def test_nested_columns_are_profiled_down_to_each_leaf(spark, tmp_path):
+def test_nested_columns_and_timestamp_ntz_are_profiled_down_to_each_leaf(spark, tmp_path):
     path = tmp_path / "orders.json"
     rows = [{"id": i, "items": [{"sku": f"s{(i * 7 + j) % 5}", "qty": (i + j) % 4 + 1} for j in range(i % 4)],
-             "tags": {"channel": "web" if i % 3 else "app"}, "meta": None if i % 5 == 0 else {"ok": i % 2 == 0}}
+             "tags": {"channel": "web" if i % 3 else "app"}, "meta": None if i % 5 == 0 else {"ok": i % 2 == 0},
+             "seen": f"2024-01-01T{i % 24:02d}:{i // 24:02d}:00"}
             for i in range(300)]
     path.write_text("\n".join(json.dumps(r) for r in rows))
-    schema = "id BIGINT, items ARRAY<STRUCT<sku: STRING, qty: INT>>, tags MAP<STRING, STRING>, meta STRUCT<ok: BOOLEAN>"
+    schema = ("id BIGINT, items ARRAY<STRUCT<sku: STRING, qty: INT>>, tags MAP<STRING, STRING>, meta STRUCT<ok: BOOLEAN>, "
+              "seen TIMESTAMP_NTZ")
     result = profile(spark.read.schema(schema).json(str(path)), Settings(name="orders", output=tmp_path / "out", bounds=BOUNDS))
     paths = {r.path: r for r in result.report}
     assert set(paths) >= {"items", "items.element", "items.element.qty", "items.element.sku", "tags", "tags.key",
                           "tags.value", "meta", "meta.ok"}
     assert paths["meta"].null_sample == pytest.approx(0.2) and abs(paths["meta"].null_generated - 0.2) < 0.05
     assert paths["items"].metric == "KS" and not result.missed, result.missed
+    assert paths["seen"].generator == "empirical" and paths["seen"].distance is not None  # TIMESTAMP_NTZ too
 
 
 @pytest.mark.parametrize("args, words", [
