@@ -94,6 +94,7 @@ class Connector:
 CONNECTORS: tuple[Connector, ...] = (
     Connector("impulse", "source", "impulse.source:ImpulseDataSource"),
     Connector("nexmark", "source", "impulse.nexmark.source:NexmarkDataSource"),
+    Connector("replay", "source", "impulse.replay.source:ReplayDataSource"),
     Connector("redis-sink", "sink", "sinks.redis.sink:RedisSinkDataSource", extra="redis", preload=("redis", "hiredis"),
               adapter="sinks.redis.adapter:RedisAdapter"),
     Connector("kafka-sink", "sink", "sinks.kafka.sink:KafkaSinkDataSource", extra="kafka", preload=("confluent_kafka",),

@@ -3,6 +3,7 @@
 - ``reference/connectors/index.md`` and one page per connector: the rows of `connectors.registry.CONNECTORS`;
   on each page the options the connector's parser reads (`connectors.options.recording` around a parse of the
   options in `PROBES`) and its manual, the data source class's docstring, rendered by mkdocstrings;
+- ``reference/impulse-profile.md``: ``impulse-profile``'s flags (its parser) and exit codes;
 - ``reference/impulse-load.md``: every flag and TOML key (`impulse.loadtest.scenario.KEYS`) and the exit codes
   (`impulse.loadtest.cli.EXIT_CODES`).
 
@@ -34,12 +35,14 @@ log = logging.getLogger("mkdocs.hooks.reference")
 
 CONNECTORS_INDEX = "reference/connectors/index.md"
 IMPULSE_LOAD = "reference/impulse-load.md"
+IMPULSE_PROFILE = "reference/impulse-profile.md"
 
 #: Per connector, options its parser accepts without reaching a server: parsing them is how a page learns the
 #: options the connector reads (every getter asked is recorded, whether or not the probe sets it).
 PROBES: dict[str, dict[str, str]] = {
     "impulse": {"eventsPerSecond": "1"},
     "nexmark": {},
+    "replay": {"path": "recording.parquet", "timeColumn": "ts"},
     "redis-sink": {"url": "redis://localhost:1/0", "cluster": "false"},
     "kafka-sink": {"kafka.bootstrap.servers": "localhost:1", "topic": "events"},
     "webhook-sink": {"url": "http://localhost:1/events"},
@@ -93,7 +96,8 @@ def generated_pages() -> dict[str, str]:
     from connectors.registry import connectors
 
     options = {row.name: read_options(row) for row in connectors()}
-    pages = {CONNECTORS_INDEX: connectors_index(), IMPULSE_LOAD: impulse_load_page()}
+    pages = {CONNECTORS_INDEX: connectors_index(), IMPULSE_LOAD: impulse_load_page(),
+             IMPULSE_PROFILE: impulse_profile_page()}
     for row in connectors():
         pages[connector_page(row)] = connector_markdown(row, options[row.name], options)
     return pages
@@ -282,6 +286,25 @@ def impulse_load_page() -> str:
     lines += ["", "## Exit codes", "",
               "`impulse.loadtest.cli.EXIT_CODES`, which `impulse-load --help` prints too.", "",
               "| Code | Meaning |", "|---|---|"]
+    lines += [f"| `{code}` | {_cell(_text(meaning))} |" for code, meaning in EXIT_CODES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def impulse_profile_page() -> str:
+    """``impulse-profile``'s flags (its argparse parser) and exit codes."""
+    from impulse.profile.cli import EXIT_CODES, parser
+
+    lines = ["# impulse-profile", "",
+             "A sample of a table → a load file and a fidelity report ([how-to](../how-to/profile-and-replay.md)). "
+             "This page is made from `impulse.profile.cli.parser`.", "", "## Flags", "",
+             "| Flag | Default | What it does |", "|---|---|---|"]
+    for action in parser()._actions:
+        if action.help is None or action.dest == "help":
+            continue
+        flag = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest.upper()}`"
+        default = "" if action.default is None or action.default == [] else f"`{action.default}`"
+        lines.append(f"| {_cell(flag)} | {_cell(default)} | {_cell(_text(action.help))} |")
+    lines += ["", "## Exit codes", "", "| Code | Meaning |", "|---|---|"]
     lines += [f"| `{code}` | {_cell(_text(meaning))} |" for code, meaning in EXIT_CODES.items()]
     return "\n".join(lines) + "\n"
 

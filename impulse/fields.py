@@ -31,7 +31,14 @@ ref             integers                                    refEventsPerSecond (
                                                             pick=window
 faker           STRING                                      provider (required), locale (en_US),
                                                             cardinality (10000): `impulse.faker_pool`
+empirical       numbers, DATE, TIMESTAMP                    quantiles (required: at least 2, ascending)
 ==============  ==========================================  ==============================================
+
+``empirical`` draws from a distribution given by its quantiles: ``quantiles`` = q₀ ≤ q₁ ≤ … ≤ q_K are the
+values at the probabilities 0, 1/K, …, 1, and a uniform u becomes ``q_i + (uK − i)(q_{i+1} − q_i)`` with
+``i = ⌊uK⌋`` (a piecewise-linear inverse CDF). So no value falls outside [q₀, q_K], the KS distance to the
+distribution the knots were read from is at most about 1/K, and integers (DATE, TIMESTAMP: days, µs) are
+rounded half to even, DECIMAL to its scale. `impulse.profile` writes it from a sample.
 
 ``ref`` refers to the entities of another impulse stream on the same pinned timeline (the same
 ``startTime``) whose key is a ``sequence`` from 0: that stream's entity ``g`` (its global index) is
@@ -43,6 +50,9 @@ scheduled time t (its ``timestamp`` before any disorder) picks one of them: ``pi
 1/(r+1)^exponent; when fewer exist, ``r mod E``), ``pick=window`` uniformly among those created at or
 after ``t − window`` (the newest when none was). So every value names an entity created at or before the
 event's scheduled time.
+
+TIMESTAMP_NTZ takes every kind and property of TIMESTAMP: its values are the same µs, read as a wall-clock time
+without a zone (an option's time without a zone is that wall-clock time).
 
 Defaults by type (no ``kind``): integers ``random`` over the type's whole range; FLOAT, DOUBLE
 ``random`` in [0, 1); DECIMAL(p,s) ``random`` from 0 to its largest value; BOOLEAN ``random`` (0.5);
@@ -81,6 +91,7 @@ from pyspark.sql.types import (
     LongType,
     ShortType,
     StringType,
+    TimestampNTZType,
     TimestampType,
 )
 
@@ -93,7 +104,8 @@ __all__ = ["Column", "ColumnType", "Kind", "column_type", "generated_column", "v
            "numbers_to_type", "ALPHANUMERIC", "KIND_TABLE", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
 PICKS = ("uniform", "recent", "window")
-TYPE_NAMES = "TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP"
+TYPE_NAMES = ("TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP, "
+              "TIMESTAMP_NTZ")
 _DAY_US = 86_400_000_000
 _EPOCH_2000_DAYS, _EPOCH_2030_DAYS = 10_957, 21_915
 ALPHANUMERIC = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
@@ -127,7 +139,8 @@ def column_type(data_type: DataType) -> ColumnType | None:
     simple = {FloatType: ("FLOAT", "float", pa.float32()), DoubleType: ("DOUBLE", "float", pa.float64()),
               BooleanType: ("BOOLEAN", "boolean", pa.bool_()), StringType: ("STRING", "string", pa.string()),
               BinaryType: ("BINARY", "binary", pa.binary()), DateType: ("DATE", "date", pa.date32()),
-              TimestampType: ("TIMESTAMP", "timestamp", pa.timestamp("us", tz="UTC"))}
+              TimestampType: ("TIMESTAMP", "timestamp", pa.timestamp("us", tz="UTC")),
+              TimestampNTZType: ("TIMESTAMP_NTZ", "timestamp", pa.timestamp("us"))}
     entry = simple.get(type(data_type))
     return None if entry is None else ColumnType(*entry)
 
@@ -352,6 +365,16 @@ def _parse_values(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key
     return (items, weights)
 
 
+def _parse_empirical(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
+    """(the quantiles as float64 values in the generators' units,): at least 2, ascending."""
+    text = reader.string(prefix + "quantiles", required=True)
+    knots = tuple(_literal(ctype, v, prefix + "quantiles") for v in text.split(","))
+    if len(knots) < 2 or any(b < a for a, b in zip(knots, knots[1:])):
+        raise OptionError(prefix + "quantiles", text, "at least 2 values in ascending order (the minimum first, "
+                                                      "the maximum last)")
+    return (knots,)
+
+
 def _parse_nothing(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
     """A kind without properties."""
     return ()
@@ -560,6 +583,24 @@ def values_at(column: Column, index: np.ndarray) -> pa.Array:
     return pa.array(items, type=ctype.arrow).take(pa.array(index))
 
 
+def _empirical(column: Column, subtask: int, first: int, count: int, partitions: int,
+               since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
+    """A piecewise-linear inverse CDF through the quantiles (module docstring)."""
+    knots = np.array(column.params[0], dtype=np.float64)
+    steps = len(knots) - 1
+    position = draws.uniform(column._words(subtask, first, count, keep=keep)) * steps
+    index = np.minimum(position.astype(np.int64), steps - 1)
+    values = knots[index] + (position - index) * (knots[index + 1] - knots[index])
+    family = column.type.family
+    if family == "decimal":
+        values = np.clip(np.rint(values), column.type.lo, column.type.hi).astype(np.int64)
+        return _decimals(values, column.type.arrow)
+    if family in ("date", "timestamp"):
+        values = np.rint(values).astype(np.int64)
+        return pa.array(values.astype(np.int32) if family == "date" else values, type=column.type.arrow)
+    return numbers_to_type(column, values)
+
+
 def _uuid(column: Column, subtask: int, first: int, count: int, partitions: int,
         since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """UUID version 4 text (RFC 9562): 122 random bits from two words, lower-case hex with dashes."""
@@ -688,6 +729,7 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "cardinality", "exponent",
                            "window"), _parse_ref, _ref, refers=True),
     Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
+    Kind("empirical", _NUMBERS + ("date", "timestamp"), ("quantiles",), _parse_empirical, _empirical),
 )
 _BY_NAME = {kind.name: kind for kind in KIND_TABLE}
 KINDS = tuple(_BY_NAME)

@@ -25,6 +25,8 @@ _COOKBOOK = "tests/impulse/test_generated.py::test_the_readme_cookbook_runs"
 #: (`tests.readme.python_block` or `section` with ``page=``); the pages the hooks generate from the code have no
 #: blocks to run
 DOCS_RUN: dict[tuple[str, str, int], str] = {
+    ("how-to/profile-and-replay.md", "## Replay a recording", 0):
+        "tests/replay/test_replay.py::test_the_how_to_block_defines_a_replay_stream",
     ("how-to/install.md", "## Register the formats", 0): _COOKBOOK,
     ("how-to/impulse-source.md", "## A stream at a fixed rate", 0): _COOKBOOK,
     ("how-to/impulse-source.md", "## Rates that change: `rateStages`", 0):

@@ -14,9 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DateType, DecimalType, DoubleType,
-                               IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType,
-                               TimestampType)
+from pyspark.sql.types import (BinaryType, BooleanType, ByteType, DateType, DayTimeIntervalType, DecimalType,
+                               DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType)
 
 from connectors.errors import OptionError
 from impulse.events import Disorder, EventLayout, event_batches
@@ -219,7 +218,7 @@ def test_shapes_of_strings_uuids_decimals_dates():
     (IntegerType(), {"kind": "values", "values": "1,x"}, "fields.c.values", "an integer for the INT column"),
     (StringType(), {"kind": "values", "values": "a,b", "weights": "1"}, "fields.c.weights", "2 numbers"),
     (DecimalType(5, 2), {"min": "1.234"}, "fields.c.min", "at most 2 digits after the point"),
-    (TimestampNTZType(), {}, "schema, column 'c'", "and ARRAY, MAP, STRUCT of them"),
+    (DayTimeIntervalType(), {}, "schema, column 'c'", "and ARRAY, MAP, STRUCT of them"),
 ])
 def test_bad_properties_name_the_column_property_and_what_is_allowed(data_type, props, option, words):
     with pytest.raises(OptionError) as err:

@@ -1,0 +1,11 @@
+"""impulse-profile: a bounded sample of a table → a load file whose ``[source]`` makes ``format("impulse")`` generate
+data like it, and a fidelity report measuring how close the generated data comes.
+
+- `impulse.profile.leaves`: the columns of a schema down to each nested leaf, and the Spark expression that reads
+  one leaf's values out of a DataFrame;
+- `impulse.profile.measure`: each leaf's statistics with Spark aggregates (the sample is never collected whole);
+- `impulse.profile.infer`: statistics → a generator (kind and properties) and a comment saying what was seen (pure);
+- `impulse.profile.spec`: the load file (TOML) written from those, deterministically;
+- `impulse.profile.fidelity`: the sample against as many generated rows, per leaf (KS, TV, nulls, distinct ratios);
+- `impulse.profile.cli`: the ``impulse-profile`` command.
+"""

@@ -1,0 +1,122 @@
+"""Each leaf's statistics, measured with Spark aggregates over the sample (one aggregate per leaf, plus one
+``GROUP BY`` for a leaf with few distinct values): nothing but the statistics reaches the driver.
+
+Values are measured in the generators' units (`impulse.fields`): DATE as days and TIMESTAMP as µs since the
+epoch, STRING and BINARY by their lengths, ARRAY and MAP by their sizes. Quantiles are Spark's exact
+``percentile`` (linear interpolation between ranks), so the same sample gives the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from impulse.fields import column_type
+from impulse.profile.leaves import Leaf
+
+__all__ = ["Stats", "family", "measured", "leaf_stats", "PATTERNS"]
+
+#: what a STRING's values may look like, as Java regular expressions: the share of values matching each is measured
+PATTERNS = {
+    "email": r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$",
+    "uuid": r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+    "ipv4": r"^(\d{1,3}\.){3}\d{1,3}$",
+    "url": r"^https?://\S+$",
+}
+
+
+def family(data_type: DataType) -> str:
+    """The leaf's family: int, float, decimal, boolean, string, binary, date, timestamp, array, map, struct or
+    the Spark type's own name (one impulse cannot generate)."""
+    if isinstance(data_type, ArrayType):
+        return "array"
+    if isinstance(data_type, MapType):
+        return "map"
+    if isinstance(data_type, StructType):
+        return "struct"
+    ctype = column_type(data_type)
+    return data_type.simpleString().upper() if ctype is None else ctype.family
+
+
+def measured(column: SparkColumn, data_type: DataType) -> SparkColumn:
+    """The number a value is measured by: itself (numbers), days (DATE), µs (TIMESTAMP), length, size."""
+    if isinstance(data_type, DateType):
+        return F.unix_date(column)
+    if isinstance(data_type, TimestampType):
+        return F.unix_micros(column)
+    if isinstance(data_type, TimestampNTZType):  # its wall-clock time as if in UTC, as impulse's options read it
+        return F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), column)
+    if isinstance(data_type, (StringType, BinaryType)):
+        return F.length(column)
+    if isinstance(data_type, (ArrayType, MapType)):
+        return F.when(column.isNotNull(), F.size(column))
+    if isinstance(data_type, StructType):
+        return F.lit(None)
+    if isinstance(data_type, BooleanType):
+        return column.cast("int")
+    return column
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What was seen of one leaf (see the module docstring for the units)."""
+
+    leaf: Leaf
+    family: str
+    rows: int                      #: values at this level, null or not
+    nulls: int
+    distinct: int                  #: distinct non-null values (containers: 0)
+    quantiles: tuple[float, ...]   #: of the measured numbers at 0, 1/K, …, 1 (empty: none measured)
+    dictionary: tuple[tuple[object, int], ...] = ()  #: (value, count), most frequent first, when few distinct
+    patterns: tuple[tuple[str, float], ...] = ()     #: STRING: (pattern name, share of non-null values matching)
+
+    @property
+    def non_null(self) -> int:
+        return self.rows - self.nulls
+
+
+def leaf_stats(sample: DataFrame, leaf: Leaf, knots: int, max_dictionary: int) -> Stats:
+    """Measure one leaf of `sample` (K = `knots` quantile steps; the dictionary when at most `max_dictionary`
+    distinct values)."""
+    kind = family(leaf.data_type)
+    frame = leaf.values(sample)
+    v = F.col("v")
+    m = measured(v, leaf.data_type).cast(DoubleType())
+    scalar = kind not in ("array", "map", "struct")
+    aggs = [F.count(F.lit(1)).alias("rows"), F.count(v).alias("non_null"),
+            (F.count_distinct(v) if scalar and kind != "binary" else F.lit(0)).alias("distinct")]
+    if kind != "struct":
+        aggs.append(F.percentile(m, F.array(*[F.lit(i / knots) for i in range(knots + 1)])).alias("q"))
+    if kind == "string":
+        aggs += [F.avg(F.when(v.isNotNull(), v.rlike(p).cast("int"))).alias(f"p_{name}") for name, p in PATTERNS.items()]
+    row = frame.agg(*aggs).first()
+    quantiles = tuple(float(q) for q in (row["q"] or ())) if kind != "struct" else ()
+    patterns = tuple((name, float(row[f"p_{name}"] or 0.0)) for name in PATTERNS) if kind == "string" else ()
+    dictionary: tuple[tuple[object, int], ...] = ()
+    if scalar and kind != "binary" and 0 < row["distinct"] <= max_dictionary:
+        value = v if kind not in ("date", "timestamp", "boolean") else measured(v, leaf.data_type)
+        if isinstance(leaf.data_type, (FloatType, DoubleType, DecimalType)):
+            value = v
+        counts = (frame.where(v.isNotNull()).groupBy(value.alias("value")).count()
+                  .orderBy(F.desc("count"), F.asc("value")).collect())
+        dictionary = tuple((r["value"], int(r["count"])) for r in counts)
+    return Stats(leaf, kind, int(row["rows"]), int(row["rows"] - row["non_null"]), int(row["distinct"]), quantiles,
+                 dictionary, patterns)

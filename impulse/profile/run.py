@@ -1,0 +1,133 @@
+"""One profile, start to end: a sample → its statistics → the load file → the fidelity report (`impulse.profile`).
+
+`profile` takes a DataFrame (any source Spark reads) and writes ``<name>.toml``, ``fidelity.json`` and
+``fidelity.html`` into the output folder. The sample is the source's first `sample` rows (``LIMIT``: the same
+rows for the same files or table), cached on the executors; the statistics are Spark aggregates over it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
+
+from connectors.errors import OptionError
+from impulse.profile import fidelity
+from impulse.profile.infer import check_type, infer
+from impulse.profile.leaves import leaves
+from impulse.profile.measure import leaf_stats
+from impulse.profile.spec import Block, render
+from impulse.schema import BUILT_IN
+
+__all__ = ["Settings", "Result", "profile", "DEFAULT_RATE"]
+
+#: events/s written when the sample has no time column to measure a rate by
+DEFAULT_RATE = 1000.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `profile` is asked (the flags of ``impulse-profile``)."""
+
+    name: str
+    output: Path
+    sample: int = 100_000
+    seed: int = 0
+    time_column: str | None = None
+    max_dictionary: int = 1000
+    keep_values: frozenset[str] = frozenset()
+    knots: int = 100
+    bounds: dict[str, float] = field(default_factory=dict)
+    described: str = ""              #: where the sample came from, for the file's first comment
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `profile` wrote and measured."""
+
+    spec_path: Path
+    spec: str
+    rows: int
+    rate: float
+    report: list[fidelity.Row]
+    missed: list[fidelity.Row]
+
+
+def _rate(sample: DataFrame, settings: Settings) -> tuple[float, str]:
+    """(events/s, the comment saying how): (rows − 1) / the time column's span, else `DEFAULT_RATE`."""
+    fields = {f.name: f for f in sample.schema.fields}
+    column = settings.time_column
+    if column is None:
+        column = next((f.name for f in sample.schema.fields if isinstance(f.dataType, TimestampType)), None)
+        if column is None:
+            return DEFAULT_RATE, "a default: the sample has no TIMESTAMP column (name one with --time-column)"
+    elif column not in fields or not isinstance(fields[column].dataType, TimestampType):
+        found = fields[column].dataType.simpleString().upper() if column in fields else "no such column"
+        raise OptionError("--time-column", column, f"a TIMESTAMP column of the sample (found: {found}; columns: "
+                          + ", ".join(f.name for f in sample.schema.fields if isinstance(f.dataType, TimestampType))
+                          + ")")
+    row = sample.agg(F.count(F.col(f"`{column}`")).alias("n"), F.min(F.unix_micros(f"`{column}`")).alias("lo"),
+                     F.max(F.unix_micros(f"`{column}`")).alias("hi")).first()
+    if row["n"] < 2 or row["hi"] == row["lo"]:
+        return DEFAULT_RATE, f"a default: column {column} spans no time"
+    rate = (row["n"] - 1) * 1e6 / (row["hi"] - row["lo"])
+    return rate, f"events/s observed: {row['n']} rows over {(row['hi'] - row['lo']) / 1e6:g} s of column {column}"
+
+
+def _built_in(name: str, data_type) -> str | None:
+    """The comment of a top-level column impulse fills itself (None: a generated one)."""
+    entry = BUILT_IN.get(name.lower())
+    if entry is None:
+        return None
+    if data_type != entry[0]:
+        raise OptionError(f"column '{name}'", data_type.simpleString().upper(),
+                          f"{entry[2]}: '{name.lower()}' is a built-in column of impulse (rename it in --sql)")
+    return "built-in: impulse fills it (timestamp: each event's scheduled time, at the spec's rate)"
+
+
+def profile(source: DataFrame, settings: Settings) -> Result:
+    """Profile `source` (module docstring). Raises `OptionError` for bad input: an empty sample, a type impulse
+    cannot generate (naming the column), a bad time column."""
+    sample = source.limit(settings.sample).cache()
+    rows = sample.count()
+    if rows == 0:
+        raise OptionError("source", settings.described or settings.name, "a source with rows: the sample is empty")
+    spark = sample.sparkSession
+    schema_ddl = sample.schema.toDDL()
+    blocks, generators, families = [], {}, {}
+    for leaf in leaves(sample.schema):  # every type checked before any is measured
+        check_type(leaf)
+    for leaf in leaves(sample.schema):
+        comment = _built_in(leaf.path[0], leaf.data_type) if len(leaf.path) == 1 else None
+        stats = leaf_stats(sample, leaf, settings.knots, settings.max_dictionary)
+        families[leaf.name] = stats.family
+        if comment is not None:
+            blocks.append(Block(leaf.name, comment, ()))
+            generators[leaf.name] = "built-in"
+            continue
+        inference = infer(stats, settings.max_dictionary, leaf.path[0] in settings.keep_values,
+                          map_key=leaf.steps[-1:] == ("key",))
+        blocks.append(Block(leaf.name, inference.comment, inference.properties))
+        generators[leaf.name] = dict(inference.properties).get(
+            "kind", "" if stats.family == "struct" else "size" if stats.leaf.container else "random")
+    rate, rate_comment = _rate(sample, settings)
+    header = (f"impulse-profile of {settings.described or settings.name}: {rows} rows sampled, seed {settings.seed}\n"
+              "A load file: `schema` is the sample's, `rate` the observed one, [source] makes format(\"impulse\") "
+              "generate data like it.")
+    text = render(settings.name, schema_ddl, rate, rate_comment, settings.seed, blocks, header)
+    settings.output.mkdir(parents=True, exist_ok=True)
+    spec_path = settings.output / f"{settings.name}.toml"
+    spec_path.write_text(text)
+    options = {"seed": str(settings.seed)}
+    options.update({f"fields.{b.path}.{k}": v for b in blocks for k, v in b.properties})
+    generated = (spark.read.format("impulse").schema(schema_ddl).options(**options)
+                 .option("eventsPerSecond", rate).option("limit", rows).load().cache())  # generated once, read per leaf
+    report = fidelity.compare(sample, generated, leaves(sample.schema), generators, families)
+    fidelity.write(settings.output, report, settings.bounds, f"Fidelity of {settings.name}: {rows} sampled rows "
+                   f"against {rows} generated")
+    sample.unpersist()
+    generated.unpersist()
+    return Result(spec_path, text, rows, rate, report, fidelity.misses(report, settings.bounds))
