@@ -2,12 +2,15 @@
 
 A topology says two things: where the events enter the user's pipeline (the ``impulse`` source directly,
 `impulse.loadtest.load.run.Direct`; or impulse → a Kafka topic → Spark's Kafka source,
-`impulse.loadtest.via.kafka.ThroughKafka`) and where latency is read (the sink's own measure or the embedded
-receiver; or the output topic). `orchestrate` runs the steps both share, in this order:
+`impulse.loadtest.via.kafka.ThroughKafka`) and where latency is read (the sink's own measure from its metrics
+file, else micro-batch times; through Kafka the output topic's broker times, or the pipeline sink's metrics file).
+`orchestrate` runs the steps both share, in this order:
 
-1. Pre-flight, before Spark starts: the configuration validated (`LoadConfig.validate`), the user's query resolved
-   (`impulse.loadtest.query.transform.resolve`) and its output mode, then `Topology.preflight` (the sink's writer;
-   through Kafka, the topics) and the source options and the check's reader. Any problem raises one `LoadError`.
+1. Pre-flight, before Spark starts (`prepare`, which the CLI also runs for every scenario before the first): the
+   configuration validated (`LoadConfig.validate`), the user's query resolved
+   (`impulse.loadtest.query.transform.resolve`), its output mode checked against the sink, then
+   `Topology.preflight` (the sink's writer and the check's reader; through Kafka, the topics) and the source's
+   options. Any problem raises one `LoadError`.
 2. The session (the caller's, else `Topology.session`), the user's module loaded and shipped, ``--schema``.
 3. A probe, before any event is produced: the run's events as the pipeline reads them
    (`Topology.pipeline_input`) through the user's query, checked on Spark's analysed plan (`Topology.inspect`;

@@ -59,8 +59,10 @@ from impulse.loadtest.settings.target import Target, check_format, preflight
 from impulse.loadtest.settings.thresholds import hopeless
 from impulse.session import make_session
 
+# LoadResult, LATENCY_PARTS, impulse_options and impulse_schema_for live in load/result.py and load/events.py;
+# this module re-exports them, the names its callers have always imported from here
 __all__ = ["LoadResult", "StopRequest", "run_load", "impulse_options", "describe_run", "Direct", "LATENCY_PARTS",
-           "impulse_schema_for", "exception_text"]
+           "impulse_schema_for"]
 
 _POLL_S = 0.25
 _GRACE_S = 10.0             # how long a requested stop waits for the running batch to finish
