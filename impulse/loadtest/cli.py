@@ -23,23 +23,19 @@ from typing import Sequence
 from pyspark import SparkContext
 
 from impulse.loadtest.check.expect import locate as locate_oracle
-from impulse.loadtest.check.readback import readback
 from impulse.loadtest.load.display import Display
+from impulse.loadtest.load.orchestrate import orchestrate, prepare
 from impulse.loadtest.load.ramp import run_ramp
 from impulse.loadtest.load.receiver import Receiver, embedded_options, needs_receiver
-from impulse.loadtest.load.run import StopRequest, describe_run, impulse_options, run_load
-from impulse.loadtest.query.transform import check_mode, output_mode, resolve
+from impulse.loadtest.load.run import Direct, StopRequest, describe_run, impulse_options
 from impulse.loadtest.reports.compare import main as compare_main
 from impulse.loadtest.reports.junit import write_junit
 from impulse.loadtest.reports.prometheus import Exporter
 from impulse.loadtest.reports.report import ramp_text, report_document, summary_text, write_report
 from impulse.loadtest.reports.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS, decide_all
 from impulse.loadtest.scenario import Plan, Scenario, plan_from_args
-from impulse.loadtest.settings.target import preflight
 from impulse.loadtest.settings.units import LoadError
-from impulse.loadtest.settings.via import parse_via
-from impulse.loadtest.via.check import via_readback
-from impulse.loadtest.via.kafka import prepare_topics, run_via_kafka, session_master
+from impulse.loadtest.via.kafka import ThroughKafka, session_master
 from impulse.session import make_session
 
 __all__ = ["main"]
@@ -173,27 +169,23 @@ def _prepare(plan: Plan, display, stack: ExitStack) -> tuple[list[Scenario], obj
             for rate in ([ramp.start, ramp.maximum] if ramp else [config.rate]):
                 duration = ramp.step_duration_s if ramp else config.duration_s
                 impulse_options(replace(config, rate=rate, duration_s=duration))
-            transform = resolve(config)
             if config.expect is not None:
                 locate_oracle(config.expect)
-            check_mode(config.sink, output_mode(config, transform))
-            if config.via is not None:  # the Kafka topology: its topics reached (and created) before Spark starts
-                if ramp is not None:
-                    raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
-                prepare_topics(parse_via(config.via, config.via_options), config)
-            else:
-                preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
-                          output_known=transform is None)
-            if config.check and config.via is None:
-                readback(config.sink, config.options, output_mode(config, transform), receiver)
-            elif config.check:
-                via_readback(config, config.options, output_mode(config, transform), receiver)
+            if config.via is not None and ramp is not None:
+                raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
+            prepare(config, _topology(config), receiver)  # the run's own pre-flight: target, topics, --check's reader
         except LoadError as exc:
             if plan.file is None:
                 raise
             raise LoadError(f"{plan.file}: scenario {scenario.name!r}: {exc}") from None
         ready.append(replace(scenario, config=config))
     return ready, receiver
+
+
+def _topology(config) -> Direct | ThroughKafka:
+    """Where the run's events enter the pipeline: through Kafka with ``--via`` (the production topology, impulse →
+    a topic → the pipeline → the sink), else the source feeds the sink's query directly."""
+    return ThroughKafka() if config.via is not None else Direct()
 
 
 def _install_signals(stop, display, stack: ExitStack) -> None:
@@ -237,13 +229,9 @@ def _run(plan: Plan, scenarios: Sequence[Scenario], spark, display, stop, receiv
             display.line(ramp_text(result))
             interrupted = interrupted or result.interrupted
         else:
-            if config.via is not None:  # the production topology: impulse → Kafka → the pipeline → the sink
-                result = run_via_kafka(config, spark=spark, display=display, stop=stop, receiver=receiver,
-                                       label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
-            else:
-                result = run_load(config, spark=spark, display=display, stop=stop, receiver=receiver,
-                                  exporter=exporter,
-                                  label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
+            result = orchestrate(config, _topology(config), spark=spark, display=display, stop=stop,
+                                 receiver=receiver, exporter=exporter,
+                                 label=f"{scenario.name}: {describe_run(config)}" if scenario.name else None)
             display.line("")
             display.line(summary_text(result, scenario.name))
             interrupted = interrupted or result.outcome == "interrupted"

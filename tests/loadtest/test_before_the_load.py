@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import impulse.loadtest.load.orchestrate as orchestrate_module
 import impulse.loadtest.load.run as run_module
 import impulse.loadtest.load.warm_pipeline as warm_module
 from impulse.loadtest.cli import main
@@ -43,7 +44,7 @@ def starts(monkeypatch) -> list:
             return original(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(run_module, "warm_up", record(run_module.warm_up, "warm-up"))
+    monkeypatch.setattr(orchestrate_module, "warm_up", record(orchestrate_module.warm_up, "warm-up"))
     monkeypatch.setattr(warm_module, "start", record(warm_module.start, "warm pipeline"))
     monkeypatch.setattr(run_module, "start_query", record(run_module.start_query, "measured query"))
     return calls

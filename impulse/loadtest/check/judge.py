@@ -6,7 +6,6 @@ The three ways to the expected answer, and what is compared in each output mode:
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -21,7 +20,7 @@ from impulse.loadtest.check.expect import resolve
 from impulse.loadtest.check.readback import Readback
 from impulse.loadtest.check.stream_twin import one_micro_batch, streaming_only
 from impulse.loadtest.query.transform import apply, build, connect_mode, final_after, reason, with_event_time
-from impulse.loadtest.settings.units import LoadError
+from impulse.loadtest.settings.units import LoadError, iso_us
 
 __all__ = ["batch_events", "stream_events", "Expectation", "expectation", "probe",
            "expected_answer", "run_check", "judge"]
@@ -30,9 +29,8 @@ __all__ = ["batch_events", "stream_events", "Expectation", "expectation", "probe
 def _pinned(source_options: Mapping[str, str], schedule_start_us: int) -> dict[str, str]:
     """A run's source options with ``startTime`` pinned to `schedule_start_us` (µs since the epoch, UTC), without
     ``maxEventsPerTrigger`` (a streaming pace): every event of the run, each with its own time."""
-    start = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=schedule_start_us)
     options = {k: v for k, v in source_options.items() if k.lower() != "maxeventspertrigger"}
-    options["startTime"] = start.isoformat()
+    options["startTime"] = iso_us(schedule_start_us)
     return options
 
 

@@ -17,14 +17,13 @@ or Python's reason (the CLI exits 2).
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 import tempfile
 import time
 from typing import Callable, Mapping
 
 from impulse.loadtest.query.transform import exception_text, start
-from impulse.loadtest.settings.units import LoadError
+from impulse.loadtest.settings.units import LoadError, iso_us
 
 __all__ = ["warm_pipeline", "warm_options", "WARM_EVENTS", "WARM_BATCHES"]
 
@@ -41,10 +40,9 @@ def warm_options(source_options: Mapping[str, str], rate: float, events: int, no
     """The slice's source options: the run's, with `events` events at `rate` events/s that are all due at `now_us`
     (their schedule ends then), read in `WARM_BATCHES` micro-batches."""
     now_us = time.time_ns() // 1000 if now_us is None else now_us
-    start = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
-        microseconds=now_us - int(events / rate * 1e6) - 1_000_000)
+    start = iso_us(now_us - int(events / rate * 1e6) - 1_000_000)
     options = {k: v for k, v in source_options.items() if k.lower() not in _PACING}
-    options.update(eventsPerSecond=repr(float(rate)), limit=str(events), startTime=start.isoformat(),
+    options.update(eventsPerSecond=repr(float(rate)), limit=str(events), startTime=start,
                    maxEventsPerTrigger=str(max(1, -(-events // WARM_BATCHES))))
     return options
 

@@ -1,12 +1,17 @@
 """What a load run is asked to do (`LoadConfig`, `RampConfig`).
 
+`LoadConfig` is the flat form the flags, the TOML keys and the Python API give (and report.json's ``config``);
+its parts, each validated where it is defined, are `SourceSettings` (the events), `PipelineSettings` (the
+query), `SinkSettings` (the target and ``--check``), `ViaSettings` (the Kafka topology) and `ReportSettings`
+(what the run is judged by); `LoadConfig.validate` checks every part, then the rules that join two of them.
+
 Every rate is in events/s over all partitions, every duration in seconds (float); the text forms a
 user writes are parsed by `impulse.loadtest.settings.units` (re-exported here for existing callers).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Mapping
 
 from impulse.loadtest.settings.stages import STAGES_OPTION, StagePlan, parse_stages
@@ -14,13 +19,153 @@ from impulse.loadtest.settings.thresholds import Threshold, parse_threshold
 from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
 from impulse.loadtest.settings.via import parse_pipeline_trigger, parse_via
 
-__all__ = ["LoadConfig", "SOURCES", "OUTPUT_MODES", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
+__all__ = ["LoadConfig", "SourceSettings", "PipelineSettings", "SinkSettings", "ViaSettings", "ReportSettings", "PARTS",
+           "SOURCES", "OUTPUT_MODES", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
            "parse_ramp", "parse_option",
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
 
 SOURCES = ("impulse", "nexmark")
 OUTPUT_MODES = ("append", "update", "complete")
+
+
+def _stages(source_options: Mapping[str, str]) -> StagePlan | None:
+    text = next((v for k, v in source_options.items() if k.lower() == STAGES_OPTION.lower()), None)
+    return None if text is None else parse_stages(text, f"--source-option {STAGES_OPTION}")
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """The run's events: `source` (impulse or nexmark) at `rate` for `duration_s` over `partitions`, each with a
+    payload of `payload_bytes` (impulse), at most `max_events_per_trigger` a micro-batch, impulse's user `schema`
+    and more `source_options` (``rateStages`` among them: `impulse.loadtest.settings.stages`)."""
+
+    source: str
+    rate: float
+    duration_s: float
+    partitions: int
+    payload_bytes: int
+    max_events_per_trigger: int | None
+    schema: str | None
+    source_options: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0:
+            raise LoadError(f"--rate must be > 0 events/s, not {self.rate:g}")
+        if not self.duration_s > 0:
+            raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
+        if self.partitions < 1:
+            raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
+        if self.source not in SOURCES:
+            raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
+        if self.payload_bytes < 0:
+            raise LoadError(f"--payload-bytes must be ≥ 0, not {self.payload_bytes}")
+        if self.max_events_per_trigger is not None and self.max_events_per_trigger < 1:
+            raise LoadError(f"--max-events-per-trigger must be ≥ 1, not {self.max_events_per_trigger}")
+        self.stages  # noqa: B018 - parses, raises LoadError
+
+    @property
+    def stages(self) -> StagePlan | None:
+        """The source option ``rateStages``, parsed (None without it)."""
+        return _stages(self.source_options)
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """The streaming query: the user's `transform` or `sql` with its `output_mode` and `event_time_column`, its
+    `trigger`, its checkpoint, the `warmup` before it, and the Spark it runs on (`master` or `remote`)."""
+
+    transform: str | None
+    sql: str | None
+    output_mode: str | None
+    event_time_column: str | None
+    trigger: str
+    checkpoint_dir: str | None
+    warmup: bool
+    master: str
+    remote: str | None
+
+    def __post_init__(self) -> None:
+        if self.transform is not None and self.sql is not None:
+            raise LoadError("--transform and --sql are two ways to say the same thing: give one of them")
+        if self.output_mode is not None and self.output_mode not in OUTPUT_MODES:
+            raise LoadError(f"--output-mode {self.output_mode!r}: Spark's output modes are {', '.join(OUTPUT_MODES)}")
+        self.trigger_s  # noqa: B018 - parses, raises LoadError
+
+    @property
+    def trigger_s(self) -> float:
+        return parse_seconds(self.trigger, "--trigger", allow_zero=True)
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """The target: the `sink` format with its `options`, a Kafka topic to create (`create_topic` partitions), and
+    ``--check`` (`check`, with the user's own expected rows `expect`)."""
+
+    sink: str
+    options: Mapping[str, str]
+    create_topic: int | None
+    check: bool
+    expect: str | None
+
+    def __post_init__(self) -> None:
+        if self.create_topic is not None and self.create_topic < 1:
+            raise LoadError(f"--create-topic must be ≥ 1 partitions, not {self.create_topic}")
+        if self.expect is not None and not self.check:
+            raise LoadError(f"--expect {self.expect} gives --check its expected rows: add --check")
+
+
+@dataclass(frozen=True)
+class ViaSettings:
+    """The production topology (`impulse.loadtest.via.kafka`): the input topic `via` with `via_options`, whether
+    the pipeline sees the events `decode`-d, its own `pipeline_trigger`, and `prefill` events of backlog."""
+
+    via: str | None
+    via_options: Mapping[str, str]
+    decode: bool
+    pipeline_trigger: str | None
+    prefill: int
+
+    def __post_init__(self) -> None:
+        if self.via is None:
+            for name, given in (("--via-option", bool(self.via_options)), ("--decode", self.decode),
+                                ("--pipeline-trigger", self.pipeline_trigger is not None), ("--prefill", self.prefill)):
+                if given:
+                    raise LoadError(f"{name} is for the Kafka topology: give --via kafka://HOST:PORT/TOPIC")
+            return
+        parse_via(self.via, self.via_options)
+        if self.pipeline_trigger is not None:
+            parse_pipeline_trigger(self.pipeline_trigger)
+        if self.prefill < 0:
+            raise LoadError(f"--prefill must be ≥ 0 events, not {self.prefill}")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """How the run is judged: the p99 bound `max_latency_s` of a sustained rate, how long it may drain
+    (`drain_timeout_s`), the ``--threshold`` checks and whether a failed one aborts the run (`abort_on_fail`)."""
+
+    max_latency_s: float
+    drain_timeout_s: float | None
+    thresholds: tuple[str, ...]
+    abort_on_fail: bool
+
+    def __post_init__(self) -> None:
+        if not self.max_latency_s > 0:
+            raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
+        if self.drain_timeout_s is not None and self.drain_timeout_s < 0:
+            raise LoadError(f"--drain-timeout must be ≥ 0, not {self.drain_timeout_s:g}s")
+        for text in self.thresholds:
+            parse_threshold(text)
+
+
+#: The parts of a `LoadConfig`: every field of it belongs to exactly one.
+PARTS = (SourceSettings, PipelineSettings, SinkSettings, ViaSettings, ReportSettings)
+
+
+def _part(part: type, config: LoadConfig):
+    """`config`'s values of `part`, validated by it."""
+    return part(**{f.name: getattr(config, f.name) for f in fields(part)})
 
 
 @dataclass(frozen=True)
@@ -76,8 +221,7 @@ class LoadConfig:
     def stages(self) -> StagePlan | None:
         """The source option ``rateStages``, parsed (None without it): the rate then changes within the run, `rate`
         is the stages' mean and `duration_s` their length."""
-        text = next((v for k, v in self.source_options.items() if k.lower() == STAGES_OPTION.lower()), None)
-        return None if text is None else parse_stages(text, f"--source-option {STAGES_OPTION}")
+        return _stages(self.source_options)
 
     @property
     def total_events(self) -> int:
@@ -94,56 +238,50 @@ class LoadConfig:
     def drain_s(self) -> float:
         return self.drain_timeout_s if self.drain_timeout_s is not None else max(30.0, self.duration_s)
 
+    @property
+    def source_settings(self) -> SourceSettings:
+        """The events: which source, how many, how fast (validated)."""
+        return _part(SourceSettings, self)
+
+    @property
+    def pipeline_settings(self) -> PipelineSettings:
+        """The user's query and the streaming query around it (validated)."""
+        return _part(PipelineSettings, self)
+
+    @property
+    def sink_settings(self) -> SinkSettings:
+        """Where the output goes and whether it is read back (validated)."""
+        return _part(SinkSettings, self)
+
+    @property
+    def via_settings(self) -> ViaSettings:
+        """The production topology through Kafka (validated)."""
+        return _part(ViaSettings, self)
+
+    @property
+    def report_settings(self) -> ReportSettings:
+        """What the run is judged by (validated)."""
+        return _part(ReportSettings, self)
+
     def validate(self) -> None:
-        """Raise `LoadError` for a value no run can use."""
-        if not self.rate > 0:
-            raise LoadError(f"--rate must be > 0 events/s, not {self.rate:g}")
-        if not self.duration_s > 0:
-            raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
-        if self.partitions < 1:
-            raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
-        if self.source not in SOURCES:
-            raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
-        if self.transform is not None and self.sql is not None:
-            raise LoadError("--transform and --sql are two ways to say the same thing: give one of them")
-        if self.expect is not None and not self.check:
-            raise LoadError(f"--expect {self.expect} gives --check its expected rows: add --check")
-        if self.output_mode is not None and self.output_mode not in OUTPUT_MODES:
-            raise LoadError(f"--output-mode {self.output_mode!r}: Spark's output modes are {', '.join(OUTPUT_MODES)}")
+        """Raise `LoadError` for a value no run can use: each part validates its own values where it is defined
+        (`PARTS`), then the rules that join two parts."""
+        for part in PARTS:
+            _part(part, self)
         if self.source == "nexmark" and self.schema:
             raise LoadError("--schema shapes impulse events; Nexmark events have their own schema (leave --schema out "
                             "with --source nexmark)")
-        if self.payload_bytes < 0:
-            raise LoadError(f"--payload-bytes must be ≥ 0, not {self.payload_bytes}")
-        if self.max_events_per_trigger is not None and self.max_events_per_trigger < 1:
-            raise LoadError(f"--max-events-per-trigger must be ≥ 1, not {self.max_events_per_trigger}")
-        if not self.max_latency_s > 0:
-            raise LoadError(f"--max-latency must be > 0, not {self.max_latency_s:g}s")
-        self.trigger_s  # noqa: B018 - parses, raises LoadError
-        self.stages  # noqa: B018 - parses, raises LoadError
-        self.parsed_thresholds()
-        self._validate_via()
-
-    def _validate_via(self) -> None:
-        """The production topology's values (`impulse.loadtest.via.kafka`), parsed; `LoadError` for a bad one."""
         if self.via is None:
-            for name, given in (("--via-option", bool(self.via_options)), ("--decode", self.decode),
-                                ("--pipeline-trigger", self.pipeline_trigger is not None), ("--prefill", self.prefill)):
-                if given:
-                    raise LoadError(f"{name} is for the Kafka topology: give --via kafka://HOST:PORT/TOPIC")
             return
         if self.abort_on_fail:
             raise LoadError("--abort-on-fail watches a direct run; with --via the thresholds are checked after the run")
         if self.source != "impulse":
             raise LoadError(f"--source {self.source} with --via: the producer writes impulse events into the topic; "
                             "run a Nexmark query without --via")
-        parse_via(self.via, self.via_options)
         if self.pipeline_trigger is not None and parse_pipeline_trigger(self.pipeline_trigger).kind == "realTime" \
                 and self.sink != "kafka":
             raise LoadError(f"--pipeline-trigger {self.pipeline_trigger}: real-time mode writes to Spark's kafka format "
                             f"only (--sink kafka), not {self.sink}")
-        if self.prefill < 0:
-            raise LoadError(f"--prefill must be ≥ 0 events, not {self.prefill}")
 
     def parsed_thresholds(self) -> list[Threshold]:
         """The `thresholds`, parsed; raises `LoadError` for a bad one."""

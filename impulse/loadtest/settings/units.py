@@ -8,11 +8,12 @@ Every rate is in events/s, every duration in seconds (float) once parsed. A dura
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from connectors.options import parse_duration_us
 
-__all__ = ["LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option"]
+__all__ = ["LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option", "iso_us", "epoch_us"]
 
 
 class LoadError(Exception):
@@ -20,6 +21,20 @@ class LoadError(Exception):
 
     The message is one line, meant to be shown as is (the CLI exits with code 2).
     """
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def iso_us(epoch_us: int) -> str:
+    """Epoch microseconds → an ISO-8601 time in UTC with its offset (``2026-11-26T06:30:00.123000+00:00``): the
+    form of impulse's ``startTime`` option."""
+    return (_EPOCH + dt.timedelta(microseconds=epoch_us)).isoformat()
+
+
+def epoch_us(iso: str) -> int:
+    """An ISO-8601 time with its offset → epoch microseconds (`iso_us`'s inverse)."""
+    return (dt.datetime.fromisoformat(iso) - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e\d+)?|\.\d+)\s*([kKmM]?)\s*$")

@@ -37,11 +37,8 @@ lag came down to at most one second (or one trigger interval, if longer) of the 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -54,18 +51,15 @@ from pyspark.sql import functions as F
 from connectors.kafka_topics import create_topic, end_offsets
 from connectors.latency import LatencyHistogram
 from impulse.answer import last_watermark
-from impulse.loadtest.load.run import LoadResult, exception_text, impulse_options, impulse_schema_for
-from impulse.loadtest.load.warm_pipeline import warm_pipeline
-from impulse.loadtest.load.warmup import warm_up
+from impulse.loadtest.load.events import impulse_options, impulse_schema_for
+from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
+from impulse.loadtest.load.result import LoadResult
 from impulse.loadtest.measure.metrics import Collector, percentiles_ms, phase_stats
-from impulse.loadtest.query.plan import refuse_real_time, refuse_unfinal_check
-from impulse.loadtest.query.transform import apply as apply_transform
-from impulse.loadtest.query.transform import final_after, ship
-from impulse.loadtest.query.transform import load as load_transform
-from impulse.loadtest.query.transform import output_mode as transform_output_mode
-from impulse.loadtest.query.transform import resolve as resolve_transform
-from impulse.loadtest.settings.config import DEFAULT_MASTER, LoadConfig, LoadError
-from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks, redact_options
+from impulse.loadtest.query.plan import refuse_real_time
+from impulse.loadtest.query.transform import exception_text
+from impulse.loadtest.settings.config import DEFAULT_MASTER, OUTPUT_MODES, LoadConfig, LoadError
+from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks
+from impulse.loadtest.settings.units import epoch_us, iso_us
 from impulse.loadtest.settings.via import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via.check import (
     OutputTopicReadback,
@@ -95,9 +89,9 @@ from impulse.loadtest.via.report import (
     via_lines,
 )
 from impulse.loadtest.via.watch import Watch, committed_ends
-from impulse.session import deployment, make_session
+from impulse.session import make_session
 
-__all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka",
+__all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka", "ThroughKafka",
            "producer_frame", "pipeline_source", "kafka_columns", "session_master", "KAFKA_SINKS", "Transform",
            "via_lines"]
 
@@ -219,8 +213,7 @@ def session_master(config: LoadConfig) -> str:
     if trigger.kind != "realTime":
         return config.master
 
-    via = parse_via(config.via, config.via_options)
-    needed = len(end_offsets(via.client_config, via.topic)) + config.partitions
+    needed = _input_slots(parse_via(config.via, config.via_options), config)
     return f"local[{max(needed, os.cpu_count() or 1)}]"
 
 
@@ -312,11 +305,201 @@ def _stop_quietly(query) -> None:
         pass
 
 
+@dataclass
+class ViaExecution(Execution):
+    """The load through Kafka as it ran: the `Execution` of the producer (its collector) and the pipeline (its query),
+    with the pipeline's counts (`via_info`, report.json's ``via``), batches and latency (`figures`: `ViaResult`'s
+    fields) and the input topic's offsets before the run (`input_start`)."""
+
+    via_info: dict = field(default_factory=dict)
+    pipeline_batches: list[PipelineBatch] = field(default_factory=list)
+    figures: dict = field(default_factory=dict)
+    input_start: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class ThroughKafka:
+    """The production topology: a producer query writes the events into the input topic, the pipeline reads them
+    with Spark's Kafka source; latency is read off the output topic (a Kafka sink) or the sink's metrics file."""
+
+    warm_sink: str = "kafka-sink"
+    via: Via | None = None
+    trigger: PipelineTrigger | None = None
+    mode_note: str | None = None
+    output_kind: str | None = None
+    sink_options: dict = field(default_factory=dict)
+    producer_options: dict = field(default_factory=dict)
+    prefill_options: dict | None = None
+
+    def preflight(self, run: Run, given_query: bool) -> None:
+        config = run.config
+        run.unnamed = "the pipeline"
+        if config.via is None:
+            raise LoadError("the Kafka topology needs --via kafka://HOST:PORT/TOPIC")
+        self.via = parse_via(config.via, config.via_options)
+        self.trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger,
+                                              "--pipeline-trigger" if config.pipeline_trigger else "--trigger")
+        if self.trigger.kind == "realTime" and run.mode == "append":
+            # real-time mode refuses append (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED); it allows update,
+            # which for a query without an aggregation writes the same rows
+            run.mode = "update"
+            self.mode_note = "update (real-time mode takes no append; without an aggregation the same rows)"
+        if run.mode not in OUTPUT_MODES:
+            raise LoadError(f"--output-mode {run.mode!r}: allowed: {', '.join(OUTPUT_MODES)}")
+        run.check_mode = "append" if self.mode_note else run.mode  # real-time mode's update: the same rows as append
+        self.producer_options = impulse_options(config)
+        if config.prefill:
+            self.prefill_options = _prefill_options(config)
+        self.output_kind = prepare_topics(self.via, config)
+        if config.sink != "kafka":
+            target = preflight(config.sink, config.options, config.payload_bytes, None,
+                               output_known=run.resolved is None and not given_query)
+            self.sink_options = dict(target.options)
+        else:
+            self.sink_options = dict(config.options)
+        run.reader = via_readback(config, self.sink_options, run.check_mode, run.receiver) if config.check else None
+
+    def session(self, run: Run):
+        return make_session(session_master(run.config), remote=run.config.remote, kafka=True)
+
+    def pipeline_input(self, run: Run, events):
+        """Impulse events as the pipeline would read them from the input topic (its Kafka or decoded columns)."""
+        return events if run.config.decode else kafka_columns(events, self.via.topic)
+
+    def output(self, run: Run, applied):
+        return _output_frame(applied, run.config.sink)
+
+    def inspect(self, run: Run, applied, output) -> None:
+        if self.trigger.kind == "realTime":
+            refuse_real_time(run.spark, applied, f"--pipeline-trigger {self.trigger.text}")
+            _check_slots(run.spark, self.via, run.config)
+
+    def expectation(self, run: Run):
+        return via_expectation(run.spark, run.config, self.via, run.query, self.producer_options,
+                               read_schema=run.schema, decode_schema=self._decode_schema(run))
+
+    def warms(self, run: Run) -> bool:
+        return run.query is not None and self.trigger.kind != "realTime"  # real-time mode runs no Python
+
+    def default_label(self, run: Run) -> str:
+        return f"impulse-load via {self.via.topic}: {run.config.sink}, trigger {self.trigger.text}"
+
+    def _decode_schema(self, run: Run):
+        return events_schema(run.spark, run.config) if run.config.decode else None
+
+    def execute(self, run: Run) -> Execution:
+        config, spark, via, workdir, display = run.config, run.spark, self.via, run.workdir, run.display
+        output_topic = _option(config.options, "topic") if config.sink in KAFKA_SINKS else None
+        output_client = ({"bootstrap.servers": _option(config.options, "kafka.bootstrap.servers"),
+                          **_sink_client(config.options)} if output_topic else None)
+        sink_options = dict(self.sink_options)
+        metrics_path = None
+        if config.sink in project_sinks() and config.sink != "kafka-sink" and _option(sink_options, "metricsPath") is None:
+            metrics_path = sink_options["metricsPath"] = os.path.join(workdir, "pipeline-metrics.jsonl")
+        input_start = committed_ends(via.client_config, via.topic)
+        output_start = committed_ends(output_client, output_topic) if output_topic else {}
+        if run.reader is not None:
+            run.reader.prepare()
+        elif config.check:
+            run.reader = OutputTopicReadback(output_client, output_topic, output_start)
+        if self.prefill_options is not None:
+            if display is not None:
+                display.line(f"prefill: {config.prefill:,} events into {via.topic}…")
+            _prefill(spark, config, via, self.prefill_options, workdir, run.stop)
+        watch, outcome, error, started_us = self._load(run, sink_options, input_start)
+        batches = pipeline_batches(watch.progress + ([json.loads(p.json) for p in watch.pipeline.recentProgress]
+                                                     if watch.pipeline is not None else []))
+        assign_lag(batches, [(watch.pipeline_started_us + round(s * 1e6), lag) for s, lag in watch.lag_samples])
+        via_info = {"input": f"kafka://{via.bootstrap}/{via.topic}", "trigger": self.trigger.text,
+                    "decode": config.decode, "outputMode": self.mode_note or run.mode,
+                    "rowsRead": sum(b.rows for b in batches), "pipelineBatches": len(batches),
+                    "prefill": watch.drain_info(), "lagSamples": watch.lag_samples[-2000:], "outputTopic": output_topic}
+        output = (output_client, output_topic, output_start, self.output_kind) if output_topic else None
+        figures = _pipeline_figures(batches, via_info, watch.collector, run.event_time_column or "timestamp",
+                                    config.sink, output, metrics_path)
+        return ViaExecution(watch.collector, outcome, error, watch.pipeline, started_us, via_info,
+                            batches, figures, input_start)
+
+    def _load(self, run: Run, sink_options: Mapping[str, str], input_start: Mapping[int, int]) -> tuple[Watch, str, str | None, int]:
+        """The producer and the pipeline started (the pipeline later for ``availableNow``), watched to the run's end
+        and stopped: the `Watch`, the run's outcome and error, and when the load started (epoch µs)."""
+        config, spark, via, workdir = run.config, run.spark, self.via, run.workdir
+        prefilled = committed_ends(via.client_config, via.topic)
+        producer_metrics = os.path.join(workdir, "producer-metrics.jsonl")
+
+        def start_producer():
+            writer = (producer_frame(spark, config, self.producer_options).writeStream.format("kafka-sink")
+                      .options(**via.producer_options(), metricsPath=producer_metrics)
+                      .option("checkpointLocation", os.path.join(workdir, "producer"))
+                      .queryName(f"impulse-load-producer-{os.getpid()}-{int(time.time() * 1000)}")
+                      .trigger(processingTime=f"{round(config.trigger_s * 1000)} milliseconds"))
+            return writer.start()
+
+        def start_pipeline():
+            frame = pipeline_source(spark, via, input_start, self._decode_schema(run))
+            if run.query is not None:
+                frame = run.query(frame)
+            writer = (_output_frame(frame, config.sink).writeStream.format(config.sink).options(**sink_options)
+                      .outputMode(run.mode)
+                      .option("checkpointLocation", os.path.join(workdir, "pipeline"))
+                      .queryName(f"impulse-load-pipeline-{os.getpid()}-{int(time.time() * 1000)}"))
+            return self.trigger.apply(writer).start()
+
+        queries: list = []
+        try:
+            started_us = now_us()
+            pipeline = None
+            if self.trigger.kind != "availableNow":
+                try:
+                    pipeline = start_pipeline()
+                except Exception as exc:  # noqa: BLE001 - Spark refused the query (analysis): before any load
+                    if isinstance(exc, LoadError):
+                        raise
+                    raise LoadError(f"the pipeline (--sink {config.sink}, trigger {self.trigger.text}, output mode "
+                                    f"{run.mode}): {exception_text(exc)}") from None
+                queries.append(pipeline)
+            producer = start_producer()
+            queries.append(producer)
+            collector = Collector(producer, total_events=config.total_events, partitions=config.partitions,
+                                  payload_bytes=config.payload_bytes, metrics_path=producer_metrics,
+                                  commit_id=str(producer.id), stages=config.stages)
+            watch = Watch(config, via, self.trigger, collector, producer, pipeline, run.display, run.stop, prefilled,
+                          started_us, config.prefill)
+            outcome, error = watch.run(start_pipeline, queries)
+            with _quiet_jvm_logs(spark, outcome == "completed"):
+                for query in reversed(queries):
+                    _stop_quietly(query)
+            collector.poll(final=True)
+            return watch, outcome, error, started_us
+        finally:
+            for query in queries:
+                _stop_quietly(query)
+
+    def result(self, run: Run, execution: ViaExecution, common: dict) -> ViaResult:
+        return ViaResult(**common, via=execution.via_info, producer_options=self.producer_options,
+                         prefill_options=self.prefill_options, pipeline_batches=execution.pipeline_batches,
+                         **execution.figures)
+
+    def check(self, run: Run, execution: ViaExecution):
+        prefill = self.prefill_options
+        runs = ([(prefill, epoch_us(prefill["startTime"]))] if prefill is not None else []) + [
+            (self.producer_options, execution.collector.schedule_start_us)]
+        check = run_via_check(run.spark, self.via, run.query, run.expected, run.reader, run.check_mode,
+                              rule=run.final_rule,
+                              watermark=last_watermark(execution.query) if execution.query is not None else None,
+                              render=partial(_output_frame, sink=run.config.sink),
+                              decode_schema=self._decode_schema(run), read_schema=run.schema, runs=runs,
+                              input_start=execution.input_start)
+        if run.config.sink == "kafka":
+            check = replace(check, basis=check.basis + "; the record values of the output topic")
+        return check
+
+
 def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, output_mode: str | None = None,
                   event_time_column: str | None = None, spark=None, display=None, stop: Any = None,
                   label: str | None = None, receiver=None) -> ViaResult:
-    """Run the topology of the module docstring; raises `LoadError` before any load for a bad value, a missing
-    topic or an unreachable cluster.
+    """Run the topology of the module docstring (`ThroughKafka` in `impulse.loadtest.load.orchestrate.orchestrate`);
+    raises `LoadError` before any load for a bad value, a missing topic or an unreachable cluster.
 
     The topology's settings come from `config`: ``via``, ``via_options``, ``decode``, ``pipeline_trigger``
     (default: ``trigger``), ``prefill``; the pipeline writes to ``sink`` with ``options``.
@@ -331,192 +514,26 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     read back with `impulse.loadtest.via.output_latency.read_output`): what an exact check of the output needs.
     With ``config.check`` the result's ``check`` is that check (`impulse.loadtest.via.check`); `receiver`: the
     embedded receiver a webhook-sink without url writes to (recording requests), read back by the check."""
-    config.validate()
-    if config.via is None:
-        raise LoadError("the Kafka topology needs --via kafka://HOST:PORT/TOPIC")
-    via = parse_via(config.via, config.via_options)
-    resolved = resolve_transform(config) if transform is None else None
-    output_mode = output_mode or transform_output_mode(config, resolved)
-    event_time_column = event_time_column or config.event_time_column
-    trigger = parse_pipeline_trigger(config.pipeline_trigger or config.trigger,
-                                     "--pipeline-trigger" if config.pipeline_trigger else "--trigger")
-    decode, prefill = config.decode, config.prefill
-    mode_note = None
-    if trigger.kind == "realTime" and output_mode == "append":
-        # real-time mode refuses append (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED); it allows update, which
-        # for a query without an aggregation writes the same rows
-        output_mode, mode_note = "update", "update (real-time mode takes no append; without an aggregation the same rows)"
-    if prefill < 0:
-        raise LoadError(f"--prefill must be ≥ 0 events, not {prefill}")
-    if output_mode not in ("append", "update", "complete"):
-        raise LoadError(f"--output-mode {output_mode!r}: allowed: append, update, complete")
-    producer_opts = impulse_options(config)
-    prefill_opts = None
-    if prefill:
-        flat = {k: v for k, v in config.source_options.items() if k.lower() != "ratestages"}  # as fast as it goes
-        prefill_opts = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=prefill / _PREFILL_RATE,
-                                               source_options=flat))
-        prefill_opts["limit"] = str(prefill)
-        if config.check:  # its events pinned, so the check can read them again
-            prefill_opts["startTime"] = _iso_us(time.time_ns() // 1000)
-    output_kind = prepare_topics(via, config)
-    if config.sink not in ("kafka",):
-        target = preflight(config.sink, config.options, config.payload_bytes, None,
-                           output_known=transform is None and resolved is None)
-        sink_options = dict(target.options)
-    else:
-        sink_options = dict(config.options)
-    check_mode = "append" if mode_note else output_mode  # real-time mode's update: the same rows as append
-    reader = via_readback(config, sink_options, check_mode, receiver) if config.check else None
-    spark = spark or make_session(session_master(config), remote=config.remote, kafka=True)
-    if resolved is not None:
-        resolved = load_transform(spark, resolved)
-        ship(spark, resolved)
-        transform = partial(apply_transform, spark, resolved)
-    label = resolved.label if resolved is not None else "the pipeline"
-    schema = impulse_schema_for(spark, config)
-
-    def rehearsed(events):
-        """Impulse events → what the pipeline writes, had they come through the input topic (its input columns)."""
-        frame = events if decode else kafka_columns(events, via.topic)
-        return transform(frame) if transform is not None else frame
-
-    if trigger.kind == "realTime" or config.check:  # refusals read off the plan, before any event is produced
-        reader_ = spark.readStream.format("impulse").options(**producer_opts)
-        probe = rehearsed((reader_.schema(schema) if schema is not None else reader_).load())
-        if trigger.kind == "realTime":
-            refuse_real_time(spark, probe, f"--pipeline-trigger {trigger.text}")
-            _check_slots(spark, via, config)
-        if config.check:
-            refuse_unfinal_check(probe, check_mode, event_time_column or final_after(config, resolved), label)
-    expected = via_expectation(spark, config, via, transform, producer_opts, read_schema=schema,
-                               decode_schema=events_schema(spark, config) if decode else None) if config.check else None
-    if config.warmup:
-        if display is not None:
-            display.line("warming up (Spark's Python workers and your pipeline; nothing is sent to the sinks)…")
-        warm_up(spark, config.partitions, "kafka-sink")
-        if transform is not None and trigger.kind != "realTime":  # real-time mode runs no Python: nothing to warm
-            warm_pipeline(spark, "impulse", producer_opts, config.rate, config.total_events,
-                          lambda events: _output_frame(rehearsed(events), config.sink), output_mode, schema, resolved)
-
-    workdir = tempfile.mkdtemp(prefix="impulse-load-via-")
-    queries: list = []
-    output_topic = _option(config.options, "topic") if config.sink in KAFKA_SINKS else None
-    output_client = ({"bootstrap.servers": _option(config.options, "kafka.bootstrap.servers"),
-                      **_sink_client(config.options)} if output_topic else None)
-    metrics_path = None
-    if config.sink in project_sinks() and config.sink != "kafka-sink" and _option(sink_options, "metricsPath") is None:
-        metrics_path = sink_options["metricsPath"] = os.path.join(workdir, "pipeline-metrics.jsonl")
-    try:
-        input_start = committed_ends(via.client_config, via.topic)
-        output_start = committed_ends(output_client, output_topic) if output_topic else {}
-        if reader is not None:
-            reader.prepare()
-        elif config.check:
-            reader = OutputTopicReadback(output_client, output_topic, output_start)
-        if prefill_opts is not None:
-            if display is not None:
-                display.line(f"prefill: {prefill:,} events into {via.topic}…")
-            _prefill(spark, config, via, prefill_opts, workdir, stop)
-        prefilled = committed_ends(via.client_config, via.topic)
-
-        producer_metrics = os.path.join(workdir, "producer-metrics.jsonl")
-
-        def start_producer():
-            writer = (producer_frame(spark, config, producer_opts).writeStream.format("kafka-sink")
-                      .options(**via.producer_options(), metricsPath=producer_metrics)
-                      .option("checkpointLocation", os.path.join(workdir, "producer"))
-                      .queryName(f"impulse-load-producer-{os.getpid()}-{int(time.time() * 1000)}")
-                      .trigger(processingTime=f"{round(config.trigger_s * 1000)} milliseconds"))
-            return writer.start()
-
-        def start_pipeline():
-            decode_schema = events_schema(spark, config) if decode else None
-            frame = pipeline_source(spark, via, input_start, decode_schema)
-            if transform is not None:
-                frame = transform(frame)
-            writer = (_output_frame(frame, config.sink).writeStream.format(config.sink).options(**sink_options)
-                      .outputMode(output_mode)
-                      .option("checkpointLocation", os.path.join(workdir, "pipeline"))
-                      .queryName(f"impulse-load-pipeline-{os.getpid()}-{int(time.time() * 1000)}"))
-            return trigger.apply(writer).start()
-
-        if display is not None:
-            display.start(label or f"impulse-load via {via.topic}: {config.sink}, trigger {trigger.text}",
-                          config.rate, config.total_events)
-        started_us = time.time_ns() // 1000
-        pipeline = None
-        if trigger.kind != "availableNow":
-            try:
-                pipeline = start_pipeline()
-            except Exception as exc:  # noqa: BLE001 - Spark refused the query (analysis): before any load
-                if isinstance(exc, LoadError):
-                    raise
-                raise LoadError(f"the pipeline (--sink {config.sink}, trigger {trigger.text}, output mode "
-                                f"{output_mode}): {exception_text(exc)}") from None
-            queries.append(pipeline)
-        producer = start_producer()
-        queries.append(producer)
-        pipeline_started_us = started_us
-        collector = Collector(producer, total_events=config.total_events, partitions=config.partitions,
-                              payload_bytes=config.payload_bytes, metrics_path=producer_metrics,
-                              commit_id=str(producer.id), stages=config.stages)
-        watch = Watch(config, via, trigger, collector, producer, pipeline, display, stop, prefilled,
-                       pipeline_started_us, prefill)
-        outcome, error = watch.run(start_pipeline, queries)
-        with _quiet_jvm_logs(spark, outcome == "completed"):
-            for query in reversed(queries):
-                _stop_quietly(query)
-        collector.poll(final=True)
-        if display is not None:
-            display.finish()
-        pipeline = watch.pipeline
-        batches = pipeline_batches(watch.progress + ([json.loads(p.json) for p in pipeline.recentProgress]
-                                                     if pipeline is not None else []))
-        assign_lag(batches, [(watch.pipeline_started_us + round(s * 1e6), lag) for s, lag in watch.lag_samples])
-        via_info = {"input": f"kafka://{via.bootstrap}/{via.topic}", "trigger": trigger.text, "decode": decode,
-                    "outputMode": mode_note or output_mode, "rowsRead": sum(b.rows for b in batches),
-                    "pipelineBatches": len(batches), "prefill": watch.drain_info(),
-                    "lagSamples": watch.lag_samples[-2000:], "outputTopic": output_topic}
-        output = (output_client, output_topic, output_start, output_kind) if output_topic else None
-        figures = _pipeline_figures(batches, via_info, collector, event_time_column or "timestamp", config.sink,
-                                    output, metrics_path)
-        check = None
-        if reader is not None and outcome == "completed" and collector.schedule_start_us is not None:
-            if display is not None:
-                display.line("checking: reading the target back and computing the expected answer…")
-            runs = ([(prefill_opts, _us(prefill_opts["startTime"]))] if prefill_opts is not None else []) + [
-                (producer_opts, collector.schedule_start_us)]
-            check = run_via_check(spark, via, transform, expected, reader, check_mode,
-                                  rule=event_time_column or final_after(config, resolved),
-                                  watermark=last_watermark(pipeline) if pipeline is not None else None,
-                                  render=partial(_output_frame, sink=config.sink),
-                                  decode_schema=events_schema(spark, config) if decode else None,
-                                  read_schema=impulse_schema_for(spark, config), runs=runs, input_start=input_start)
-            if config.sink == "kafka":
-                check = replace(check, basis=check.basis + "; the record values of the output topic")
-        result = ViaResult(config=config, sink=config.sink, options=redact_options(config.options),
-                         query_id=str(pipeline.id) if pipeline is not None else None, batches=collector.batches,
-                         schedule_start_us=collector.schedule_start_us, started_us=started_us,
-                         finished_us=time.time_ns() // 1000, outcome=outcome, error=error,
-                         deployment=deployment(spark, config.remote), via=via_info, producer_options=producer_opts,
-                         prefill_options=prefill_opts, pipeline_batches=batches, **figures)
-        result.check = check
-        return result
-    finally:
-        for query in queries:
-            _stop_quietly(query)
-        shutil.rmtree(workdir, ignore_errors=True)
+    return orchestrate(config, ThroughKafka(), spark=spark, display=display, stop=stop, receiver=receiver,
+                       label=label, query=transform, output_mode=output_mode, event_time_column=event_time_column)
 
 
-def _iso_us(epoch_us: int) -> str:
-    """An impulse ``startTime`` (ISO-8601, UTC, µs) of epoch µs."""
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=epoch_us)).isoformat()
+def _prefill_options(config: LoadConfig) -> dict[str, str]:
+    """The prefill's impulse options: its events as fast as the producer writes them (no ``rateStages``); with
+    ``--check`` pinned to now, so that the check can read them again."""
+    flat = {k: v for k, v in config.source_options.items() if k.lower() != "ratestages"}
+    options = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=config.prefill / _PREFILL_RATE,
+                                      source_options=flat))
+    options["limit"] = str(config.prefill)
+    if config.check:
+        options["startTime"] = iso_us(now_us())
+    return options
 
 
-def _us(iso: str) -> int:
-    """Epoch µs of an ISO-8601 time with its offset (`_iso_us`'s inverse)."""
-    return (dt.datetime.fromisoformat(iso) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+def _input_slots(via: Via, config: LoadConfig) -> int:
+    """The task slots real-time mode needs: one per input partition (queried from the topic) and per producer
+    partition."""
+    return len(end_offsets(via.client_config, via.topic)) + config.partitions
 
 
 def _check_slots(spark, via: Via, config: LoadConfig) -> None:
@@ -525,7 +542,7 @@ def _check_slots(spark, via: Via, config: LoadConfig) -> None:
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return  # a Connect client cannot see the server's slots
 
-    needed = len(end_offsets(via.client_config, via.topic)) + config.partitions
+    needed = _input_slots(via, config)
     slots = spark.sparkContext.defaultParallelism
     if slots < needed:
         raise LoadError(f"--pipeline-trigger realTime: real-time mode keeps a task running per input partition for "

@@ -15,8 +15,8 @@ import time
 from typing import Any, Callable, Mapping
 
 from connectors.kafka_topics import end_offsets
-from impulse.loadtest.load.run import exception_text
 from impulse.loadtest.measure.metrics import Collector
+from impulse.loadtest.query.transform import exception_text
 from impulse.loadtest.settings.config import LoadConfig
 from impulse.loadtest.via.report import compact_progress
 
