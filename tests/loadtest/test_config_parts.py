@@ -90,3 +90,4 @@ def test_epoch_microseconds_and_iso_times_convert_both_ways():
     assert iso_us(1_764_138_600_123_456) == "2025-11-26T06:30:00.123456+00:00"
     assert epoch_us(iso_us(1_764_138_600_123_456)) == 1_764_138_600_123_456
     assert epoch_us("2025-11-26T07:30:00.000001+01:00") == 1_764_138_600_000_001
+    assert epoch_us("2025-11-26T06:30:00.000001Z") == 1_764_138_600_000_001  # Spark progress's form

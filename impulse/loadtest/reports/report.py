@@ -29,7 +29,7 @@ from typing import Sequence
 
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.load.ramp import RampResult
-from impulse.loadtest.load.run import LATENCY_PARTS, LoadResult
+from impulse.loadtest.load.result import LATENCY_PARTS, LoadResult
 from impulse.loadtest.measure.latency_names import description as latency_description
 from impulse.loadtest.measure.latency_names import title as latency_title
 from impulse.loadtest.measure.metrics import PERCENTILES, PHASES, percentiles_ms, phase_stats

@@ -33,8 +33,9 @@ def iso_us(epoch_us: int) -> str:
 
 
 def epoch_us(iso: str) -> int:
-    """An ISO-8601 time with its offset → epoch microseconds (`iso_us`'s inverse)."""
-    return (dt.datetime.fromisoformat(iso) - _EPOCH) // dt.timedelta(microseconds=1)
+    """An ISO-8601 time with its offset, or ``Z`` as Spark's progress writes it → epoch microseconds (`iso_us`'s
+    inverse)."""
+    return (dt.datetime.fromisoformat(iso.replace("Z", "+00:00")) - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e\d+)?|\.\d+)\s*([kKmM]?)\s*$")

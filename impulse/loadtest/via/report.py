@@ -21,7 +21,6 @@ taken as one), records after the last batch to the last; into the project's sink
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.measure.latency_names import description, title
 from impulse.loadtest.measure.metrics import PHASES
+from impulse.loadtest.settings.units import epoch_us
 
 __all__ = ["PipelineBatch", "compact_progress", "pipeline_batches", "attribute_latency", "count_output", "assign_lag",
            "batch_rows", "report_rows", "producer_section", "producer_lines", "via_lines"]
@@ -66,10 +66,6 @@ def compact_progress(record: Mapping) -> dict:
             "numOutputRows": sink.get("numOutputRows")}
 
 
-def _epoch_us(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1_000_000)
-
-
 def pipeline_batches(progress: Iterable[Mapping]) -> list[PipelineBatch]:
     """The batches that ran (``durationMs`` has ``addBatch``, or records were read), once each, by id, from progress
     records (full or `compact_progress`)."""
@@ -79,7 +75,7 @@ def pipeline_batches(progress: Iterable[Mapping]) -> list[PipelineBatch]:
         durations = {k: int(v) for k, v in record["durationMs"].items()}
         if "addBatch" not in durations and not record["numInputRows"]:
             continue   # an idle trigger: no batch ran
-        start = _epoch_us(record["timestamp"])
+        start = epoch_us(record["timestamp"])
         counted = record.get("numOutputRows")
         seen[record["batchId"]] = PipelineBatch(
             record["batchId"], start, start + durations.get("triggerExecution", 0) * 1000, record["numInputRows"],
