@@ -91,3 +91,11 @@ def test_epoch_microseconds_and_iso_times_convert_both_ways():
     assert epoch_us(iso_us(1_764_138_600_123_456)) == 1_764_138_600_123_456
     assert epoch_us("2025-11-26T07:30:00.000001+01:00") == 1_764_138_600_000_001
     assert epoch_us("2025-11-26T06:30:00.000001Z") == 1_764_138_600_000_001  # Spark progress's form
+
+
+def test_a_writer_option_is_found_whatever_its_case_as_spark_finds_it():
+    from impulse.loadtest.settings.target import sink_option
+    options = {"metricsPath": "/tmp/m.jsonl", "kafka.bootstrap.servers": "h:1"}
+    assert sink_option(options, "METRICSPATH") == "/tmp/m.jsonl"
+    assert sink_option(options, "Kafka.Bootstrap.Servers") == "h:1"
+    assert sink_option(options, "topic") is None

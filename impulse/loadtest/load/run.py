@@ -55,7 +55,7 @@ from impulse.loadtest.query.transform import (
 )
 from impulse.loadtest.query.transform import start as start_query
 from impulse.loadtest.settings.config import LoadConfig, LoadError
-from impulse.loadtest.settings.target import Target, check_format, preflight
+from impulse.loadtest.settings.target import Target, check_format, preflight, sink_option
 from impulse.loadtest.settings.thresholds import hopeless
 from impulse.session import make_session
 
@@ -90,9 +90,6 @@ class StopRequest:
     def wait(self, timeout: float) -> bool:
         return self._event.wait(timeout)
 
-
-def _option(options, name: str) -> str | None:
-    return next((v for k, v in options.items() if k.lower() == name.lower()), None)
 
 
 @dataclass
@@ -150,7 +147,7 @@ class Direct:
         sink_options = dict(self.target.options)
         metrics_path = None
         if self.target.reports_metrics:
-            metrics_path = _option(sink_options, "metricsPath")
+            metrics_path = sink_option(sink_options, "metricsPath")
             if metrics_path is None:
                 metrics_path = sink_options["metricsPath"] = os.path.join(run.workdir, "metrics.jsonl")
         metrics_offset = os.path.getsize(metrics_path) if metrics_path and os.path.exists(metrics_path) else 0
@@ -168,7 +165,7 @@ class Direct:
         collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
                               payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                               metrics_offset=metrics_offset,
-                              commit_id=_option(sink_options, "commitId") or str(query.id), stages=config.stages,
+                              commit_id=sink_option(sink_options, "commitId") or str(query.id), stages=config.stages,
                               batch_latency=self.definition == "micro-batch")
         if run.exporter is not None:
             run.exporter.attach(collector, config, run_id=str(query.id))

@@ -24,10 +24,15 @@ from connectors.registry import connector, sinks
 from impulse.loadtest.settings.units import LoadError
 from sinks.kafka.sink import create_topic as create
 
-__all__ = ["SPARK_SINKS", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
+__all__ = ["SPARK_SINKS", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
            "redact_options"]
 
 SPARK_SINKS = ("noop",)
+
+
+def sink_option(options: Mapping[str, str], name: str) -> str | None:
+    """The value of writer option `name` in `options`, its case ignored as Spark's options ignore it; None if unset."""
+    return next((value for key, value in options.items() if key.lower() == name.lower()), None)
 
 
 def project_sinks() -> tuple[str, ...]:

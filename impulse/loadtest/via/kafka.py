@@ -58,7 +58,7 @@ from impulse.loadtest.measure.metrics import Collector, percentiles_ms, phase_st
 from impulse.loadtest.query.plan import refuse_real_time
 from impulse.loadtest.query.transform import exception_text
 from impulse.loadtest.settings.config import DEFAULT_MASTER, OUTPUT_MODES, LoadConfig, LoadError
-from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks
+from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks, sink_option
 from impulse.loadtest.settings.units import epoch_us, iso_us
 from impulse.loadtest.settings.via import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via.check import (
@@ -230,9 +230,6 @@ def _output_frame(frame, sink: str):
     return frame
 
 
-def _option(options: Mapping[str, str], name: str) -> str | None:
-    return next((v for k, v in options.items() if k.lower() == name.lower()), None)
-
 
 def _sink_client(options: Mapping[str, str]) -> dict[str, str]:
     """A Kafka sink's client settings (``kafka.*`` options, prefix removed) for the harness's own consumer."""
@@ -252,8 +249,8 @@ def prepare_topics(via: Via, config: LoadConfig) -> str | None:
 
     wanted = [(via.client_config, via.topic, "--via", {})]
     if config.sink in KAFKA_SINKS:
-        topic = _option(config.options, "topic")
-        servers = _option(config.options, "kafka.bootstrap.servers")
+        topic = sink_option(config.options, "topic")
+        servers = sink_option(config.options, "kafka.bootstrap.servers")
         if not topic or not servers:
             raise LoadError(f"{config.sink}: the pipeline's Kafka sink needs the options kafka.bootstrap.servers and "
                             "topic (--option topic=NAME): the harness reads that topic back")
@@ -389,12 +386,12 @@ class ThroughKafka:
 
     def execute(self, run: Run) -> Execution:
         config, spark, via, workdir, display = run.config, run.spark, self.via, run.workdir, run.display
-        output_topic = _option(config.options, "topic") if config.sink in KAFKA_SINKS else None
-        output_client = ({"bootstrap.servers": _option(config.options, "kafka.bootstrap.servers"),
+        output_topic = sink_option(config.options, "topic") if config.sink in KAFKA_SINKS else None
+        output_client = ({"bootstrap.servers": sink_option(config.options, "kafka.bootstrap.servers"),
                           **_sink_client(config.options)} if output_topic else None)
         sink_options = dict(self.sink_options)
         metrics_path = None
-        if config.sink in project_sinks() and config.sink != "kafka-sink" and _option(sink_options, "metricsPath") is None:
+        if config.sink in project_sinks() and config.sink != "kafka-sink" and sink_option(sink_options, "metricsPath") is None:
             metrics_path = sink_options["metricsPath"] = os.path.join(workdir, "pipeline-metrics.jsonl")
         input_start = committed_ends(via.client_config, via.topic)
         output_start = committed_ends(output_client, output_topic) if output_topic else {}
