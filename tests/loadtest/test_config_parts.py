@@ -18,6 +18,7 @@ from impulse.loadtest.settings.config import (
     SourceSettings,
     ViaSettings,
 )
+from impulse.loadtest.settings.target import sink_option
 from impulse.loadtest.settings.units import LoadError, epoch_us, iso_us
 
 
@@ -94,7 +95,6 @@ def test_epoch_microseconds_and_iso_times_convert_both_ways():
 
 
 def test_a_writer_option_is_found_whatever_its_case_as_spark_finds_it():
-    from impulse.loadtest.settings.target import sink_option
     options = {"metricsPath": "/tmp/m.jsonl", "kafka.bootstrap.servers": "h:1"}
     assert sink_option(options, "METRICSPATH") == "/tmp/m.jsonl"
     assert sink_option(options, "Kafka.Bootstrap.Servers") == "h:1"
