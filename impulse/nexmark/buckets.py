@@ -300,9 +300,11 @@ class BucketDailyStatistics(StatefulProcessor):
         np.add.at(bids, (row_key, ranks), 1)
         minutes = np.concatenate([minutes, np.full(size - len(minutes), "", dtype=object)])
         if self.with_minute:
-            latest = frame.assign(_k=row_key).groupby("_k")["minute"].max()
-            idx = latest.index.to_numpy()
-            old, now = minutes[idx], latest.to_numpy()
+            names_seen, rank = np.unique(frame["minute"].to_numpy(dtype=object), return_inverse=True)  # sorted
+            latest = np.full(size, -1)
+            np.maximum.at(latest, row_key, rank)
+            idx = np.flatnonzero(latest >= 0)
+            old, now = minutes[idx], names_seen[latest[idx]]
             minutes[idx] = np.where(now > old, now, old)
         bits = np.left_shift(np.uint8(1), ranks.astype(np.uint8))
         counts = {}
