@@ -160,7 +160,7 @@ class Key:
         if self.kind == "bool":
             return "true" if value else "false"
         if self.kind == "share":
-            return f"{value:.0%}"
+            return f"{value:g}"
         return str(value)
 
 
@@ -243,7 +243,7 @@ KEYS: tuple[Key, ...] = (
         "instead: LO, HI, a bisection to within --ramp-precision, then the rate found again for twice the step "
         "duration (its confirming run)", "step mode", "START:STEP:MAX"),
     Key("ramp-precision", "share", RampConfig.precision, "with --ramp search:LO:HI, the bisection stops when the "
-        "bracket is within this share of its lower end (0.05 or 5%)", "step mode", "SHARE"),
+        "bracket is within this share of its lower end (e.g. 0.05 for 5 percent)", "step mode", "SHARE"),
     Key("step-duration", "duration", RampConfig.step_duration_s, "duration of each step", "step mode", "DURATION"),
     Key("min-sustained", "rate", RampConfig.min_sustained, "with --ramp, a CI gate: the ramp fails (exit 99) when "
         "its highest sustained rate is below this one (k/M suffixes); without it a ramp fails only when no step is "
