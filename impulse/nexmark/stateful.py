@@ -15,6 +15,10 @@ RocksDB state store: `use_rocksdb`):
   (``expires``, auction id), emitting the new average with each one.
 
 q4 averages the winners per category with Spark's own aggregation (update mode).
+
+These are the per-key processors: the plans here run q4, q6 and q16 on `impulse.nexmark.buckets`' processors
+per bucket of keys (the same rows, a Python call per bucket instead of per key) unless ``per_key`` is asked for;
+q15, one key a day, runs `DailyStatistics`.
 """
 
 from __future__ import annotations
@@ -269,10 +273,12 @@ def last_winners_average(events: DataFrame, watermark_delay: str, per_key: bool 
     return averaged.select("seller", "avg_price", F.timestamp_millis("expires_ms").alias("expires"), "auction")
 
 
-def daily_statistics(bids: DataFrame, per_channel: bool, per_key: bool = False) -> DataFrame:
+def daily_statistics(bids: DataFrame, per_channel: bool, per_key: bool | None = None) -> DataFrame:
     """The daily statistics over the ``bid`` view: q15's columns (`per_channel` False) or q16's. By
-    `impulse.nexmark.buckets.BucketDailyStatistics`, or with `per_key` (the same answer, slower)
-    `DailyStatistics`."""
+    `DailyStatistics` per key (`per_key`; by default for q15, whose one key a day is already one call a
+    micro-batch) or `impulse.nexmark.buckets.BucketDailyStatistics` per bucket of keys (by default for q16's
+    (channel, day) keys); the same answer."""
+    per_key = not per_channel if per_key is None else per_key
     keys = ("channel", "day") if per_channel else ("day",)
     counts = ["total_bids", *(f"rank{r}_bids" for r in range(1, len(RANKS) + 1))]
     for what in ("bidders", "auctions"):
