@@ -49,7 +49,15 @@ from connectors.redact import is_secret
 from impulse.loadtest.settings.config import LoadConfig, RampConfig
 from impulse.loadtest.settings.stages import STAGES_OPTION
 from impulse.loadtest.settings.target import known_sinks
-from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.settings.units import (
+    LoadError,
+    parse_option,
+    parse_ramp,
+    parse_rate,
+    parse_search,
+    parse_seconds,
+    parse_share,
+)
 
 __all__ = ["Key", "KEYS", "Scenario", "Plan", "build_parser", "plan_from_args", "load_plan", "SCENARIO_TABLE"]
 
@@ -62,7 +70,8 @@ class Key:
 
     `kind`: ``text``; ``rate`` (events/s: a number or ``"50k"``); ``duration`` (seconds: a number or
     ``"30s"``; `zero` allows 0); ``interval`` (a duration kept as written, e.g. the trigger); ``int``
-    (≥ `minimum`); ``bool``; ``ramp`` (``"START:STEP:MAX"``); ``map`` (a table of KEY = VALUE, values
+    (≥ `minimum`); ``bool``; ``ramp`` (``"START:STEP:MAX"`` or ``"search:LO:HI"``); ``share`` (a number
+    between 0 and 1 or ``"5%"``); ``map`` (a table of KEY = VALUE, values
     as strings; flag ``KEY=VALUE``, repeatable); ``list`` (strings; flag repeatable).
     """
 
@@ -95,7 +104,8 @@ class Key:
             "duration": "a duration: a string like \"30s\", \"500ms\", \"2m\" or a number of seconds",
             "interval": "a duration: a string like \"1s\", \"500ms\" or a number of seconds",
             "int": f"a whole number{f' ≥ {self.minimum}' if self.minimum is not None else ''}",
-            "bool": "true or false", "ramp": "a string \"START:STEP:MAX\" in events/s, e.g. \"10k:10k:200k\"",
+            "bool": "true or false", "ramp": "a string \"START:STEP:MAX\" or \"search:LO:HI\" in events/s, e.g. "
+                                             "\"10k:10k:200k\"", "share": "a share: 0.05 or \"5%\"",
             "map": "a table of KEY = VALUE (strings, numbers or booleans)", "list": "a list of strings",
         }[self.kind]
 
@@ -103,7 +113,7 @@ class Key:
         """The value of `raw` (from a file, ``--set`` or a flag), checked; `LoadError` naming `where` otherwise."""
         kind = self.kind
         if kind in ("text", "ramp", "interval") and isinstance(raw, str):
-            if kind == "ramp":
+            if kind == "ramp" and parse_search(raw, where) is None:
                 parse_ramp(raw, where)
             if kind == "interval":
                 parse_seconds(raw, where, allow_zero=True)
@@ -115,6 +125,8 @@ class Key:
             return parse_rate(raw, where)
         if kind == "duration" and (isinstance(raw, str) or _is_number(raw)):
             return parse_seconds(raw, where, allow_zero=self.zero)
+        if kind == "share" and (isinstance(raw, str) or _is_number(raw)):
+            return parse_share(raw, where)
         if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
             if self.minimum is not None and raw < self.minimum:
                 raise LoadError(f"{where}: must be ≥ {self.minimum}, not {raw}")
@@ -147,6 +159,8 @@ class Key:
             return f"{value:g}s"
         if self.kind == "bool":
             return "true" if value else "false"
+        if self.kind == "share":
+            return f"{value:g}"
         return str(value)
 
 
@@ -225,7 +239,11 @@ KEYS: tuple[Key, ...] = (
         minimum=0),
     # -- step mode
     Key("ramp", "ramp", None, "raise the rate in steps (events/s, e.g. 10000:10000:200000 or 10k:10k:200k) until a "
-        "step is not sustained; reports the highest sustained rate", "step mode", "START:STEP:MAX"),
+        "step is not sustained; reports the highest sustained rate. search:LO:HI (e.g. search:10k:200k) searches "
+        "instead: LO, HI, a bisection to within --ramp-precision, then the rate found again for twice the step "
+        "duration (its confirming run)", "step mode", "START:STEP:MAX"),
+    Key("ramp-precision", "share", RampConfig.precision, "with --ramp search:LO:HI, the bisection stops when the "
+        "bracket is within this share of its lower end (e.g. 0.05 for 5 percent)", "step mode", "SHARE"),
     Key("step-duration", "duration", RampConfig.step_duration_s, "duration of each step", "step mode", "DURATION"),
     Key("min-sustained", "rate", RampConfig.min_sustained, "with --ramp, a CI gate: the ramp fails (exit 99) when "
         "its highest sustained rate is below this one (k/M suffixes); without it a ramp fails only when no step is "
@@ -570,9 +588,16 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if config.check:
             raise LoadError("--check reads back a single run; with --ramp each step is a new query into the same "
                             "target (check one rate without --ramp)")
-        start, step, maximum = parse_ramp(get("ramp"))
-        ramp = RampConfig(start, step, maximum, get("step-duration"), get("min-sustained"))
+        search = parse_search(get("ramp"))
+        if search is not None:
+            ramp = RampConfig(search[0], search[1] - search[0], search[1], get("step-duration"), get("min-sustained"),
+                              search=True, precision=get("ramp-precision"))
+        else:
+            start, step, maximum = parse_ramp(get("ramp"))
+            ramp = RampConfig(start, step, maximum, get("step-duration"), get("min-sustained"))
         ramp.validate()
+    if "ramp-precision" in values and (ramp is None or not ramp.search):
+        raise LoadError("--ramp-precision applies to a search: give --ramp search:LO:HI")
     return Scenario(name, config, ramp)
 
 

@@ -15,6 +15,10 @@ RocksDB state store: `use_rocksdb`):
   (``expires``, auction id), emitting the new average with each one.
 
 q4 averages the winners per category with Spark's own aggregation (update mode).
+
+These are the per-key processors: the plans here run q4, q6 and q16 on `impulse.nexmark.buckets`' processors
+per bucket of keys (the same rows, a Python call per bucket instead of per key) unless ``per_key`` is asked for;
+q15, one key a day, runs `DailyStatistics`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
+
+from impulse.nexmark.buckets import BucketDailyStatistics, BucketLastWinners, BucketWinningBids, bucket
 
 __all__ = ["winning_bids", "last_winners_average", "daily_statistics", "use_rocksdb", "WinningBids", "LastWinners",
            "DailyStatistics", "WINNERS_SCHEMA", "RANKS", "LAST_WINNERS", "STATE_STORE"]
@@ -233,32 +239,46 @@ def use_rocksdb(spark: SparkSession) -> None:
         spark.conf.set(key, value)
 
 
-def _winners_ms(events: DataFrame, watermark_delay: str) -> DataFrame:
+def _winners_ms(events: DataFrame, watermark_delay: str, per_key: bool = False) -> DataFrame:
     flat = (events.withWatermark("dateTime", watermark_delay).where(F.col("event_type").isin(1, 2))
             .select(F.coalesce("auction.id", "bid.auction").alias("auction"), F.col("event_type").alias("kind"),
                     F.unix_millis("dateTime").alias("time_ms"), F.unix_millis("auction.expires").alias("expires_ms"),
                     F.col("auction.category").alias("category"), F.col("auction.seller").alias("seller"),
                     F.col("bid.price").alias("price")))
-    return flat.groupBy("auction").transformWithStateInPandas(WinningBids(), _WINNERS_MS, "append", "EventTime")
+    if per_key:
+        return flat.groupBy("auction").transformWithStateInPandas(WinningBids(), _WINNERS_MS, "append", "EventTime")
+    return flat.select(bucket("auction"), "*").groupBy("bucket").transformWithStateInPandas(
+        BucketWinningBids(), _WINNERS_MS, "append", "EventTime")
 
 
-def winning_bids(events: DataFrame, watermark_delay: str) -> DataFrame:
-    """`WinningBids` over the combined stream: one row per closed auction with a winner (`WINNERS_SCHEMA`),
-    appended when the watermark (``dateTime`` − `watermark_delay`) reaches its ``expires``."""
-    return _winners_ms(events, watermark_delay).select(
+def winning_bids(events: DataFrame, watermark_delay: str, per_key: bool = False) -> DataFrame:
+    """The winning bids over the combined stream: one row per closed auction with a winner (`WINNERS_SCHEMA`),
+    appended when the watermark (``dateTime`` − `watermark_delay`) reaches its ``expires``. By
+    `impulse.nexmark.buckets.BucketWinningBids`, or with `per_key` (the same answer, slower) `WinningBids`."""
+    return _winners_ms(events, watermark_delay, per_key).select(
         "auction", "category", "seller", F.timestamp_millis("expires_ms").alias("expires"), "price")
 
 
-def last_winners_average(events: DataFrame, watermark_delay: str) -> DataFrame:
-    """q6: `LastWinners` over `WinningBids`: per seller, a row per winner (``seller``, ``avg_price``,
-    ``expires``, ``auction``) with the average of the seller's last 10 winners up to it."""
-    averaged = _winners_ms(events, watermark_delay).groupBy("seller").transformWithStateInPandas(
-        LastWinners(), _LAST_WINNERS_MS, "append", "None")
+def last_winners_average(events: DataFrame, watermark_delay: str, per_key: bool = False) -> DataFrame:
+    """q6: the last winners' average over the winning bids: per seller, a row per winner (``seller``,
+    ``avg_price``, ``expires``, ``auction``) with the average of the seller's last 10 winners up to it. By
+    `impulse.nexmark.buckets`' processors, or with `per_key` `WinningBids` and `LastWinners`."""
+    winners = _winners_ms(events, watermark_delay, per_key)
+    if per_key:
+        averaged = winners.groupBy("seller").transformWithStateInPandas(
+            LastWinners(), _LAST_WINNERS_MS, "append", "None")
+    else:
+        averaged = winners.select(bucket("seller"), "*").groupBy("bucket").transformWithStateInPandas(
+            BucketLastWinners(), _LAST_WINNERS_MS, "append", "None")
     return averaged.select("seller", "avg_price", F.timestamp_millis("expires_ms").alias("expires"), "auction")
 
 
-def daily_statistics(bids: DataFrame, per_channel: bool) -> DataFrame:
-    """`DailyStatistics` over the ``bid`` view: q15's columns (`per_channel` False) or q16's."""
+def daily_statistics(bids: DataFrame, per_channel: bool, per_key: bool | None = None) -> DataFrame:
+    """The daily statistics over the ``bid`` view: q15's columns (`per_channel` False) or q16's. By
+    `DailyStatistics` per key (`per_key`; by default for q15, whose one key a day is already one call a
+    micro-batch) or `impulse.nexmark.buckets.BucketDailyStatistics` per bucket of keys (by default for q16's
+    (channel, day) keys); the same answer."""
+    per_key = not per_channel if per_key is None else per_key
     keys = ("channel", "day") if per_channel else ("day",)
     counts = ["total_bids", *(f"rank{r}_bids" for r in range(1, len(RANKS) + 1))]
     for what in ("bidders", "auctions"):
@@ -268,4 +288,8 @@ def daily_statistics(bids: DataFrame, per_channel: bool) -> DataFrame:
     prepared = bids.select(*([F.col("channel")] if per_channel else []),
                            F.date_format("dateTime", "yyyy-MM-dd").alias("day"),
                            F.date_format("dateTime", "HH:mm").alias("minute"), "price", "bidder", "auction")
-    return prepared.groupBy(*keys).transformWithStateInPandas(DailyStatistics(per_channel), schema, "update", "None")
+    if per_key:
+        return prepared.groupBy(*keys).transformWithStateInPandas(DailyStatistics(per_channel), schema, "update",
+                                                                  "None")
+    return prepared.select(bucket(*keys), "*").groupBy("bucket").transformWithStateInPandas(
+        BucketDailyStatistics(per_channel), schema, "update", "None")

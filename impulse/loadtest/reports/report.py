@@ -169,22 +169,31 @@ def ramp_text(ramp: RampResult) -> str:
     """The headline (PASS or FAIL, the query and why), one row per step, the highest sustained rate and the ramp's
     verdict as a gate (`RampResult.failures`)."""
     c = ramp.config
+    search = ramp.ramp.search
+    how = (f"search {ramp.ramp.start:,.0f}–{ramp.ramp.maximum:,.0f} events/s to within {ramp.ramp.precision:.0%}, "
+           f"{ramp.ramp.step_duration_s:g}s per probe, twice that to confirm" if search
+           else f"{ramp.ramp.step_duration_s:g}s per step")
     lines = [
         f"impulse-load: {decide(ramp).headline()}",
         f"impulse-load ramp: {c.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
-        f"{ramp.ramp.step_duration_s:g}s per step; sustained = {ramp.bound}",
+        f"{how}; sustained = {ramp.bound}",
         *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
-        f"  {'target/s':>12}{'achieved/s':>12}{'events':>12}{'errors':>8}{'p50 ms':>10}{'p99 ms':>10}"
-        f"{'p99.9 ms':>10}{'max ms':>10}  sustained",
+        f"  {'step':<9}" * search + f"  {'target/s':>12}{'achieved/s':>12}{'events':>12}{'errors':>8}{'p50 ms':>10}"
+        f"{'p99 ms':>10}{'p99.9 ms':>10}{'max ms':>10}  sustained",
     ]
-    for step in ramp.steps:
+    for step, role in zip(ramp.steps, ramp.step_roles):
         latency = percentiles_ms(step.latency)
-        lines.append(f"  {step.target_rate:>12,.0f}{step.achieved_rate:>12,.0f}{step.events:>12,}{step.errors:>8,}"
+        lines.append(f"  {role:<9}" * search + f"  {step.target_rate:>12,.0f}{step.achieved_rate:>12,.0f}"
+                     f"{step.events:>12,}{step.errors:>8,}"
                      f"{_ms(latency['p50']):>10}{_ms(latency['p99']):>10}{_ms(latency['p99.9']):>10}"
                      f"{_ms(latency['max']):>10}  {step.verdict}")
     best = ramp.highest_sustained_rate
-    lines.append(f"highest sustained rate: {best:,.0f} events/s" if best is not None
-                 else "highest sustained rate: none (the first step was not sustained)")
+    if search:
+        lines.append(f"sustainable rate (confirmed): {best:,.0f} events/s" if best is not None
+                     else "sustainable rate: none confirmed")
+    else:
+        lines.append(f"highest sustained rate: {best:,.0f} events/s" if best is not None
+                     else "highest sustained rate: none (the first step was not sustained)")
     if ramp.interrupted:
         lines.append("(interrupted: the ramp did not reach its end)")
     minimum = ramp.ramp.min_sustained

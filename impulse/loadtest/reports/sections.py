@@ -15,9 +15,11 @@ __all__ = ["run_sections", "ramp_sections", "step_name", "check_failure", "rate_
 
 
 def step_name(index: int, step: dict) -> str:
-    """``step 2: 20,000 events/s`` for the `index`-th (from 1) step of a ramp."""
+    """``step 2: 20,000 events/s`` for the `index`-th (from 1) step of a ramp (a search's: ``probe 2: …`` or
+    ``confirming run 5: …``)."""
     rate = (step.get("summary") or {}).get("targetRate")
-    return f"step {index}" + (f": {rate:,.0f} events/s" if isinstance(rate, (int, float)) else "")
+    name = {"probe": "probe", "confirm": "confirming run"}.get(step.get("role"), "step")
+    return f"{name} {index}" + (f": {rate:,.0f} events/s" if isinstance(rate, (int, float)) else "")
 
 
 def run_sections(document: dict, name: str) -> Iterator[tuple[str, dict]]:

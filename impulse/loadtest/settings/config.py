@@ -292,7 +292,9 @@ class LoadConfig:
 class RampConfig:
     """Step mode: rates ``start, start + step, …`` up to `maximum`, each for `step_duration_s`.
 
-    `min_sustained` (events/s, ``--min-sustained``): the ramp fails as a gate when its highest sustained rate is
+    With `search` (``--ramp search:LO:HI``): a search between `start` (LO) and `maximum` (HI) instead, to within
+    `precision` (``--ramp-precision``, a share of the rate: 0.05 is 5 %; `impulse.loadtest.load.ramp`); `step`
+    is then unused. `min_sustained` (events/s, ``--min-sustained``): the ramp fails as a gate when its highest sustained rate is
     lower (`impulse.loadtest.load.ramp.RampResult.failures`); it must be one a step can reach (≤ the last rate)."""
 
     start: float
@@ -300,8 +302,13 @@ class RampConfig:
     maximum: float
     step_duration_s: float = 10.0
     min_sustained: float | None = None
+    search: bool = False
+    precision: float = 0.05
 
     def rates(self) -> list[float]:
+        """The steps' rates; a search's two ends."""
+        if self.search:
+            return [self.start, self.maximum]
         out, rate = [], self.start
         while rate <= self.maximum * (1 + 1e-9):
             out.append(rate)
@@ -309,7 +316,13 @@ class RampConfig:
         return out
 
     def validate(self) -> None:
-        if not (self.start > 0 and self.step > 0 and self.maximum >= self.start):
+        if self.search and not (0 < self.start < self.maximum):
+            raise LoadError(f"--ramp search:LO:HI needs 0 < LO < HI (events/s), not "
+                            f"search:{self.start:g}:{self.maximum:g}")
+        if self.search and not 0 < self.precision < 1:
+            raise LoadError(f"--ramp-precision must be a share between 0 and 1 (e.g. 0.05 or 5%), not "
+                            f"{self.precision:g}")
+        if not self.search and not (self.start > 0 and self.step > 0 and self.maximum >= self.start):
             raise LoadError(f"--ramp needs start > 0, step > 0 and max ≥ start (events/s), not "
                             f"{self.start:g}:{self.step:g}:{self.maximum:g}")
         if not self.step_duration_s > 0:

@@ -13,7 +13,10 @@ import re
 
 from connectors.options import parse_duration_us
 
-__all__ = ["LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_option", "iso_us", "epoch_us"]
+__all__ = ["LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_search", "parse_share", "parse_option",
+           "iso_us", "epoch_us", "SEARCH"]
+
+SEARCH = "search"  # ``--ramp search:LO:HI``
 
 
 class LoadError(Exception):
@@ -74,6 +77,31 @@ def parse_ramp(text: str, flag: str = "--ramp") -> tuple[float, float, float]:
     if len(parts) != 3:
         raise LoadError(f"{flag}: {text!r} is not start:step:max in events/s (e.g. 10000:10000:200000 or 10k:10k:200k)")
     return tuple(parse_rate(p, flag) for p in parts)  # type: ignore[return-value]
+
+
+def parse_search(text: str, flag: str = "--ramp") -> tuple[float, float] | None:
+    """``'search:10k:200k'`` → ``(10000.0, 200000.0)`` (LO, HI in events/s); None for a text not starting ``search:``."""
+    kind, sep, rest = str(text).partition(":")
+    if kind.strip().lower() != SEARCH or not sep:
+        return None
+    parts = rest.split(":")
+    if len(parts) != 2:
+        raise LoadError(f"{flag}: {text!r} is not search:LO:HI in events/s (e.g. search:10k:200k)")
+    return parse_rate(parts[0], flag), parse_rate(parts[1], flag)
+
+
+def parse_share(text: str | float, flag: str) -> float:
+    """``'5%'``, ``'0.05'`` or 0.05 → 0.05: a share strictly between 0 and 1."""
+    value = str(text).strip()
+    try:
+        if isinstance(text, bool):
+            raise ValueError(text)
+        share = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise LoadError(f"{flag}: {text!r} is not a share (e.g. 0.05 or 5%)") from None
+    if not 0 < share < 1:
+        raise LoadError(f"{flag}: {text!r} must be a share between 0 and 1 (e.g. 0.05 or 5%)")
+    return share
 
 
 def parse_option(text: str, flag: str = "--option", example: str = "url=redis://localhost:6379") -> tuple[str, str]:
