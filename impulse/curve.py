@@ -37,7 +37,7 @@ SAMPLES = 96
 #: Decimals of events/s kept in the knots' rates
 DIGITS = 3
 #: The most knots a period may hold (it is stored in each offset)
-MAX_KNOTS = 20_000
+MAX_KNOTS = 4_000
 
 _EXPECTED = ("'daily:min=RATE,max=RATE,peak=HH:MM' (events/s over all partitions; min ≥ 0, max ≥ min and > 0; "
              "peak the time of the scaled day with the highest rate), e.g. 'daily:min=2000,max=20000,peak=14:00'")
@@ -112,7 +112,8 @@ def periodic_rate(reader: OptionReader, partitions: int, base_rate: float | None
         for end in range(every, period + 1, every):
             edges.append((end - duration, end))
     if len(samples) + 4 * len(edges) > MAX_KNOTS:
-        raise OptionError(BURSTS[0], reader.string(BURSTS[0]), f"at most {MAX_KNOTS // 4:,} bursts a period")
+        raise OptionError(BURSTS[0], reader.string(BURSTS[0]), f"at most {(MAX_KNOTS - len(samples)) // 4:,} bursts a "
+                          f"period ({period / 1e6:g} s), not {len(edges):,}")
     knots = set(samples)
     for begin, end in edges:
         knots.update((begin, begin + 1, end - 1, end))

@@ -114,3 +114,10 @@ def test_bad_curves_and_bursts_fail_at_start_naming_the_option(options, named, s
     with pytest.raises(OptionError, match=says) as caught:
         ImpulseOptions.from_options({"numPartitions": "1", **options})
     assert caught.value.option == named
+
+
+def test_too_many_bursts_a_period_are_refused_naming_the_option():
+    with pytest.raises(OptionError, match=r"at most 975 bursts a period \(86400 s\), not 1,440") as caught:
+        ImpulseOptions.from_options({"rateCurve": DAILY, "bursts.every": "1m", "bursts.factor": "2",
+                                     "bursts.duration": "1s", "numPartitions": "1"})
+    assert caught.value.option == "bursts.every"
