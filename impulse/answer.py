@@ -36,29 +36,37 @@ class CheckResult:
     unexpected: int
     examples: Mapping[str, Sequence[str]] = field(default_factory=dict)
     basis: str = ""
+    unique: tuple[str, ...] = ()   # key columns each delivered row must hold a distinct value of (none: not checked)
+    repeated: int = 0              # with `unique`: delivered rows repeating a key (beyond its first)
 
     @property
     def passed(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.unexpected == 0
+        return self.lost == 0 and self.duplicated == 0 and self.unexpected == 0 and self.repeated == 0
 
     def to_json(self) -> dict:
-        """``{passed, expected, delivered, lost, duplicated, unexpected}`` (the report's ``check``)."""
-        return {"passed": self.passed, "expected": self.expected, "delivered": self.delivered, "lost": self.lost,
-                "duplicated": self.duplicated, "unexpected": self.unexpected}
+        """``{passed, expected, delivered, lost, duplicated, unexpected}`` (the report's ``check``), with `unique`
+        also ``unique`` (the key columns) and ``repeated``."""
+        out = {"passed": self.passed, "expected": self.expected, "delivered": self.delivered, "lost": self.lost,
+               "duplicated": self.duplicated, "unexpected": self.unexpected}
+        if self.unique:
+            out.update(unique=list(self.unique), repeated=self.repeated)
+        return out
 
     def line(self) -> str:
-        """``check: pass`` or ``check: FAIL: expected N, delivered M: L lost, D duplicated, U unexpected``."""
+        """``check: pass`` or ``check: FAIL: expected N, delivered M: L lost, D duplicated, U unexpected``, with
+        `unique` followed by ``, R repeated (COLS)``."""
         if self.passed:
             return "check: pass"
+        repeated = f", {self.repeated:,} repeated ({', '.join(self.unique)})" if self.unique else ""
         return (f"check: FAIL: expected {self.expected:,}, delivered {self.delivered:,}: {self.lost:,} lost, "
-                f"{self.duplicated:,} duplicated, {self.unexpected:,} unexpected")
+                f"{self.duplicated:,} duplicated, {self.unexpected:,} unexpected{repeated}")
 
     def lines(self) -> list[str]:
         """`line`, what was compared, and the example rows."""
         out = [self.line() + (f" ({self.expected:,} rows: {self.basis})" if self.passed and self.basis else "")]
         if not self.passed and self.basis:
             out.append(f"  compared: {self.basis}")
-        for kind in ("lost", "duplicated", "unexpected"):
+        for kind in ("lost", "duplicated", "unexpected", "repeated"):
             for row in self.examples.get(kind, ()):
                 out.append(f"  {kind}: {row}")
         return out

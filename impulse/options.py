@@ -10,11 +10,12 @@ from connectors.errors import OptionError
 from connectors.options import OptionReader
 from connectors.partitions import split_limit
 from impulse.changelog import Changelog
+from impulse.curve import BURSTS, CURVE, periodic_rate
 from impulse.debezium import DEBEZIUM, ENVELOPES, Debezium
 from impulse.duplicates import Duplicates
 from impulse.fields import KINDS, PROPERTIES
 from impulse.history import HISTORIES, SCD2
-from impulse.schedule import ARRIVALS, RateStages
+from impulse.schedule import ARRIVALS, PeriodicRate, RateStages
 
 __all__ = ["ImpulseOptions", "DOWNTIME_SKIP", "DOWNTIME_CATCHUP", "split_limit"]
 
@@ -52,7 +53,7 @@ class ImpulseOptions:
     late_rate: float = 0.0
     late_by_us: int = 0
     fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # column -> property -> text
-    rate_stages: RateStages | None = None
+    rate_stages: RateStages | PeriodicRate | None = None  # with rateCurve or bursts: the periodic rate
     changelog: Changelog | None = None
     debezium: Debezium | None = None  # changelog.envelope=debezium: the envelope's options
     duplicate_rate: float = 0.0      # share of events delivered twice (`impulse.duplicates`)
@@ -68,28 +69,39 @@ class ImpulseOptions:
         rate = reader.number("eventsPerSecond", above=0)
         delay = reader.duration_us("delay")
         stages_text = reader.string("rateStages")
-        if (rate is None) + (delay is None) + (stages_text is None) != 2:
-            typo = reader.misspelt("eventsPerSecond", "delay", "rateStages")
-            if typo is not None and (rate, delay, stages_text) == (None, None, None):
+        curve_text = reader.string(CURVE)
+        if (rate is None) + (delay is None) + (stages_text is None) + (curve_text is None) != 3:
+            typo = reader.misspelt("eventsPerSecond", "delay", "rateStages", CURVE)
+            if typo is not None and (rate, delay, stages_text, curve_text) == (None, None, None, None):
                 given, value, meant = typo
                 raise OptionError(given, value, f"a known option of the impulse source; unknown option '{given}' "
                                                 f"(did you mean '{meant}'? the rate is set by exactly one of "
-                                                "'eventsPerSecond', 'delay' or 'rateStages')")
+                                                "'eventsPerSecond', 'delay', 'rateStages' or 'rateCurve')")
             given = {"eventsPerSecond": options.get("eventsPerSecond"), "delay": options.get("delay"),
-                     "rateStages": stages_text}
-            raise OptionError("eventsPerSecond/delay/rateStages", {k: v for k, v in given.items() if v is not None} or None,
+                     "rateStages": stages_text, CURVE: curve_text}
+            raise OptionError("eventsPerSecond/delay/rateStages/rateCurve",
+                              {k: v for k, v in given.items() if v is not None} or None,
                               "exactly one of 'eventsPerSecond' (events/s over all partitions, > 0), "
-                              "'delay' (time between events of one partition, e.g. '250ms') or 'rateStages' "
-                              "(e.g. '30s:1000,1m:1000,30s:5000')")
+                              "'delay' (time between events of one partition, e.g. '250ms'), 'rateStages' "
+                              "(e.g. '30s:1000,1m:1000,30s:5000') or 'rateCurve' "
+                              "(e.g. 'daily:min=2000,max=20000,peak=14:00')")
         partitions = reader.integer("numPartitions", os.cpu_count() or 1, minimum=1, maximum=100_000,
                                     documented_default="the driver's CPU count")
         stages = None if stages_text is None else RateStages.parse(stages_text, partitions)
+        if stages is not None and reader.has(BURSTS[0]):
+            raise OptionError(BURSTS[0], options.get(BURSTS[0]), "no bursts with 'rateStages' (bursts repeat over "
+                              "'rateCurve' or a constant 'eventsPerSecond' or 'delay')")
+        periodic = periodic_rate(reader, partitions, rate if rate is not None else
+                                 None if delay is None else partitions * 1e6 / delay)
+        if periodic is not None:
+            stages, delay = periodic, None
         if stages is not None:
             rate = stages.peak * partitions
+            setter = "rateStages" if stages_text is not None else CURVE if curve_text is not None else "bursts.every"
             for other in ("rampUpTime", "interval"):
                 if reader.has(other):
-                    raise OptionError(other, options.get(other), f"no '{other}' with 'rateStages': the stages set "
-                                      "every event's time (the first stage ramps up from 0)")
+                    raise OptionError(other, options.get(other), f"no '{other}' with '{setter}': it sets "
+                                      "every event's time")
         delay_us = float(delay) if delay is not None else partitions * 1e6 / rate
         limit = reader.integer("limit", minimum=0)
         per_partition = reader.integer("limitPerPartition", minimum=0)
@@ -101,7 +113,7 @@ class ImpulseOptions:
             limits = split_limit(limit, partitions)
         elif per_partition is not None:
             limits = (per_partition,) * partitions
-        if stages is not None:
+        if stages is not None and stages.total is not None:
             limits = tuple(min(cap, stages.total) for cap in limits or (stages.total,) * partitions)
         late_rate = reader.number("lateRate", 0.0, minimum=0.0)
         late_by = reader.duration_us("lateBy")

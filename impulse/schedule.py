@@ -15,6 +15,10 @@ so their number is known exactly from the integral. The profile is a function of
 re-anchored schedule (a restart with ``downtime=skip``) pauses the profile during the downtime and
 resumes it where it stopped, at the partition's next counter.
 
+A periodic rate (`PeriodicRate`: ``rateCurve``, ``bursts.*``, parsed by `impulse.curve`) is one period of such
+stages, starting and ending at the same rate, repeated: event k of ``E`` events a period of length P is due at
+``⌊k/E⌋·P + N⁻¹(k mod E)``, a function of the counter like the stages.
+
 With Poisson arrivals (``arrival=poisson``, `Schedule.poisson_seed` set) the event numbers are first spread
 as a Poisson process: partition p's events are cut in blocks of `POISSON_BLOCK`, and event i of block j sits at
 the continuous position ``B·(j + U₍ᵢ₎)`` where ``U₍₀₎ ≤ … ≤ U₍B₋₁₎`` are B uniforms drawn for (seed, p, j) and
@@ -40,7 +44,7 @@ from connectors.errors import OptionError
 from connectors.options import parse_duration_us
 from impulse import draws
 
-__all__ = ["Schedule", "RateStages", "POISSON_BLOCK", "ARRIVALS"]
+__all__ = ["Schedule", "RateStages", "PeriodicRate", "rate_from_json", "POISSON_BLOCK", "ARRIVALS"]
 
 ARRIVALS = ("uniform", "poisson")
 #: Events per block of Poisson arrivals: each block's events take exactly its B event times
@@ -64,14 +68,17 @@ class RateStages:
     """
 
     stages: tuple[tuple[int, float], ...]
+    start: float = 0.0  # the rate at the start of the profile, events/s (k6's stages: 0)
     total: int = field(init=False)
     _table: tuple = field(init=False, repr=False, compare=False)  # per stage: start µs, events before, r0, slope, D
 
     def __post_init__(self) -> None:
         if not self.stages or any(d <= 0 or not (r >= 0 and math.isfinite(r)) for d, r in self.stages):
             raise ValueError(f"stages need durations > 0 and finite targets ≥ 0: {self.stages}")
+        if not (self.start >= 0 and math.isfinite(self.start)):
+            raise ValueError(f"stages need a finite start rate ≥ 0: {self.start}")
         starts, counts, r0s, slopes = [], [], [], []
-        t, n, previous = 0, Fraction(0), 0.0
+        t, n, previous = 0, Fraction(0), self.start
         for duration, target in self.stages:
             starts.append(t)
             counts.append(float(n))
@@ -127,8 +134,8 @@ class RateStages:
 
     @property
     def peak(self) -> float:
-        """The highest target, events/s."""
-        return max(r for _, r in self.stages)
+        """The highest target (or the start rate), events/s."""
+        return max(self.start, *(r for _, r in self.stages))
 
     def offsets_us(self, k: np.ndarray) -> np.ndarray:
         """µs from the start of the profile to each event in `k` (int64 array, k ≥ 0): ``⌊N⁻¹(k)⌋``.
@@ -194,6 +201,87 @@ class RateStages:
 
 
 @dataclass(frozen=True)
+class PeriodicRate:
+    """A rate that repeats: one period of piecewise linear stages (`RateStages` from `start`, ending at `start`
+    again), then the same period again, without end (a daily curve with bursts, `impulse.curve`).
+
+    With ``E`` the events of one period (``N(P)``, a float) and ``P`` its length, event ``k`` is due
+    ``q·P + offset₁(k − q·E)`` µs after the start of the profile, with ``q = ⌊k / E⌋`` and ``offset₁`` the one
+    period's `RateStages.offsets_us`: the same arithmetic as the stages (IEEE-754 doubles, no clock), so the
+    profile is a function of the counter as theirs is, and restarts resume it. The same interface as
+    `RateStages` for `Schedule` (`offsets_us`, `offset_us`, `due`, `to_json`, `peak`); `total` is None (no end).
+    """
+
+    stages: tuple[tuple[int, float], ...]
+    start: float
+    total: None = field(init=False, default=None)
+    _one: RateStages = field(init=False, repr=False, compare=False)
+    _per_period: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        one = RateStages(self.stages, self.start)
+        if one.stages[-1][1] != self.start:
+            raise ValueError(f"a period must end at its start rate {self.start}: {self.stages}")
+        per_period = one.events_before(one.duration_us)
+        if not per_period > 0:
+            raise ValueError(f"a period needs events: {self.stages}")
+        object.__setattr__(self, "_one", one)
+        object.__setattr__(self, "_per_period", per_period)
+
+    @property
+    def period_us(self) -> int:
+        return self._one.duration_us
+
+    @property
+    def peak(self) -> float:
+        """The highest rate, events/s."""
+        return self._one.peak
+
+    def to_json(self) -> dict:
+        return {"start": self.start, "stages": self._one.to_json()}
+
+    def rate_at(self, elapsed_us: np.ndarray) -> np.ndarray:
+        """The rate (events/s) at each time of `elapsed_us` (µs since the start of the profile)."""
+        starts, _, r0s, slopes, durations = self._one._table
+        t = np.asarray(elapsed_us, dtype=np.float64) % self.period_us
+        i = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, len(starts) - 1)
+        return (r0s[i] + slopes[i] * np.minimum(t - starts[i], durations[i])) * 1e6
+
+    def offsets_us(self, k: np.ndarray) -> np.ndarray:
+        """µs from the start of the profile to each event in `k` (k ≥ 0; int64, or float positions)."""
+        kd = np.asarray(k, dtype=np.float64)
+        q = np.floor(kd / self._per_period)
+        m = kd - q * self._per_period
+        np.maximum(m, 0.0, out=m)
+        out = self._one.offsets_us(m)
+        out += q.astype(np.int64) * self.period_us
+        return out
+
+    def offset_us(self, k: int) -> int:
+        return int(self.offsets_us(np.array([k], dtype=np.int64))[0])
+
+    def due(self, elapsed_us: int) -> int:
+        """How many events have ``offset(k) ≤ elapsed_us`` (0 before the start); exactly consistent with
+        `offsets_us` (the integral's estimate corrected against it)."""
+        if elapsed_us < 0:
+            return 0
+        q, within = divmod(elapsed_us, self.period_us)
+        k = max(0, math.ceil(q * self._per_period + self._one.events_before(within + 1)))
+        while self.offset_us(k) <= elapsed_us:
+            k += 1
+        while k > 0 and self.offset_us(k - 1) > elapsed_us:
+            k -= 1
+        return k
+
+
+def rate_from_json(stored) -> "RateStages | PeriodicRate":
+    """What an offset's ``stages`` stores: a list is `RateStages`, ``{"start", "stages"}`` a `PeriodicRate`."""
+    if isinstance(stored, dict):
+        return PeriodicRate(tuple((int(d), float(r)) for d, r in stored["stages"]), float(stored["start"]))
+    return RateStages.from_json(stored)
+
+
+@dataclass(frozen=True)
 class Schedule:
     """The schedule of one partition: `delay_us` between events (> 0), `ramp_us` of linear ramp-up (≥ 0),
     or `stages` (then `delay_us` and `ramp_us` are not used)."""
@@ -201,7 +289,7 @@ class Schedule:
     anchor_us: int
     delay_us: float
     ramp_us: int = 0
-    stages: RateStages | None = None
+    stages: RateStages | PeriodicRate | None = None
     poisson_seed: int | None = None  # None: uniform arrivals; else Poisson arrivals drawn with this seed
 
     @classmethod
@@ -210,7 +298,7 @@ class Schedule:
         and ``poissonSeed``)."""
         stages = offset.get("stages")
         return cls(offset["anchorTime"], offset["delayUs"], offset["rampUs"],
-                   None if stages is None else RateStages.from_json(stages), offset.get("poissonSeed"))
+                   None if stages is None else rate_from_json(stages), offset.get("poissonSeed"))
 
     def next_counter(self, now_us: int, base: int, subtask: int = 0) -> int:
         """The first counter not yet due at `now_us` of partition `subtask`, whose counter at the anchor was `base`."""

@@ -62,6 +62,18 @@ class ImpulseDataSource(DataSource):
         stage. Instead of ``eventsPerSecond``/``delay``; not with ``rampUpTime`` or ``interval``.
         Event k of a partition is due at the exact inverse of the cumulative rate
         (`impulse.schedule.RateStages`); a re-anchored schedule resumes the profile where it stopped.
+    rateCurve : ``daily:min=RATE,max=RATE,peak=HH:MM``, e.g. ``daily:min=2000,max=20000,peak=14:00``
+        A periodic rate (events/s over all partitions): a cosine over a day from ``min`` (≥ 0) to ``max``
+        at ``peak``, the stream's first event at 00:00, sampled every 15 minutes of the day and joined by
+        straight lines; it repeats without end. Instead of ``eventsPerSecond``/``delay``/``rateStages``;
+        not with ``rampUpTime`` or ``interval``. A function of the counter, as ``rateStages`` is
+        (`impulse.curve`, `impulse.schedule.PeriodicRate`).
+    rateCurve.period : duration, default 24h
+        The length of ``rateCurve``'s day: ``10m`` compresses 24 h into 10 minutes.
+    bursts.every, bursts.factor, bursts.duration : duration, number > 0, duration; all three or none
+        The last ``bursts.duration`` of every ``bursts.every`` runs at ``bursts.factor`` × the rate (of
+        ``rateCurve``, else of ``eventsPerSecond``/``delay``), with 1 µs edges; ``bursts.duration`` <
+        ``bursts.every``, which divides ``rateCurve.period``. Not with ``rateStages``.
     numPartitions : int ≥ 1, optional
         Default: the CPU count of the driver (the default parallelism of ``local[*]``).
     limit : int ≥ 0, optional

@@ -31,6 +31,8 @@ DOCS_RUN: dict[tuple[str, str, int], str] = {
     ("how-to/impulse-source.md", "## A stream at a fixed rate", 0): _COOKBOOK,
     ("how-to/impulse-source.md", "## Rates that change: `rateStages`", 0):
         "tests/impulse/test_stages_stream.py::test_the_readme_spike_test_counts_the_integral_of_its_stages",
+    ("how-to/impulse-source.md", "## A daily cycle and bursts: `rateCurve`, `bursts.*`", 0):
+        "tests/impulse/test_curve_stream.py::test_the_how_to_day_counts_the_curve_s_integral_per_second",
     ("how-to/realistic-events.md", "## Typed columns", 0): _COOKBOOK,
     ("how-to/realistic-events.md", "### Cookbook", 0): _COOKBOOK,
     ("how-to/realistic-events.md", "### Cookbook", 1): _COOKBOOK,

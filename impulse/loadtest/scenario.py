@@ -220,6 +220,9 @@ KEYS: tuple[Key, ...] = (
         "batch read of the run's events, returning the rows the query should write (a DataFrame, a pandas DataFrame "
         "or a list of dicts or tuples); the check then compares the target with them, which also catches a bug the "
         "query has in both its stream and its batch run", "your own query", "MODULE:FUNCTION"),
+    Key("check-unique", "text", _D.check_unique, "with --check, the target must also hold each value of these "
+        "columns (comma-separated) once, as a dedup stage promises: the rows repeating a key are counted and fail "
+        "the check (exit 99)", "your own query", "COLS", example="subtask_index,counter"),
     # -- through Kafka (the production topology, `impulse.loadtest.via.kafka`)
     Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
         "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
@@ -570,6 +573,7 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         remote=get("remote"), create_topic=get("create-topic"), source=get("source-format"),
         transform=get("transform"), sql=get("sql"), output_mode=get("output-mode"),
         event_time_column=get("event-time-column"), check=get("check"), expect=get("expect"),
+        check_unique=get("check-unique"),
         via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
         pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))
     config.validate()

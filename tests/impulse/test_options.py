@@ -95,8 +95,8 @@ def test_alignment_rounds_down_before_the_epoch_too():
 
 BAD = [
     # (options, option named, value shown, words of what is allowed)
-    ({"eventsPerSecond": "10", "delay": "1s"}, "eventsPerSecond/delay/rateStages", "'10'", "exactly one of"),
-    ({}, "eventsPerSecond/delay/rateStages", "None", "exactly one of"),
+    ({"eventsPerSecond": "10", "delay": "1s"}, "eventsPerSecond/delay/rateStages/rateCurve", "'10'", "exactly one of"),
+    ({}, "eventsPerSecond/delay/rateStages/rateCurve", "None", "exactly one of"),
     ({"eventsPerSecond": "0"}, "eventsPerSecond", "'0'", "a number > 0"),
     ({"eventsPerSecond": "-5"}, "eventsPerSecond", "'-5'", "a number > 0"),
     ({"eventsPerSecond": "lots"}, "eventsPerSecond", "'lots'", "a number > 0"),

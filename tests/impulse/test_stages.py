@@ -58,7 +58,7 @@ def test_bad_stages_name_the_option_and_what_is_allowed(text, words):
 def test_stages_are_exclusive_with_a_fixed_rate(other):
     with pytest.raises(OptionError) as err:
         ImpulseOptions.from_options({"rateStages": "1s:10", **other})
-    assert err.value.option == "eventsPerSecond/delay/rateStages" and "exactly one of" in str(err.value)
+    assert err.value.option == "eventsPerSecond/delay/rateStages/rateCurve" and "exactly one of" in str(err.value)
 
 
 @pytest.mark.parametrize("other", [{"rampUpTime": "1s"}, {"interval": "1ms"}])

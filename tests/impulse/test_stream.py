@@ -146,7 +146,7 @@ def test_batch_read_without_a_limit_fails_clearly(spark):
 
 
 @pytest.mark.parametrize("options, words", [
-    ({"eventsPerSecond": "10", "delay": "1s"}, ["'eventsPerSecond/delay/rateStages'", "exactly one of"]),
+    ({"eventsPerSecond": "10", "delay": "1s"}, ["'eventsPerSecond/delay/rateStages/rateCurve'", "exactly one of"]),
     ({"eventsPerSecond": "0"}, ["option 'eventsPerSecond'", "'0'", "a number > 0"]),
     ({"delay": "1ms", "limit": "-5"}, ["option 'limit'", "'-5'", "an integer ≥ 0"]),
     ({"delay": "1fortnight"}, ["option 'delay'", "'1fortnight'", "a known unit"]),

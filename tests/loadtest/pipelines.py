@@ -94,3 +94,14 @@ def in_kilometres_expected(events):
 def in_kilometres_wrong_columns(events):
     """A bad ``--expect``: rows whose columns are not the output's."""
     return [{"subtask_index": 0, "metres": 1}]
+
+
+def forgets_to_dedup(events):
+    """A stage meant to dedup redelivered events that passes them through, copies included."""
+    return events.select("subtask_index", "counter", "timestamp")
+
+
+def dedups(events):
+    """A dedup stage: each (subtask_index, counter) once, within a watermark longer than the redelivery delay."""
+    return (events.withWatermark("timestamp", "2 seconds").dropDuplicatesWithinWatermark(["subtask_index", "counter"])
+            .select("subtask_index", "counter", "timestamp"))

@@ -2,7 +2,8 @@
 
 Modules: `judge` (the expected answer, decided before the load and computed after it, and the one comparison),
 `readback` (the target read back), `expect` (``--expect``'s reference rows), `stream_twin` (the answer of a query
-Spark runs on streams only, as one micro-batch). The comparison itself is `impulse.answer`'s, shared with
+Spark runs on streams only, as one micro-batch), `unique` (``--check-unique``: each key once in the target). The
+comparison itself is `impulse.answer`'s, shared with
 ``impulse-nexmark --check``.
 
 The events are a pure function of the source options and the timeline, so the harness reads the same events
@@ -34,6 +35,10 @@ answer. The expected answer is then compared with what the target holds:
 - a Nexmark query with its own batch answer (``Query.answer``: q4, q6, q15, q16) is compared with that answer
   under the stream's last watermark; one with ``latest_by`` (an update stream, e.g. q6 in append mode) by its
   final state: the delivered rows reduced to the last row per ``key`` (`impulse.answer.latest`).
+
+With ``--check-unique COLS`` the delivered rows, as written, must also hold each value of those columns once (a dedup
+stage's contract, which the comparison alone cannot see when the expected answer holds the same redelivered
+copies): the rows repeating a key are the result's ``repeated`` and fail the check (`unique.repeats`).
 
 `judge.judge` is the comparison itself, which the Kafka topology's check (`impulse.loadtest.via.check`) uses too.
 

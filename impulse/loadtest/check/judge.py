@@ -7,7 +7,7 @@ The three ways to the expected answer, and what is compared in each output mode:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -19,6 +19,8 @@ from impulse.loadtest.check.expect import answer as expect_answer
 from impulse.loadtest.check.expect import resolve
 from impulse.loadtest.check.readback import Readback
 from impulse.loadtest.check.stream_twin import one_micro_batch, streaming_only
+from impulse.loadtest.check.unique import FLAG as UNIQUE_FLAG
+from impulse.loadtest.check.unique import columns, repeats
 from impulse.loadtest.query.transform import apply, build, connect_mode, final_after, reason, with_event_time
 from impulse.loadtest.settings.units import LoadError, iso_us
 
@@ -117,6 +119,7 @@ def run_check(spark, config, transform, mode: str, source_options: Mapping[str, 
     """Read the target back (`reader`) and compare it with the expected answer computed the way `expected` says
     (default: the batch twin; `impulse.loadtest.check`)."""
     expected = expected or Expectation()
+    unique = columns(getattr(config, "check_unique", None))
     remote = type(spark).__module__.startswith("pyspark.sql.connect")
     with connect_mode(remote):
         watermark = last_watermark(query)
@@ -127,21 +130,22 @@ def run_check(spark, config, transform, mode: str, source_options: Mapping[str, 
             events = batch_events(spark, config.source, source_options, schedule_start_us, schema)
             rows = expect_answer(spark, expected.oracle, events, apply(spark, transform, events).schema)
             return judge(spark, with_event_time(config, rows, remote), reader, mode, rule, watermark, update,
-                         answered_by=said)
+                         answered_by=said, unique=unique)
         if expected.operator is not None:
             events = stream_events(spark, config.source, source_options, schedule_start_us, schema)
             with one_micro_batch(spark, build(spark, config, transform, events), mode) as answer:
-                return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said)
+                return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said, unique=unique)
         answer = expected_answer(spark, config, transform, source_options, schedule_start_us, schema, watermark)
         if q is not None and q.answer is not None:  # its own answer is already the state under the watermark
             return judge(spark, answer, reader, mode, None, watermark, update,
-                         basis=f"{mode}: {q.name}'s batch answer under the last watermark {watermark or 'none'}")
-        return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said)
+                         basis=f"{mode}: {q.name}'s batch answer under the last watermark {watermark or 'none'}",
+                         unique=unique)
+        return judge(spark, answer, reader, mode, rule, watermark, update, answered_by=said, unique=unique)
 
 
 def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermark: str | None,
           update: tuple[Sequence[str], str] | None = None, render=None, basis: str | None = None,
-          answered_by: str = "") -> CheckResult:
+          answered_by: str = "", unique: Sequence[str] = ()) -> CheckResult:
     """The one comparison of ``--check``: the target's rows (`reader`) against `answer`, the expected answer.
 
     append: `answer`'s rows final under `watermark` by `rule` (`final_rows`); update / complete: the whole
@@ -150,7 +154,10 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
     wrote (a DataFrame → DataFrame, e.g. the single ``value`` column Spark's ``kafka`` sink writes), applied
     after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value``.
     `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`), followed by
-    `answered_by` (how the expected answer was computed, `Expectation.describe`)."""
+    `answered_by` (how the expected answer was computed, `Expectation.describe`). `unique` (``--check-unique``'s
+    columns): the delivered rows, as written (before any reduction per key), must also hold each value of these
+    columns once (`impulse.loadtest.check.unique`); the rows beyond the first of a key are the result's
+    `repeated`."""
     if mode == "append":
         expected = final_rows(answer, rule, watermark)
         basis = basis or (f"append: the rows with {rule} ≤ the last watermark {watermark or 'none'}, as a multiset" if rule
@@ -165,12 +172,25 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
         delivered = _binary_frame(spark, reader.values()).select(F.col("value").cast("string").alias("value"))
     else:
         delivered = parse_rows(spark, reader.values(), expected.schema)
+    found = _unique(spark, reader, expected.schema, delivered, unique) if unique else None
     if update is not None:
         delivered = latest(delivered, update[0], update[1])
         basis += f"; delivered rows reduced to the final row per {', '.join(update[0])}"
     if answered_by:
         basis += f"; {answered_by}"
-    return compare(expected, delivered, basis)
+    if found is None:
+        return compare(expected, delivered, basis)
+    result = compare(expected, delivered, basis + f"; and each ({', '.join(unique)}) once ({UNIQUE_FLAG})")
+    return replace(result, unique=tuple(unique), repeated=found.extra,
+                   examples={**result.examples, "repeated": found.examples})
+
+
+def _unique(spark, reader: Readback, schema, delivered, unique: Sequence[str]):
+    """`impulse.loadtest.check.unique.repeats` over the delivered rows as written (parsed as `schema` when the reader
+    gives raw values)."""
+    rows = parse_rows(spark, reader.values(), schema) if reader.raw else delivered
+    present = all(name in rows.columns for name in unique)
+    return repeats(rows.select(*(unique if present else rows.columns)).toArrow(), tuple(unique))
 
 
 def parse_rows(spark, values: Sequence[bytes], schema):

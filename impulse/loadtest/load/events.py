@@ -20,7 +20,8 @@ __all__ = ["impulse_options", "impulse_schema_for"]
 _HARNESS_SOURCE_OPTIONS = {"eventspersecond": "--rate", "delay": "--rate", "numpartitions": "--partitions",
                            "payloadbytes": "--payload-bytes", "limit": "--rate × --duration",
                            "limitperpartition": "--rate × --duration", "maxeventspertrigger": "--max-events-per-trigger",
-                           "starttime": "the run's start (latency counts from each event's schedule)"}
+                           "starttime": "the run's start (latency counts from each event's schedule)",
+                           "ratecurve": "--rate (a run's pace is --rate or rateStages; rateCurve not yet)"}
 # each source's option reader, which validates them; nexmark's events have no payload column
 _READERS = {"impulse": ImpulseOptions, "nexmark": NexmarkOptions}
 

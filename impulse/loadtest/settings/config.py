@@ -16,7 +16,14 @@ from typing import Mapping
 
 from impulse.loadtest.settings.stages import STAGES_OPTION, StagePlan, parse_stages
 from impulse.loadtest.settings.thresholds import Threshold, parse_threshold
-from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp, parse_rate, parse_seconds
+from impulse.loadtest.settings.units import (
+    LoadError,
+    parse_columns,
+    parse_option,
+    parse_ramp,
+    parse_rate,
+    parse_seconds,
+)
 from impulse.loadtest.settings.via import parse_pipeline_trigger, parse_via
 
 __all__ = ["LoadConfig", "SourceSettings", "PipelineSettings", "SinkSettings", "ViaSettings", "ReportSettings", "PARTS",
@@ -100,19 +107,25 @@ class PipelineSettings:
 @dataclass(frozen=True)
 class SinkSettings:
     """The target: the `sink` format with its `options`, a Kafka topic to create (`create_topic` partitions), and
-    ``--check`` (`check`, with the user's own expected rows `expect`)."""
+    ``--check`` (`check`, with the user's own expected rows `expect` and the key columns `check_unique` each
+    delivered once)."""
 
     sink: str
     options: Mapping[str, str]
     create_topic: int | None
     check: bool
     expect: str | None
+    check_unique: str | None
 
     def __post_init__(self) -> None:
         if self.create_topic is not None and self.create_topic < 1:
             raise LoadError(f"--create-topic must be ≥ 1 partitions, not {self.create_topic}")
         if self.expect is not None and not self.check:
             raise LoadError(f"--expect {self.expect} gives --check its expected rows: add --check")
+        if self.check_unique is not None:
+            parse_columns(self.check_unique, "--check-unique")
+            if not self.check:
+                raise LoadError(f"--check-unique {self.check_unique} adds to --check's comparison: add --check")
 
 
 @dataclass(frozen=True)
@@ -204,6 +217,7 @@ class LoadConfig:
     event_time_column: str | None = None  # the output's event time (e.g. window.end): latency from it to the ack
     check: bool = False                   # read the target back and compare with the expected answer (`check`)
     expect: str | None = None             # MODULE:FUNCTION: --check's expected rows, the user's own (`expect`)
+    check_unique: str | None = None       # COLS: --check also requires each key once in the target (`check.unique`)
     # -- the production topology (`impulse.loadtest.via.kafka`): impulse → a Kafka topic → the pipeline → the sink
     via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
     via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options

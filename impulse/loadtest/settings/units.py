@@ -13,7 +13,7 @@ import re
 
 from connectors.options import parse_duration_us
 
-__all__ = ["LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_search", "parse_share", "parse_option",
+__all__ = ["LoadError", "parse_rate", "parse_seconds", "parse_ramp", "parse_search", "parse_share", "parse_option", "parse_columns",
            "iso_us", "epoch_us", "SEARCH"]
 
 SEARCH = "search"  # ``--ramp search:LO:HI``
@@ -102,6 +102,17 @@ def parse_share(text: str | float, flag: str) -> float:
     if not 0 < share < 1:
         raise LoadError(f"{flag}: {text!r} must be a share between 0 and 1 (e.g. 0.05 or 5%)")
     return share
+
+
+def parse_columns(text: str, flag: str) -> tuple[str, ...]:
+    """``"subtask_index, counter"`` → the column names (stripped, in order); `LoadError` naming `flag` for an empty
+    name or a column named twice."""
+    names = [name.strip() for name in str(text).split(",")]
+    if not all(names):
+        raise LoadError(f"{flag} {text!r}: give column names separated by commas, e.g. 'subtask_index,counter'")
+    if len(set(names)) != len(names):
+        raise LoadError(f"{flag} {text!r}: a column is named twice")
+    return tuple(names)
 
 
 def parse_option(text: str, flag: str = "--option", example: str = "url=redis://localhost:6379") -> tuple[str, str]:
