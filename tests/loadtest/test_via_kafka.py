@@ -290,6 +290,20 @@ def test_a_pipeline_that_drops_rows_in_streaming_only_fails_the_check_through_ka
 @pytest.mark.integration
 @pytest.mark.kafka
 @pytest.mark.slow
+def test_check_unique_through_kafka_counts_the_redelivered_copies_a_pass_through_keeps(runs):
+    run = runs["unique"]
+    assert run["summary"]["outcome"] == "completed", run["summary"]
+    written = _events(run["input"])
+    copies = sum(written.values()) - len(written)
+    assert copies > 0, "duplicateRate=0.2 should redeliver some events"
+    assert _events(run["output"]) == written
+    assert run["check"]["repeated"] == copies and run["check"]["unique"] == ["subtask_index", "counter"]
+    assert run["check"]["passed"] is False and run["check"]["lost"] == run["check"]["duplicated"] == 0
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
 def test_real_time_mode_kafka_to_kafka_passes_every_event_once_with_its_latency(runs):
     run = runs["realtime"]
     _completed(run)

@@ -69,6 +69,9 @@ def runs(bootstrap: str) -> dict:
                            prefill=20_000, pipeline_trigger="0", check=True), None, "append", None),
         "available": (config("available", "kafka", rate=2000, duration_s=4, trigger="0", prefill=5_000,
                              pipeline_trigger="availableNow", check=True), None, "append", None),
+        "unique": (config("unique", "kafka-sink", rate=500, duration_s=3, trigger="1s", decode=True, check=True,
+                          check_unique="subtask_index,counter",
+                          source_options={"duplicateRate": "0.2", "duplicateDelay": "200ms"}), None, "append", None),
     }
 
 

@@ -119,7 +119,7 @@ def run_check(spark, config, transform, mode: str, source_options: Mapping[str, 
     """Read the target back (`reader`) and compare it with the expected answer computed the way `expected` says
     (default: the batch twin; `impulse.loadtest.check`)."""
     expected = expected or Expectation()
-    unique = columns(getattr(config, "check_unique", None))
+    unique = columns(config.check_unique)
     remote = type(spark).__module__.startswith("pyspark.sql.connect")
     with connect_mode(remote):
         watermark = last_watermark(query)

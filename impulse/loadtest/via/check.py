@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from pyspark.sql import functions as F
 
@@ -148,16 +148,17 @@ def via_expectation(spark, config: LoadConfig, via: Via, transform: Callable[[An
 def run_via_check(spark, via: Via, transform: Callable[[Any], Any] | None, expected: Expectation, reader: Readback,
                   mode: str, *, rule: str | None, watermark: str | None, render: Callable[[Any], Any],
                   decode_schema, read_schema, runs: list[tuple[Mapping[str, str], int]],
-                  input_start: Mapping[int, int]) -> CheckResult:
+                  input_start: Mapping[int, int], unique: Sequence[str] = ()) -> CheckResult:
     """After the run: the expected answer, computed the way `expected` says (module docstring), against the target
     (`reader`), by `impulse.loadtest.check.judge` in output mode `mode` with the finality `rule` under the
     pipeline's last `watermark`, the expected rows put in the sink's shape by `render`. `decode_schema`,
-    `read_schema`, `runs`, `input_start`: as for `expected_input` (its end: the topic's committed end now)."""
+    `read_schema`, `runs`, `input_start`: as for `expected_input` (its end: the topic's committed end now).
+    `unique`: ``--check-unique``'s key columns (`impulse.loadtest.check.unique`)."""
     said = expected.describe()
     if expected.operator is not None:
         stream = _stream_input(spark, via, input_start, decode_schema)
         with one_micro_batch(spark, transform(stream), mode) as answer:
-            return judge(spark, answer, reader, mode, rule, watermark, render=render, answered_by=said)
+            return judge(spark, answer, reader, mode, rule, watermark, render=render, answered_by=said, unique=unique)
     events = expected_input(spark, via, decode_schema=decode_schema, read_schema=read_schema, runs=runs,
                             input_start=input_start, input_end=committed_ends(via.client_config, via.topic))
     if expected.oracle is not None:
@@ -165,5 +166,5 @@ def run_via_check(spark, via: Via, transform: Callable[[Any], Any] | None, expec
         answer = expect_answer(spark, expected.oracle, events, output.schema)
     else:
         answer = transform(events) if transform is not None else events
-    return judge(spark, answer, reader, mode, rule, watermark, render=render, answered_by=said)
+    return judge(spark, answer, reader, mode, rule, watermark, render=render, answered_by=said, unique=unique)
 

@@ -51,6 +51,7 @@ from pyspark.sql import functions as F
 from connectors.kafka_topics import create_topic, end_offsets
 from connectors.latency import LatencyHistogram
 from impulse.answer import last_watermark
+from impulse.loadtest.check.unique import columns
 from impulse.loadtest.load.events import impulse_options, impulse_schema_for
 from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
 from impulse.loadtest.load.result import LoadResult
@@ -486,7 +487,7 @@ class ThroughKafka:
                               watermark=last_watermark(execution.query) if execution.query is not None else None,
                               render=partial(_output_frame, sink=run.config.sink),
                               decode_schema=self._decode_schema(run), read_schema=run.schema, runs=runs,
-                              input_start=execution.input_start)
+                              input_start=execution.input_start, unique=columns(run.config.check_unique))
         if run.config.sink == "kafka":
             check = replace(check, basis=check.basis + "; the record values of the output topic")
         return check
