@@ -2,7 +2,8 @@
 
 The reader is the sink's own: its conformance adapter's (`connectors.conformance.adapter.SinkAdapter.reader`, a
 `connectors.readback.TargetReader`), found through `connectors.registry`, the same one the conformance suite reads
-with; this module keeps no reader of any target. So ``--check`` reads back every target an adapter can read (a
+with; this module keeps no reader of any target but Spark's own: the targets of Spark's file sinks
+(`impulse.loadtest.settings.target.FILE_SINKS`) are read back with Spark (`impulse.loadtest.check.spark_target`). So ``--check`` reads back every target an adapter can read (a
 Redis Cluster included) and refuses, before the load (exit 2), one it cannot, saying why (the adapter's words). The
 target must hold nothing of the run's kind before it starts (a fresh ``keyPrefix``, an empty topic): checked
 before the load (`Readback.prepare`).
@@ -15,6 +16,8 @@ from typing import Mapping
 from connectors.errors import OptionError
 from connectors.readback import CannotReadBack, TargetReader
 from connectors.registry import connector, sinks
+from impulse.loadtest.check.spark_target import SparkTarget
+from impulse.loadtest.settings.target import FILE_SINKS
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Readback", "AdapterReadback", "readback"]
@@ -46,10 +49,14 @@ class AdapterReadback(Readback):
 def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None) -> Readback:
     """How `sink` with `options` is read back for ``--check``; `LoadError` (before any load) saying why it cannot be.
     `receiver`: the embedded receiver (recording requests) webhook-sink writes to, if any."""
+    if sink in FILE_SINKS:
+        if mode != "append":
+            raise LoadError(f"--check of output mode {mode}: Spark's {sink} sink writes in append mode only")
+        return SparkTarget(sink, options)
     readable = [row.name for row in sinks() if row.adapter is not None]
     if sink not in readable:
         raise LoadError(f"--check cannot read {sink} back: it reads the targets of {', '.join(readable)} (through "
-                        "their adapters)")
+                        f"their adapters) and of Spark's {', '.join(FILE_SINKS)} sinks")
     try:
         reader: Readback = AdapterReadback(connector(sink).adapter_class().reader(options, receiver=receiver))
     except (CannotReadBack, OptionError) as exc:

@@ -24,10 +24,12 @@ from connectors.registry import connector, sinks
 from impulse.loadtest.settings.units import LoadError
 from sinks.kafka.sink import create_topic as create
 
-__all__ = ["SPARK_SINKS", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
+__all__ = ["SPARK_SINKS", "FILE_SINKS", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
            "redact_options"]
 
 SPARK_SINKS = ("noop",)
+#: Spark's file sinks: written to ``-o path=DIR`` (required), read back by ``--check`` with ``spark.read``
+FILE_SINKS = ("parquet", "json", "csv", "orc")
 
 
 def sink_option(options: Mapping[str, str], name: str) -> str | None:
@@ -89,6 +91,8 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
             create(options, create_topic)
         except ConnectorError as exc:
             raise LoadError(f"{sink}: {_one_line(exc)}") from exc
+    if sink in FILE_SINKS:
+        _check_file_sink(sink, options)
     if sink in project_sinks():
         check_options = dict(options)
         if not any(k.lower() == "writeretries" for k in check_options):
@@ -110,6 +114,14 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
 
             raise LoadError(f"{sink}: {exc}; install it with {connector(sink).install_hint()}") from exc
     return Target(sink, dict(options))
+
+
+def _check_file_sink(sink: str, options: Mapping[str, str]) -> None:
+    """A file sink needs ``path``; its ``checkpointLocation`` is the harness's (a new one each run)."""
+    if not (sink_option(options, "path") or "").strip():
+        raise LoadError(f"--sink {sink} writes files to a directory: give it with -o path=DIR")
+    if sink_option(options, "checkpointLocation") is not None:
+        raise LoadError(f"--sink {sink}: -o checkpointLocation is the harness's (a new one each run): drop the option")
 
 
 def check_format(spark, sink: str) -> None:

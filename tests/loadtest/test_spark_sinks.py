@@ -1,0 +1,85 @@
+"""Spark's file sinks as first-class targets: ``--sink parquet|json|csv|orc`` with ``-o path=DIR``, refused before
+any load without one, and ``--check`` reading the files back with Spark (`impulse.loadtest.check.spark_target`).
+
+The runs call ``main()`` in-process on the shared session, small like tests/loadtest/test_transform.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from impulse.loadtest.check.readback import readback
+from impulse.loadtest.check.spark_target import SparkTarget
+from impulse.loadtest.settings.target import FILE_SINKS, preflight
+from impulse.loadtest.settings.units import LoadError
+from tests.loadtest.helpers import run_cli
+
+PIPELINES = "tests.loadtest.pipelines"
+RUN = ["--rate", "400", "--duration", "3s", "--partitions", "2", "--trigger", "500ms", "--drain-timeout", "5m"]
+
+
+# ------------------------------------------------------------------------------------------- no Spark
+
+
+@pytest.mark.parametrize("sink", FILE_SINKS)
+def test_a_file_sink_without_a_path_is_refused_naming_the_option(sink):
+    with pytest.raises(LoadError, match=rf"--sink {sink} writes files to a directory: give it with -o path=DIR"):
+        preflight(sink, {}, 0)
+    with pytest.raises(LoadError, match="-o path=DIR"):
+        preflight(sink, {"path": " "}, 0)
+    assert preflight(sink, {"PATH": "/tmp/x"}, 0).options == {"PATH": "/tmp/x"}   # Spark ignores the case
+
+
+def test_a_file_sink_s_checkpoint_location_is_the_harness_s():
+    with pytest.raises(LoadError, match="checkpointLocation is the harness's"):
+        preflight("parquet", {"path": "/tmp/x", "checkpointlocation": "/tmp/c"}, 0)
+
+
+def test_check_reads_a_file_sink_back_with_spark_and_refuses_a_directory_holding_files(tmp_path):
+    reader = readback("parquet", {"path": str(tmp_path / "new"), "compression": "snappy"}, "append")
+    assert isinstance(reader, SparkTarget) and reader.options == {"compression": "snappy"}
+    reader.prepare()                                     # a directory that does not exist yet: fine
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "part-0.parquet").write_bytes(b"x")
+    with pytest.raises(LoadError, match=r"--check: -o path=.*old already holds files"):
+        readback("parquet", {"path": str(tmp_path / "old")}, "append").prepare()
+    with pytest.raises(LoadError, match="--check of output mode complete: Spark's parquet sink writes in append"):
+        readback("parquet", {"path": str(tmp_path / "new")}, "complete")
+
+
+# ------------------------------------------------------------------------------------------- runs
+
+
+def _rows(path: Path) -> int:
+    return sum(pq.read_metadata(f).num_rows for f in path.glob("part-*.parquet"))
+
+
+@pytest.mark.integration
+def test_a_transform_into_parquet_passes_the_check(spark, tmp_path, capsys):
+    target = tmp_path / "evens"
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:evens", "--check",
+                                "--sink", "parquet", "-o", f"path={target}")
+    assert code == 0, out
+    assert report["check"] == {"passed": True, "expected": 600, "delivered": 600, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}
+    assert _rows(target) == 600 and (target / "_spark_metadata").is_dir()
+
+
+@pytest.mark.integration
+def test_a_lossy_transform_into_parquet_fails_the_check_with_exit_99(spark, tmp_path, capsys):
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:loses_and_duplicates",
+                                "--check", "--sink", "parquet", "-o", f"path={tmp_path / 'lossy'}")
+    assert code == 99, out
+    check = report["check"]
+    assert not check["passed"] and check["expected"] == 1_200 and check["lost"] > 0 and check["duplicated"] > 0
+    assert check["delivered"] == _rows(tmp_path / "lossy")
+
+
+@pytest.mark.integration
+def test_a_file_sink_without_a_path_exits_2_before_any_load(tmp_path, capsys):
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--sink", "parquet", "--check")
+    assert code == 2 and "--sink parquet writes files to a directory: give it with -o path=DIR" in out, out
+    assert report is None
