@@ -46,7 +46,7 @@ else:  # Python 3.10: the same parser, as a package
     import tomli as tomllib
 
 from connectors.redact import is_secret
-from impulse.loadtest.settings.config import LoadConfig, RampConfig
+from impulse.loadtest.settings.config import FOREACH_BATCH, LoadConfig, RampConfig
 from impulse.loadtest.settings.stages import STAGES_OPTION
 from impulse.loadtest.settings.target import known_sinks
 from impulse.loadtest.settings.units import (
@@ -220,6 +220,15 @@ KEYS: tuple[Key, ...] = (
         "batch read of the run's events, returning the rows the query should write (a DataFrame, a pandas DataFrame "
         "or a list of dicts or tuples); the check then compares the target with them, which also catches a bug the "
         "query has in both its stream and its batch run", "your own query", "MODULE:FUNCTION"),
+    Key("foreach-batch", "text", _D.foreach_batch, "in place of --sink, your own writer: MODULE:FUNCTION, called "
+        "as FUNCTION(batch_df, batch_id) for each micro-batch (a MERGE upsert, a JDBC write; MODULE found and shipped "
+        "as --transform's); with --check give --check-read", "your own query", "MODULE:FUNCTION"),
+    Key("check-read", "text", _D.check_read, "with --check, how to read the target back: MODULE:FUNCTION, called as "
+        "FUNCTION(spark), returning the target's rows as a DataFrame (the columns of the query's output)",
+        "your own query", "MODULE:FUNCTION"),
+    Key("check-key", "list", _D.check_key, "with --check, the target keeps one row per these columns (an upsert or "
+        "MERGE target): its rows are compared with the expected answer's final state per key; repeatable or "
+        "comma-separated", "your own query", "COLS"),
     # -- through Kafka (the production topology, `impulse.loadtest.via.kafka`)
     Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
         "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
@@ -561,8 +570,13 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if given:
             raise LoadError(f"--source-option {STAGES_OPTION} sets the rate and the duration: leave out "
                             f"{' and '.join(given)}")
+    if "foreach-batch" in values and get("via") is not None:
+        raise LoadError(f"--foreach-batch {get('foreach-batch')} runs in the direct topology: leave out --via")
+    if "foreach-batch" in values and "sink" in values:
+        raise LoadError(f"--foreach-batch {get('foreach-batch')} writes the output itself, in place of a sink: leave "
+                        f"out --sink {get('sink')}")
     config = LoadConfig(
-        sink=get("sink").strip(), options=dict(get("options")), rate=get("rate"), duration_s=get("duration"),
+        sink=FOREACH_BATCH if "foreach-batch" in values else get("sink").strip(), options=dict(get("options")), rate=get("rate"), duration_s=get("duration"),
         partitions=get("partitions"), payload_bytes=get("payload-bytes"), trigger=get("trigger"),
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
@@ -570,6 +584,8 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         remote=get("remote"), create_topic=get("create-topic"), source=get("source-format"),
         transform=get("transform"), sql=get("sql"), output_mode=get("output-mode"),
         event_time_column=get("event-time-column"), check=get("check"), expect=get("expect"),
+        foreach_batch=get("foreach-batch"), check_read=get("check-read"),
+        check_key=tuple(c.strip() for v in get("check-key") for c in v.split(",") if c.strip()),
         via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
         pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))
     config.validate()

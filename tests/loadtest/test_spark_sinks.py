@@ -6,6 +6,7 @@ The runs call ``main()`` in-process on the shared session, small like tests/load
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +14,7 @@ import pytest
 
 from impulse.loadtest.check.readback import readback
 from impulse.loadtest.check.spark_target import SparkTarget
+from impulse.loadtest.scenario import plan_from_args
 from impulse.loadtest.settings.target import FILE_SINKS, preflight
 from impulse.loadtest.settings.units import LoadError
 from tests.loadtest.helpers import run_cli
@@ -83,3 +85,72 @@ def test_a_file_sink_without_a_path_exits_2_before_any_load(tmp_path, capsys):
     code, out, report = run_cli(capsys, tmp_path, *RUN, "--sink", "parquet", "--check")
     assert code == 2 and "--sink parquet writes files to a directory: give it with -o path=DIR" in out, out
     assert report is None
+
+
+# ------------------------------------------------------------------------------------------- --foreach-batch
+
+
+def test_foreach_batch_replaces_the_sink_and_its_check_needs_check_read():
+    config = plan_from_args(["--foreach-batch", "m:f", "--check", "--check-read", "m:g"]).scenarios[0].config
+    assert (config.sink, config.foreach_batch, config.check_read) == ("foreachBatch", "m:f", "m:g")
+    for argv, words in ((["--foreach-batch", "m:f", "--sink", "parquet"], "leave out --sink parquet"),
+                        (["--foreach-batch", "m:f", "-o", "path=/x"], "-o path would go to no writer"),
+                        (["--foreach-batch", "m:f", "--check"], "give --check-read MODULE:FUNCTION"),
+                        (["--check-read", "m:f"], "--check-read tells --check how to read the target: add --check"),
+                        (["--check-key", "k"], "--check-key tells --check how to read the target: add --check")):
+        with pytest.raises(LoadError, match=re.escape(words)):
+            plan_from_args(argv)
+    assert plan_from_args(["--check", "--check-key", "a,b", "--check-key", "c"]).scenarios[0].config.check_key == (
+        "a", "b", "c")
+
+
+@pytest.fixture
+def foreach_target(tmp_path, monkeypatch) -> Path:
+    target = tmp_path / "foreach-target"
+    monkeypatch.setenv("IMPULSE_TEST_FOREACH_TARGET", str(target))
+    return target
+
+
+@pytest.mark.integration
+def test_a_foreach_batch_appending_to_parquet_passes_the_check_through_check_read(spark, tmp_path, capsys,
+                                                                                 foreach_target):
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:evens", "--check",
+                                "--foreach-batch", f"{PIPELINES}:append_to_parquet",
+                                "--check-read", f"{PIPELINES}:read_parquet")
+    assert code == 0, out
+    assert report["check"] == {"passed": True, "expected": 600, "delivered": 600, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}
+    assert _rows(foreach_target) == 600
+
+
+@pytest.mark.integration
+def test_a_foreach_batch_writing_each_batch_twice_fails_the_check_with_exit_99(spark, tmp_path, capsys,
+                                                                              foreach_target):
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:evens", "--check",
+                                "--foreach-batch", f"{PIPELINES}:append_twice",
+                                "--check-read", f"{PIPELINES}:read_parquet")
+    assert code == 99, out
+    assert report["check"] == {"passed": False, "expected": 600, "delivered": 1_200, "lost": 0, "duplicated": 600,
+                               "unexpected": 0}
+
+
+@pytest.mark.integration
+def test_check_key_compares_an_upsert_target_s_final_state_per_key(spark, tmp_path, capsys, foreach_target):
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:per_second",
+                                "--output-mode", "complete", "--check",
+                                "--foreach-batch", f"{PIPELINES}:overwrite_parquet",
+                                "--check-read", f"{PIPELINES}:read_parquet",
+                                "--check-key", "window_start,subtask_index")
+    assert code == 0, out
+    check = report["check"]
+    assert check["passed"] and check["expected"] == check["delivered"] == _rows(foreach_target) > 0, check
+    assert "complete: the final state per key" in report["checkDetail"]["basis"]
+
+
+@pytest.mark.integration
+def test_a_foreach_batch_function_of_one_argument_exits_2_before_any_load(spark, tmp_path, capsys, foreach_target):
+    code, out, _ = run_cli(capsys, tmp_path, *RUN, "--foreach-batch", f"{PIPELINES}:one_argument")
+    assert code == 2, out
+    assert "--foreach-batch tests.loadtest.pipelines:one_argument: one_argument(batch_df) cannot be called as " \
+           "FUNCTION(batch_df, batch_id)" in out
+    assert not foreach_target.exists()

@@ -16,7 +16,7 @@ from typing import Mapping
 from connectors.errors import OptionError
 from connectors.readback import CannotReadBack, TargetReader
 from connectors.registry import connector, sinks
-from impulse.loadtest.check.spark_target import SparkTarget
+from impulse.loadtest.check.spark_target import CheckRead, SparkTarget
 from impulse.loadtest.settings.target import FILE_SINKS
 from impulse.loadtest.settings.units import LoadError
 
@@ -46,9 +46,17 @@ class AdapterReadback(Readback):
         return self.reader.values()
 
 
-def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None) -> Readback:
+def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None, *, check_read: str | None = None,
+             check_key: tuple[str, ...] = ()) -> Readback:
     """How `sink` with `options` is read back for ``--check``; `LoadError` (before any load) saying why it cannot be.
-    `receiver`: the embedded receiver (recording requests) webhook-sink writes to, if any."""
+    `receiver`: the embedded receiver (recording requests) webhook-sink writes to, if any. `check_read`: the user's
+    ``--check-read MODULE:FUNCTION`` reads it instead (`check_key`: the target keeps one row per these columns)."""
+    if check_read is not None:
+        reader = CheckRead(check_read, check_key)
+        if mode != "append" and not reader.keeps_state:
+            raise LoadError(f"--check of output mode {mode} compares the final state per key: give the target's key "
+                            "with --check-key COLS")
+        return reader
     if sink in FILE_SINKS:
         if mode != "append":
             raise LoadError(f"--check of output mode {mode}: Spark's {sink} sink writes in append mode only")

@@ -1,4 +1,8 @@
-"""``--check``'s reader of a Spark-readable target: what one of Spark's file sinks wrote, read back with Spark.
+"""``--check``'s readers of a Spark-readable target (`SparkReadable`): the target as a DataFrame on the session.
+
+- `SparkTarget`: what one of Spark's file sinks wrote, read back with Spark;
+- `CheckRead`: ``--check-read MODULE:FUNCTION``, the user's ``FUNCTION(spark)`` returning the target as a DataFrame
+  (the target of a ``--foreach-batch`` function), its columns those of the query's output (extra ones ignored).
 
 `SparkTarget` reads ``spark.read.format(F).options(…).schema(S).load(path)``: the sink's format `F`, its writer
 options (the same ``header``, ``sep``, … it wrote with; ``path`` and ``checkpointLocation`` aside) and the expected
@@ -14,18 +18,33 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from connectors.readback import TargetReader
+from impulse.loadtest.query.transform import function_of, load, reason
 from impulse.loadtest.settings.target import sink_option
 from impulse.loadtest.settings.units import LoadError
 
-__all__ = ["SparkTarget"]
+__all__ = ["SparkReadable", "SparkTarget", "CheckRead"]
 
 _NOT_READ_OPTIONS = ("path", "checkpointlocation")
 
 
-class SparkTarget(TargetReader):
+class SparkReadable(TargetReader):
+    """A target read as a DataFrame on the session (`frame`), which ``--check`` compares as it is."""
+
+    def frame(self, spark, schema: StructType):
+        """The target's rows as a DataFrame with `schema`'s columns."""
+        raise NotImplementedError
+
+    def values(self) -> list[bytes]:
+        """Every row as JSON bytes, read on the active session (`frame` is what ``--check`` compares)."""
+        spark = SparkSession.getActiveSession()
+        return [row.encode() for row in self.frame(spark, None).toJSON().collect()]
+
+
+class SparkTarget(SparkReadable):
     """The files a Spark file sink wrote to ``path``, read back with Spark (`frame`)."""
 
     def __init__(self, sink: str, options: Mapping[str, str]) -> None:
@@ -44,12 +63,44 @@ class SparkTarget(TargetReader):
             raise LoadError(f"--check: -o path={self.path} already holds files; --check reads back every row there, "
                             "so give a new or empty directory")
 
-    def frame(self, spark, schema: StructType):
-        """The target as a DataFrame of `schema` (its columns nullable: a file holds no NOT NULL)."""
-        loose = StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
-        return spark.read.format(self.sink).options(**self.options).schema(loose).load(self.path)
+    def frame(self, spark, schema: StructType | None):
+        """The target as a DataFrame of `schema` (its columns nullable: a file holds no NOT NULL; None: the files')."""
+        reader = spark.read.format(self.sink).options(**self.options)
+        if schema is not None:
+            reader = reader.schema(StructType([StructField(f.name, f.dataType, True) for f in schema.fields]))
+        return reader.load(self.path)
 
-    def values(self) -> list[bytes]:
-        """Every row as JSON bytes, read on the active session (`frame` is what ``--check`` compares)."""
-        frame = SparkSession.getActiveSession().read.format(self.sink).options(**self.options).load(self.path)
-        return [row.encode() for row in frame.toJSON().collect()]
+
+class CheckRead(SparkReadable):
+    """``--check-read MODULE:FUNCTION``: the user's ``FUNCTION(spark)`` returns the target as a DataFrame. `key`:
+    ``--check-key``'s columns, the target keeping one row per key (its final state)."""
+
+    def __init__(self, text: str, key: tuple[str, ...] = ()) -> None:
+        self.transform = function_of(text, "--check-read", "my_sink:read_target")
+        self.key = tuple(key)
+        self.keeps_state = bool(key)
+
+    def describe(self) -> str:
+        per_key = f", one row per {', '.join(self.key)}" if self.key else ""
+        return f"the target --check-read {self.transform.text} returns{per_key}"
+
+    def frame(self, spark, schema: StructType | None):
+        """The user's DataFrame, `schema`'s columns selected; `LoadError` naming the flag if it is not a batch
+        DataFrame holding them."""
+        label = f"--check-read {self.transform.text}"
+        function = load(spark, self.transform).function
+        try:
+            target = function(spark)
+        except Exception as exc:  # noqa: BLE001 - the user's function: its error quoted, naming the flag
+            raise LoadError(f"{label}: it raised {reason(exc)}") from None
+        if not hasattr(target, "schema") or not hasattr(target, "isStreaming"):
+            raise LoadError(f"{label}: it returned a {type(target).__name__}, not a DataFrame")
+        if target.isStreaming:
+            raise LoadError(f"{label}: it returned a streaming DataFrame; read the target with spark.read")
+        if schema is None:
+            return target
+        missing = [name for name in schema.names if name not in target.columns]
+        if missing:
+            raise LoadError(f"{label}: the target lacks the output's columns {', '.join(missing)} (it has "
+                            f"{', '.join(target.columns)})")
+        return target.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])

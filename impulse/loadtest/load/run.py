@@ -48,6 +48,8 @@ from impulse.loadtest.load.events import impulse_options, impulse_schema_for
 from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
 from impulse.loadtest.load.result import LATENCY_PARTS, LoadResult
 from impulse.loadtest.measure.metrics import Collector
+from impulse.loadtest.query.foreach_batch import resolve as resolve_foreach_batch
+from impulse.loadtest.query.foreach_batch import writer_function
 from impulse.loadtest.query.transform import (
     exception_text,
     latency_definition,
@@ -102,13 +104,20 @@ class Direct:
     target: Target | None = None
     definition: str = "end-to-end"
     frame: Any = None                  # the DataFrame the run writes (the probe is the run's own stream)
+    foreach: Any = None                # --foreach-batch's resolved `Transform` (None: a sink)
+    writer: Any = None                 # --foreach-batch's function, loaded on the session
 
     def preflight(self, run: Run, given_query: bool) -> None:
         config = run.config
-        self.warm_sink = config.sink
-        self.target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
-                                output_known=run.resolved is None and not given_query)
-        run.reader = readback(config.sink, self.target.options, run.mode, run.receiver) if config.check else None
+        if config.foreach_batch is not None:   # the user's writer: nothing to check but its module and function
+            self.foreach = resolve_foreach_batch(config.foreach_batch)
+            self.warm_sink, self.target = "noop", Target(config.sink, {})
+        else:
+            self.warm_sink = config.sink
+            self.target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
+                                    output_known=run.resolved is None and not given_query)
+        run.reader = readback(config.sink, self.target.options, run.mode, run.receiver, check_read=config.check_read,
+                              check_key=config.check_key) if config.check else None
 
     def session(self, run: Run):
         return make_session(run.config.master, remote=run.config.remote)
@@ -126,7 +135,10 @@ class Direct:
         return out
 
     def inspect(self, run: Run, applied, output) -> None:
-        check_format(run.spark, run.config.sink)
+        if self.foreach is not None:
+            self.writer = writer_function(run.spark, self.foreach)
+        else:
+            check_format(run.spark, run.config.sink)
         self.frame = output
         self.definition = latency_definition(run.config, applied)
         if self.definition != "end-to-end" and not self.target.reports_metrics:
@@ -151,9 +163,11 @@ class Direct:
             if metrics_path is None:
                 metrics_path = sink_options["metricsPath"] = os.path.join(run.workdir, "metrics.jsonl")
         metrics_offset = os.path.getsize(metrics_path) if metrics_path and os.path.exists(metrics_path) else 0
+        stream = self.frame.writeStream
+        stream = (stream.foreachBatch(self.writer) if self.writer is not None
+                  else stream.format(config.sink).options(**sink_options))
         writer = (
-            self.frame
-            .writeStream.format(config.sink).options(**sink_options)
+            stream
             .option("checkpointLocation", checkpoint)
             .queryName(f"impulse-load-{os.getpid()}-{int(time.time() * 1000)}")
             .trigger(processingTime=f"{round(config.trigger_s * 1000)} milliseconds")

@@ -20,13 +20,14 @@ from impulse.loadtest.settings.units import LoadError, parse_option, parse_ramp,
 from impulse.loadtest.settings.via import parse_pipeline_trigger, parse_via
 
 __all__ = ["LoadConfig", "SourceSettings", "PipelineSettings", "SinkSettings", "ViaSettings", "ReportSettings", "PARTS",
-           "SOURCES", "OUTPUT_MODES", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
+           "SOURCES", "OUTPUT_MODES", "FOREACH_BATCH", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
            "parse_ramp", "parse_option",
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
 
 SOURCES = ("impulse", "nexmark")
 OUTPUT_MODES = ("append", "update", "complete")
+FOREACH_BATCH = "foreachBatch"   # the sink of a run whose output goes to the user's --foreach-batch function
 
 
 def _stages(source_options: Mapping[str, str]) -> StagePlan | None:
@@ -107,12 +108,30 @@ class SinkSettings:
     create_topic: int | None
     check: bool
     expect: str | None
+    foreach_batch: str | None
+    check_read: str | None
+    check_key: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if self.create_topic is not None and self.create_topic < 1:
             raise LoadError(f"--create-topic must be ≥ 1 partitions, not {self.create_topic}")
         if self.expect is not None and not self.check:
             raise LoadError(f"--expect {self.expect} gives --check its expected rows: add --check")
+        for flag, given in (("--check-read", self.check_read), ("--check-key", self.check_key)):
+            if given and not self.check:
+                raise LoadError(f"{flag} tells --check how to read the target: add --check")
+        if self.foreach_batch is not None:
+            if self.sink != FOREACH_BATCH:
+                raise LoadError(f"--foreach-batch {self.foreach_batch} writes the output itself, in place of a sink: "
+                                f"leave out --sink {self.sink}")
+            if self.options:
+                raise LoadError(f"--foreach-batch {self.foreach_batch} writes the output itself: -o "
+                                f"{', '.join(self.options)} would go to no writer (leave them out)")
+            if self.check and self.check_read is None:
+                raise LoadError(f"--check of --foreach-batch {self.foreach_batch}: give --check-read MODULE:FUNCTION, "
+                                "your function(spark) returning the target as a DataFrame")
+        elif self.sink == FOREACH_BATCH:
+            raise LoadError(f"--sink {FOREACH_BATCH}: give your function with --foreach-batch MODULE:FUNCTION")
 
 
 @dataclass(frozen=True)
@@ -204,6 +223,9 @@ class LoadConfig:
     event_time_column: str | None = None  # the output's event time (e.g. window.end): latency from it to the ack
     check: bool = False                   # read the target back and compare with the expected answer (`check`)
     expect: str | None = None             # MODULE:FUNCTION: --check's expected rows, the user's own (`expect`)
+    foreach_batch: str | None = None      # MODULE:FUNCTION(batch_df, batch_id) in place of a sink (sink=foreachBatch)
+    check_read: str | None = None         # MODULE:FUNCTION(spark) → the target as a DataFrame, for --check
+    check_key: tuple[str, ...] = ()       # --check compares the final state per these columns (an upsert target)
     # -- the production topology (`impulse.loadtest.via.kafka`): impulse → a Kafka topic → the pipeline → the sink
     via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
     via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options
