@@ -7,6 +7,7 @@ The runs call ``main()`` in-process on the shared session, small like tests/load
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -154,3 +155,32 @@ def test_a_foreach_batch_function_of_one_argument_exits_2_before_any_load(spark,
     assert "--foreach-batch tests.loadtest.pipelines:one_argument: one_argument(batch_df) cannot be called as " \
            "FUNCTION(batch_df, batch_id)" in out
     assert not foreach_target.exists()
+
+
+# ------------------------------------------------------------------------------------------- -o table=NAME
+
+
+def test_a_table_is_a_file_sink_s_target_and_no_project_sink_s():
+    assert preflight("parquet", {"table": "t"}, 0).options == {"table": "t"}       # no path needed
+    with pytest.raises(LoadError, match=r"-o table= is empty"):
+        preflight("parquet", {"table": " "}, 0)
+    with pytest.raises(LoadError, match=r"-o table=NAME writes a Spark table \(toTable\): redis-sink is a sink"):
+        preflight("redis-sink", {"table": "t", "url": "redis://localhost:1"}, 0)
+    assert readback("orc", {"table": "t"}, "append").describe() == "the table t"
+
+
+@pytest.mark.integration
+def test_a_transform_into_a_table_passes_the_check_and_an_existing_table_is_refused(spark, tmp_path, capsys):
+    name = f"impulse_table_{uuid.uuid4().hex[:8]}"
+    try:
+        code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:evens", "--check",
+                                    "--sink", "parquet", "-o", f"table={name}", "-o", f"path={tmp_path / name}")
+        assert code == 0, out
+        assert report["check"]["passed"] and report["check"]["delivered"] == 600, report["check"]
+        assert spark.table(name).count() == 600
+        code, out, _ = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:evens", "--check",
+                               "--sink", "parquet", "-o", f"table={name}", "-o", f"path={tmp_path / 'other'}")
+        assert code == 2 and f"--check: -o table={name} exists already" in out, out
+        assert spark.table(name).count() == 600                                   # nothing written
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")

@@ -17,7 +17,7 @@ from connectors.errors import OptionError
 from connectors.readback import CannotReadBack, TargetReader
 from connectors.registry import connector, sinks
 from impulse.loadtest.check.spark_target import CheckRead, SparkTarget
-from impulse.loadtest.settings.target import FILE_SINKS
+from impulse.loadtest.settings.target import FILE_SINKS, table_name
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Readback", "AdapterReadback", "readback"]
@@ -57,7 +57,7 @@ def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None, *,
             raise LoadError(f"--check of output mode {mode} compares the final state per key: give the target's key "
                             "with --check-key COLS")
         return reader
-    if sink in FILE_SINKS:
+    if sink in FILE_SINKS or table_name(options) is not None:
         if mode != "append":
             raise LoadError(f"--check of output mode {mode}: Spark's {sink} sink writes in append mode only")
         return SparkTarget(sink, options)

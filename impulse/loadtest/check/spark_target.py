@@ -23,12 +23,12 @@ from pyspark.sql.types import StructField, StructType
 
 from connectors.readback import TargetReader
 from impulse.loadtest.query.transform import function_of, load, reason
-from impulse.loadtest.settings.target import sink_option
+from impulse.loadtest.settings.target import TABLE_OPTION, sink_option, table_name
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["SparkReadable", "SparkTarget", "CheckRead"]
 
-_NOT_READ_OPTIONS = ("path", "checkpointlocation")
+_NOT_READ_OPTIONS = ("path", "checkpointlocation", TABLE_OPTION)
 
 
 class SparkReadable(TargetReader):
@@ -45,18 +45,25 @@ class SparkReadable(TargetReader):
 
 
 class SparkTarget(SparkReadable):
-    """The files a Spark file sink wrote to ``path``, read back with Spark (`frame`)."""
+    """The files a Spark file sink wrote to ``path``, or the table ``-o table=NAME``, read back with Spark (`frame`)."""
 
     def __init__(self, sink: str, options: Mapping[str, str]) -> None:
         self.sink = sink
         self.path = sink_option(options, "path") or ""
+        self.table = table_name(options)
         self.options = {k: v for k, v in options.items() if k.lower() not in _NOT_READ_OPTIONS}
 
     def describe(self) -> str:
-        return f"the {self.sink} files under {self.path}"
+        return f"the table {self.table}" if self.table else f"the {self.sink} files under {self.path}"
 
     def prepare(self) -> None:
-        """Refuse a local ``path`` that already holds files (a previous run's rows would be read back too)."""
+        """Refuse a table that exists, or a local ``path`` that already holds files (a previous run's rows would be
+        read back too)."""
+        if self.table is not None:
+            spark = SparkSession.getActiveSession()
+            if spark is not None and spark.catalog.tableExists(self.table):
+                raise LoadError(f"--check: -o {TABLE_OPTION}={self.table} exists already; --check reads back every "
+                                "row of it, so give a new table's name")
         url = urlparse(self.path)
         local = url.path if url.scheme == "file" else self.path if not url.scheme else None
         if local is not None and os.path.isdir(local) and os.listdir(local):
@@ -65,6 +72,10 @@ class SparkTarget(SparkReadable):
 
     def frame(self, spark, schema: StructType | None):
         """The target as a DataFrame of `schema` (its columns nullable: a file holds no NOT NULL; None: the files')."""
+        if self.table is not None:
+            target = spark.table(self.table)
+            return target if schema is None else target.select(
+                *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
         reader = spark.read.format(self.sink).options(**self.options)
         if schema is not None:
             reader = reader.schema(StructType([StructField(f.name, f.dataType, True) for f in schema.fields]))

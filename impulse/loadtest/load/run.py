@@ -57,7 +57,7 @@ from impulse.loadtest.query.transform import (
 )
 from impulse.loadtest.query.transform import start as start_query
 from impulse.loadtest.settings.config import LoadConfig, LoadError
-from impulse.loadtest.settings.target import Target, check_format, preflight, sink_option
+from impulse.loadtest.settings.target import TABLE_OPTION, Target, check_format, preflight, sink_option, table_name
 from impulse.loadtest.settings.thresholds import hopeless
 from impulse.session import make_session
 
@@ -163,6 +163,8 @@ class Direct:
             if metrics_path is None:
                 metrics_path = sink_options["metricsPath"] = os.path.join(run.workdir, "metrics.jsonl")
         metrics_offset = os.path.getsize(metrics_path) if metrics_path and os.path.exists(metrics_path) else 0
+        table = table_name(sink_options) if self.writer is None else None
+        sink_options = {k: v for k, v in sink_options.items() if k.lower() != TABLE_OPTION}
         stream = self.frame.writeStream
         stream = (stream.foreachBatch(self.writer) if self.writer is not None
                   else stream.format(config.sink).options(**sink_options))
@@ -175,7 +177,7 @@ class Direct:
         started_us = now_us()
         if run.reader is not None:
             run.reader.prepare()
-        query = start_query(writer, run.mode, run.resolved)
+        query = start_query(writer, run.mode, run.resolved, table)
         collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
                               payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                               metrics_offset=metrics_offset,
