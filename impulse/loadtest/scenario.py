@@ -278,6 +278,12 @@ KEYS: tuple[Key, ...] = (
     Key("name", "text", None, "the run's name in the report (a file's scenarios: their names, default the file's "
         "name and the scenario's number)", "run", "NAME"),
     Key("master", "text", _D.master, "Spark master", "run", "URL", scope="file"),
+    Key("spark-conf", "map", {}, "a Spark setting of the session the harness makes (repeatable), e.g. "
+        "spark.sql.shuffle.partitions=4; a session already running that does not hold it is refused", "run",
+        "KEY=VALUE", flag="--conf", scope="file", example="spark.sql.shuffle.partitions=4"),
+    Key("packages", "list", (), "Maven coordinates the session loads (repeatable or comma-separated; joined into "
+        "spark.jars.packages), e.g. a sink's connector", "run", "COORDINATES", scope="file",
+        example="org.example:connector_2.13:1.0"),
     Key("remote", "text", _D.remote, "run through this Spark Connect server instead of a Spark of our own (master "
         "unused); the server needs this package where its Python workers run", "run", "sc://HOST:PORT",
         scope="file"),
@@ -586,6 +592,7 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         transform=get("transform"), sql=get("sql"), output_mode=get("output-mode"),
         event_time_column=get("event-time-column"), check=get("check"), expect=get("expect"),
         foreach_batch=get("foreach-batch"), check_read=get("check-read"),
+        spark_conf=dict(get("spark-conf")), packages=tuple(get("packages")),
         check_key=tuple(c.strip() for v in get("check-key") for c in v.split(",") if c.strip()),
         via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
         pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))

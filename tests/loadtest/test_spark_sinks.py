@@ -16,6 +16,7 @@ import pytest
 from impulse.loadtest.check.readback import readback
 from impulse.loadtest.check.spark_target import SparkTarget
 from impulse.loadtest.scenario import plan_from_args
+from impulse.loadtest.settings.spark_conf import session_conf
 from impulse.loadtest.settings.target import FILE_SINKS, preflight
 from impulse.loadtest.settings.units import LoadError
 from tests.loadtest.helpers import run_cli
@@ -184,3 +185,29 @@ def test_a_transform_into_a_table_passes_the_check_and_an_existing_table_is_refu
         assert spark.table(name).count() == 600                                   # nothing written
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+# ------------------------------------------------------------------------------------------- --conf, --packages
+
+
+def test_packages_are_joined_into_spark_jars_packages_after_conf_s():
+    assert session_conf({"spark.jars.packages": "a:b:1", "spark.x": 2}, ("c:d:1,a:b:1", " e:f:1 ")) == {
+        "spark.jars.packages": "a:b:1,c:d:1,e:f:1", "spark.x": "2"}
+    assert session_conf({}, ()) == {}
+    config = plan_from_args(["--conf", "spark.x=1", "--packages", "c:d:1"]).scenarios[0].config
+    assert (config.spark_conf, config.packages) == ({"spark.x": "1"}, ("c:d:1",))
+
+
+@pytest.mark.integration
+def test_conf_reaches_the_session_and_packages_a_running_session_lacks_exit_2(spark, tmp_path, capsys):
+    key, value = "spark.impulse.test.marker", uuid.uuid4().hex[:8]
+    try:
+        code, out, _ = run_cli(capsys, tmp_path, *RUN, "--sink", "noop", "--conf", f"{key}={value}")
+        assert code == 0, out
+        assert spark.conf.get(key) == value
+    finally:
+        spark.conf.unset(key)
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--sink", "noop", "--packages", "org.example:absent_2.13:1.0")
+    assert code == 2 and "--packages org.example:absent_2.13:1.0: the Spark session was already running without them" \
+        in out, out
+    assert report is None

@@ -74,7 +74,8 @@ class SourceSettings:
 @dataclass(frozen=True)
 class PipelineSettings:
     """The streaming query: the user's `transform` or `sql` with its `output_mode` and `event_time_column`, its
-    `trigger`, its checkpoint, the `warmup` before it, and the Spark it runs on (`master` or `remote`)."""
+    `trigger`, its checkpoint, the `warmup` before it, and the Spark it runs on (`master` or `remote`,
+    with `spark_conf` and `packages`)."""
 
     transform: str | None
     sql: str | None
@@ -85,6 +86,8 @@ class PipelineSettings:
     warmup: bool
     master: str
     remote: str | None
+    spark_conf: Mapping[str, str]
+    packages: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if self.transform is not None and self.sql is not None:
@@ -210,6 +213,8 @@ class LoadConfig:
     checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
     warmup: bool = True                   # warm Python workers, then the pipeline itself (`warm_pipeline`)
     master: str = "local[*]"              # used only when the harness makes the Spark session
+    spark_conf: Mapping[str, str] = field(default_factory=dict)  # --conf: settings of the session the harness makes
+    packages: tuple[str, ...] = ()        # --packages: Maven coordinates, joined into spark.jars.packages
     schema: str | None = None             # impulse's user schema (DDL): realistic events; None: the default columns
     source_options: Mapping[str, str] = field(default_factory=dict)  # more impulse options (fields.*, seed, …)
     thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.settings.thresholds` (e.g. "p99<1s")
