@@ -59,7 +59,8 @@ def spark_kafka_session(master: str = "local[*]", app_name: str = "impulse", fal
         package = f"{SPARK_KAFKA_ARTIFACT}:{pyspark.__version__}"
     else:
         package = kafka_package(fallback, conf)
-    return local_session(master, app_name, **{**conf, "spark.jars.packages": package}), package
+    packages = ",".join(filter(None, (str(conf.get("spark.jars.packages", "")), package)))  # the caller's kept
+    return local_session(master, app_name, **{**conf, "spark.jars.packages": packages}), package
 
 
 def kafka_package(fallback: str | None = "4.2.0", conf: Mapping[str, Any] | None = None) -> str:

@@ -8,6 +8,8 @@ line for the report.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from connectors import register_all
 from connectors.session import local_session, spark_kafka_session
 
@@ -15,8 +17,9 @@ __all__ = ["make_session", "is_remote", "deployment", "describe"]
 
 
 def make_session(master: str = "local[*]", app_name: str = "impulse-load", remote: str | None = None,
-                 kafka: bool = False):
-    """A Spark session for the harness (the active one if there is one: its settings then stay).
+                 kafka: bool = False, settings: Mapping[str, str] | None = None):
+    """A Spark session for the harness (the active one if there is one: its settings then stay), with `settings`
+    (Spark property → value) on top of the harness's own.
 
     With `kafka` (local sessions only) Spark's own Kafka connector is on its class path
     (`connectors.session.spark_kafka_session`): the production topology's pipeline reads Kafka with it.
@@ -24,7 +27,7 @@ def make_session(master: str = "local[*]", app_name: str = "impulse-load", remot
     With `remote` (``sc://host:port``) a Spark Connect client session instead, `master` unused: the server
     must have this package where its Python workers run; the data sources are registered from here too.
     """
-    conf = {"spark.sql.shuffle.partitions": 2, "spark.sql.streaming.numRecentProgressUpdates": 1000}
+    conf = {"spark.sql.shuffle.partitions": 2, "spark.sql.streaming.numRecentProgressUpdates": 1000, **(settings or {})}
     if remote is None:
         if kafka:
             return spark_kafka_session(master, app_name, **conf)[0]

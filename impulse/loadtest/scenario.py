@@ -46,7 +46,7 @@ else:  # Python 3.10: the same parser, as a package
     import tomli as tomllib
 
 from connectors.redact import is_secret
-from impulse.loadtest.settings.config import LoadConfig, RampConfig
+from impulse.loadtest.settings.config import FOREACH_BATCH, LoadConfig, RampConfig
 from impulse.loadtest.settings.stages import STAGES_OPTION
 from impulse.loadtest.settings.target import known_sinks
 from impulse.loadtest.settings.units import (
@@ -172,8 +172,9 @@ _D = LoadConfig()   # the defaults of a run: the table reads them, so there is o
 
 KEYS: tuple[Key, ...] = (
     # -- target
-    Key("sink", "text", _D.sink, "sink format: {sinks}, or any streaming format Spark can load (without a url "
-        "option, webhook-sink writes to an embedded local HTTP receiver)", "target", "NAME"),
+    Key("sink", "text", _D.sink, "sink format: {sinks}, Spark's file sinks parquet, json, csv, orc (with -o path=DIR, "
+        "or -o table=NAME: written with toTable), or any streaming format Spark can load (without a url option, "
+        "webhook-sink writes to an embedded local HTTP receiver)", "target", "NAME"),
     Key("options", "map", {}, "a sink option, passed through as is (repeatable), e.g. url=redis://localhost:6379",
         "target", "KEY=VALUE", flag="--option", short="-o", example="url=redis://localhost:6379"),
     Key("create-topic", "int", _D.create_topic, "kafka-sink: create the sink's topic with N partitions (the broker's "
@@ -223,6 +224,15 @@ KEYS: tuple[Key, ...] = (
     Key("check-unique", "text", _D.check_unique, "with --check, the target must also hold each value of these "
         "columns (comma-separated) once, as a dedup stage promises: the rows repeating a key are counted and fail "
         "the check (exit 99)", "your own query", "COLS", example="subtask_index,counter"),
+    Key("foreach-batch", "text", _D.foreach_batch, "in place of --sink, your own writer: MODULE:FUNCTION, called "
+        "as FUNCTION(batch_df, batch_id) for each micro-batch (a MERGE upsert, a JDBC write; MODULE found and shipped "
+        "as --transform's); with --check give --check-read", "your own query", "MODULE:FUNCTION"),
+    Key("check-read", "text", _D.check_read, "with --check, how to read the target back: MODULE:FUNCTION, called as "
+        "FUNCTION(spark), returning the target's rows as a DataFrame (the columns of the query's output)",
+        "your own query", "MODULE:FUNCTION"),
+    Key("check-key", "list", _D.check_key, "with --check, the target keeps one row per these columns (an upsert or "
+        "MERGE target): its rows are compared with the expected answer's final state per key; repeatable or "
+        "comma-separated", "your own query", "COLS"),
     # -- through Kafka (the production topology, `impulse.loadtest.via.kafka`)
     Key("via", "text", _D.via, "run the production topology: impulse writes the events into this Kafka topic "
         "(kafka-sink, exactly once, each record's timestamp = the event's scheduled time) and a second query, the "
@@ -271,6 +281,12 @@ KEYS: tuple[Key, ...] = (
     Key("name", "text", None, "the run's name in the report (a file's scenarios: their names, default the file's "
         "name and the scenario's number)", "run", "NAME"),
     Key("master", "text", _D.master, "Spark master", "run", "URL", scope="file"),
+    Key("spark-conf", "map", {}, "a Spark setting of the session the harness makes (repeatable), e.g. "
+        "spark.sql.shuffle.partitions=4; a session already running that does not hold it is refused", "run",
+        "KEY=VALUE", flag="--conf", scope="file", example="spark.sql.shuffle.partitions=4"),
+    Key("packages", "list", (), "Maven coordinates the session loads (repeatable or comma-separated; joined into "
+        "spark.jars.packages), e.g. a sink's connector", "run", "COORDINATES", scope="file",
+        example="org.example:connector_2.13:1.0"),
     Key("remote", "text", _D.remote, "run through this Spark Connect server instead of a Spark of our own (master "
         "unused); the server needs this package where its Python workers run", "run", "sc://HOST:PORT",
         scope="file"),
@@ -564,8 +580,13 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if given:
             raise LoadError(f"--source-option {STAGES_OPTION} sets the rate and the duration: leave out "
                             f"{' and '.join(given)}")
+    if "foreach-batch" in values and get("via") is not None:
+        raise LoadError(f"--foreach-batch {get('foreach-batch')} runs in the direct topology: leave out --via")
+    if "foreach-batch" in values and "sink" in values:
+        raise LoadError(f"--foreach-batch {get('foreach-batch')} writes the output itself, in place of a sink: leave "
+                        f"out --sink {get('sink')}")
     config = LoadConfig(
-        sink=get("sink").strip(), options=dict(get("options")), rate=get("rate"), duration_s=get("duration"),
+        sink=FOREACH_BATCH if "foreach-batch" in values else get("sink").strip(), options=dict(get("options")), rate=get("rate"), duration_s=get("duration"),
         partitions=get("partitions"), payload_bytes=get("payload-bytes"), trigger=get("trigger"),
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
@@ -574,6 +595,9 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         transform=get("transform"), sql=get("sql"), output_mode=get("output-mode"),
         event_time_column=get("event-time-column"), check=get("check"), expect=get("expect"),
         check_unique=get("check-unique"),
+        foreach_batch=get("foreach-batch"), check_read=get("check-read"),
+        spark_conf=dict(get("spark-conf")), packages=tuple(get("packages")),
+        check_key=tuple(c.strip() for v in get("check-key") for c in v.split(",") if c.strip()),
         via=get("via"), via_options=dict(get("via-options")), decode=get("decode"),
         pipeline_trigger=get("pipeline-trigger"), prefill=get("prefill"))
     config.validate()

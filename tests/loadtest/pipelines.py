@@ -1,7 +1,9 @@
 """Users' pipelines for the harness tests (``--transform tests.loadtest.pipelines:NAME``): each a function of the
-events DataFrame, returning the DataFrame to write."""
+events DataFrame, returning the DataFrame to write; and the writers and readers of --foreach-batch and --check-read."""
 
 from __future__ import annotations
+
+import os
 
 from pyspark.sql import functions as F
 
@@ -105,3 +107,36 @@ def dedups(events):
     """A dedup stage: each (subtask_index, counter) once, within a watermark longer than the redelivery delay."""
     return (events.withWatermark("timestamp", "2 seconds").dropDuplicatesWithinWatermark(["subtask_index", "counter"])
             .select("subtask_index", "counter", "timestamp"))
+
+
+# ------------------------------------------------------------ --foreach-batch writers and --check-read readers
+# (the target directory from the environment: foreachBatch runs on the driver, where the test set it)
+
+
+def _target() -> str:
+    return os.environ["IMPULSE_TEST_FOREACH_TARGET"]
+
+
+def append_to_parquet(batch_df, batch_id):
+    """Each micro-batch appended to the Parquet directory (idempotent only as long as no batch is retried)."""
+    batch_df.write.mode("append").parquet(_target())
+
+
+def append_twice(batch_df, batch_id):
+    """A wrong writer: every micro-batch appended twice."""
+    batch_df.write.mode("append").parquet(_target())
+    batch_df.write.mode("append").parquet(_target())
+
+
+def overwrite_parquet(batch_df, batch_id):
+    """An upsert target the simple way: complete mode's whole state replaces the directory each micro-batch."""
+    batch_df.write.mode("overwrite").parquet(_target())
+
+
+def one_argument(batch_df):
+    """Not a foreachBatch function: it takes no batch id."""
+
+
+def read_parquet(spark):
+    """--check-read: the target directory as a DataFrame."""
+    return spark.read.parquet(_target())

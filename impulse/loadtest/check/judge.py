@@ -18,6 +18,7 @@ from impulse.answer import CheckResult, compare, final_rows, last_watermark, lat
 from impulse.loadtest.check.expect import answer as expect_answer
 from impulse.loadtest.check.expect import resolve
 from impulse.loadtest.check.readback import Readback
+from impulse.loadtest.check.spark_target import SparkReadable
 from impulse.loadtest.check.stream_twin import one_micro_batch, streaming_only
 from impulse.loadtest.check.unique import FLAG as UNIQUE_FLAG
 from impulse.loadtest.check.unique import columns, repeats
@@ -167,7 +168,9 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
         basis = basis or f"{mode}: the final state per key ({reader.describe()}) against the whole answer"
     if render is not None:
         expected = render(expected)
-    if reader.raw:
+    if isinstance(reader, SparkReadable):
+        delivered = reader.frame(spark, expected.schema)
+    elif reader.raw:
         expected = expected.select(F.col("value").cast("string").alias("value"))
         delivered = _binary_frame(spark, reader.values()).select(F.col("value").cast("string").alias("value"))
     else:

@@ -2,7 +2,8 @@
 
 The reader is the sink's own: its conformance adapter's (`connectors.conformance.adapter.SinkAdapter.reader`, a
 `connectors.readback.TargetReader`), found through `connectors.registry`, the same one the conformance suite reads
-with; this module keeps no reader of any target. So ``--check`` reads back every target an adapter can read (a
+with; this module keeps no reader of any target but Spark's own: the targets of Spark's file sinks
+(`impulse.loadtest.settings.target.FILE_SINKS`) are read back with Spark (`impulse.loadtest.check.spark_target`). So ``--check`` reads back every target an adapter can read (a
 Redis Cluster included) and refuses, before the load (exit 2), one it cannot, saying why (the adapter's words). The
 target must hold nothing of the run's kind before it starts (a fresh ``keyPrefix``, an empty topic): checked
 before the load (`Readback.prepare`).
@@ -15,6 +16,8 @@ from typing import Mapping
 from connectors.errors import OptionError
 from connectors.readback import CannotReadBack, TargetReader
 from connectors.registry import connector, sinks
+from impulse.loadtest.check.spark_target import CheckRead, SparkTarget
+from impulse.loadtest.settings.target import FILE_SINKS, table_name
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Readback", "AdapterReadback", "readback"]
@@ -43,13 +46,25 @@ class AdapterReadback(Readback):
         return self.reader.values()
 
 
-def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None) -> Readback:
+def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None, *, check_read: str | None = None,
+             check_key: tuple[str, ...] = ()) -> Readback:
     """How `sink` with `options` is read back for ``--check``; `LoadError` (before any load) saying why it cannot be.
-    `receiver`: the embedded receiver (recording requests) webhook-sink writes to, if any."""
+    `receiver`: the embedded receiver (recording requests) webhook-sink writes to, if any. `check_read`: the user's
+    ``--check-read MODULE:FUNCTION`` reads it instead (`check_key`: the target keeps one row per these columns)."""
+    if check_read is not None:
+        reader = CheckRead(check_read, check_key)
+        if mode != "append" and not reader.keeps_state:
+            raise LoadError(f"--check of output mode {mode} compares the final state per key: give the target's key "
+                            "with --check-key COLS")
+        return reader
+    if sink in FILE_SINKS or table_name(options) is not None:
+        if mode != "append":
+            raise LoadError(f"--check of output mode {mode}: Spark's {sink} sink writes in append mode only")
+        return SparkTarget(sink, options)
     readable = [row.name for row in sinks() if row.adapter is not None]
     if sink not in readable:
         raise LoadError(f"--check cannot read {sink} back: it reads the targets of {', '.join(readable)} (through "
-                        "their adapters)")
+                        f"their adapters) and of Spark's {', '.join(FILE_SINKS)} sinks")
     try:
         reader: Readback = AdapterReadback(connector(sink).adapter_class().reader(options, receiver=receiver))
     except (CannotReadBack, OptionError) as exc:

@@ -48,6 +48,8 @@ from impulse.loadtest.load.events import impulse_options, impulse_schema_for
 from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
 from impulse.loadtest.load.result import LATENCY_PARTS, LoadResult
 from impulse.loadtest.measure.metrics import Collector
+from impulse.loadtest.query.foreach_batch import resolve as resolve_foreach_batch
+from impulse.loadtest.query.foreach_batch import writer_function
 from impulse.loadtest.query.transform import (
     exception_text,
     latency_definition,
@@ -55,7 +57,7 @@ from impulse.loadtest.query.transform import (
 )
 from impulse.loadtest.query.transform import start as start_query
 from impulse.loadtest.settings.config import LoadConfig, LoadError
-from impulse.loadtest.settings.target import Target, check_format, preflight, sink_option
+from impulse.loadtest.settings.target import TABLE_OPTION, Target, check_format, preflight, sink_option, table_name
 from impulse.loadtest.settings.thresholds import hopeless
 from impulse.session import make_session
 
@@ -102,13 +104,20 @@ class Direct:
     target: Target | None = None
     definition: str = "end-to-end"
     frame: Any = None                  # the DataFrame the run writes (the probe is the run's own stream)
+    foreach: Any = None                # --foreach-batch's resolved `Transform` (None: a sink)
+    writer: Any = None                 # --foreach-batch's function, loaded on the session
 
     def preflight(self, run: Run, given_query: bool) -> None:
         config = run.config
-        self.warm_sink = config.sink
-        self.target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
-                                output_known=run.resolved is None and not given_query)
-        run.reader = readback(config.sink, self.target.options, run.mode, run.receiver) if config.check else None
+        if config.foreach_batch is not None:   # the user's writer: nothing to check but its module and function
+            self.foreach = resolve_foreach_batch(config.foreach_batch)
+            self.warm_sink, self.target = "noop", Target(config.sink, {})
+        else:
+            self.warm_sink = config.sink
+            self.target = preflight(config.sink, config.options, config.payload_bytes, config.create_topic,
+                                    output_known=run.resolved is None and not given_query)
+        run.reader = readback(config.sink, self.target.options, run.mode, run.receiver, check_read=config.check_read,
+                              check_key=config.check_key) if config.check else None
 
     def session(self, run: Run):
         return make_session(run.config.master, remote=run.config.remote)
@@ -126,7 +135,10 @@ class Direct:
         return out
 
     def inspect(self, run: Run, applied, output) -> None:
-        check_format(run.spark, run.config.sink)
+        if self.foreach is not None:
+            self.writer = writer_function(run.spark, self.foreach)
+        else:
+            check_format(run.spark, run.config.sink)
         self.frame = output
         self.definition = latency_definition(run.config, applied)
         if self.definition != "end-to-end" and not self.target.reports_metrics:
@@ -151,9 +163,13 @@ class Direct:
             if metrics_path is None:
                 metrics_path = sink_options["metricsPath"] = os.path.join(run.workdir, "metrics.jsonl")
         metrics_offset = os.path.getsize(metrics_path) if metrics_path and os.path.exists(metrics_path) else 0
+        table = table_name(sink_options) if self.writer is None else None
+        sink_options = {k: v for k, v in sink_options.items() if k.lower() != TABLE_OPTION}
+        stream = self.frame.writeStream
+        stream = (stream.foreachBatch(self.writer) if self.writer is not None
+                  else stream.format(config.sink).options(**sink_options))
         writer = (
-            self.frame
-            .writeStream.format(config.sink).options(**sink_options)
+            stream
             .option("checkpointLocation", checkpoint)
             .queryName(f"impulse-load-{os.getpid()}-{int(time.time() * 1000)}")
             .trigger(processingTime=f"{round(config.trigger_s * 1000)} milliseconds")
@@ -161,7 +177,7 @@ class Direct:
         started_us = now_us()
         if run.reader is not None:
             run.reader.prepare()
-        query = start_query(writer, run.mode, run.resolved)
+        query = start_query(writer, run.mode, run.resolved, table)
         collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
                               payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                               metrics_offset=metrics_offset,

@@ -356,10 +356,12 @@ def with_event_time(config: LoadConfig, out, remote: bool = False):
         return out if "timestamp" in out.columns else out.withColumn("timestamp", F.col(column))
 
 
-def start(writer, mode: str, transform: Transform | None):
-    """`writer.outputMode(mode).start()`; Spark's refusal (an output mode the query cannot use, …) as a `LoadError`."""
+def start(writer, mode: str, transform: Transform | None, table: str | None = None):
+    """`writer.outputMode(mode).start()` (`table`: ``.toTable(table)``); Spark's refusal (an output mode the query
+    cannot use, …) as a `LoadError`."""
     try:
-        return writer.outputMode(mode).start()
+        writer = writer.outputMode(mode)
+        return writer.toTable(table) if table is not None else writer.start()
     except Exception as exc:  # noqa: BLE001 - Spark's analysis at start: quoted without the JVM stack
         text = reason(exc)
         flag = "--output-mode " + mode if "output mode" in text.lower() or "outputmode" in text.lower() else (

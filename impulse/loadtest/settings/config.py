@@ -27,13 +27,14 @@ from impulse.loadtest.settings.units import (
 from impulse.loadtest.settings.via import parse_pipeline_trigger, parse_via
 
 __all__ = ["LoadConfig", "SourceSettings", "PipelineSettings", "SinkSettings", "ViaSettings", "ReportSettings", "PARTS",
-           "SOURCES", "OUTPUT_MODES", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
+           "SOURCES", "OUTPUT_MODES", "FOREACH_BATCH", "RampConfig", "LoadError", "parse_rate", "parse_seconds",
            "parse_ramp", "parse_option",
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
 
 SOURCES = ("impulse", "nexmark")
 OUTPUT_MODES = ("append", "update", "complete")
+FOREACH_BATCH = "foreachBatch"   # the sink of a run whose output goes to the user's --foreach-batch function
 
 
 def _stages(source_options: Mapping[str, str]) -> StagePlan | None:
@@ -80,7 +81,8 @@ class SourceSettings:
 @dataclass(frozen=True)
 class PipelineSettings:
     """The streaming query: the user's `transform` or `sql` with its `output_mode` and `event_time_column`, its
-    `trigger`, its checkpoint, the `warmup` before it, and the Spark it runs on (`master` or `remote`)."""
+    `trigger`, its checkpoint, the `warmup` before it, and the Spark it runs on (`master` or `remote`,
+    with `spark_conf` and `packages`)."""
 
     transform: str | None
     sql: str | None
@@ -91,6 +93,8 @@ class PipelineSettings:
     warmup: bool
     master: str
     remote: str | None
+    spark_conf: Mapping[str, str]
+    packages: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if self.transform is not None and self.sql is not None:
@@ -116,6 +120,9 @@ class SinkSettings:
     check: bool
     expect: str | None
     check_unique: str | None
+    foreach_batch: str | None
+    check_read: str | None
+    check_key: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if self.create_topic is not None and self.create_topic < 1:
@@ -126,6 +133,21 @@ class SinkSettings:
             parse_columns(self.check_unique, "--check-unique")
             if not self.check:
                 raise LoadError(f"--check-unique {self.check_unique} adds to --check's comparison: add --check")
+        for flag, given in (("--check-read", self.check_read), ("--check-key", self.check_key)):
+            if given and not self.check:
+                raise LoadError(f"{flag} tells --check how to read the target: add --check")
+        if self.foreach_batch is not None:
+            if self.sink != FOREACH_BATCH:
+                raise LoadError(f"--foreach-batch {self.foreach_batch} writes the output itself, in place of a sink: "
+                                f"leave out --sink {self.sink}")
+            if self.options:
+                raise LoadError(f"--foreach-batch {self.foreach_batch} writes the output itself: -o "
+                                f"{', '.join(self.options)} would go to no writer (leave them out)")
+            if self.check and self.check_read is None:
+                raise LoadError(f"--check of --foreach-batch {self.foreach_batch}: give --check-read MODULE:FUNCTION, "
+                                "your function(spark) returning the target as a DataFrame")
+        elif self.sink == FOREACH_BATCH:
+            raise LoadError(f"--sink {FOREACH_BATCH}: give your function with --foreach-batch MODULE:FUNCTION")
 
 
 @dataclass(frozen=True)
@@ -204,6 +226,8 @@ class LoadConfig:
     checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
     warmup: bool = True                   # warm Python workers, then the pipeline itself (`warm_pipeline`)
     master: str = "local[*]"              # used only when the harness makes the Spark session
+    spark_conf: Mapping[str, str] = field(default_factory=dict)  # --conf: settings of the session the harness makes
+    packages: tuple[str, ...] = ()        # --packages: Maven coordinates, joined into spark.jars.packages
     schema: str | None = None             # impulse's user schema (DDL): realistic events; None: the default columns
     source_options: Mapping[str, str] = field(default_factory=dict)  # more impulse options (fields.*, seed, …)
     thresholds: tuple[str, ...] = ()      # pass/fail checks, `impulse.loadtest.settings.thresholds` (e.g. "p99<1s")
@@ -218,6 +242,9 @@ class LoadConfig:
     check: bool = False                   # read the target back and compare with the expected answer (`check`)
     expect: str | None = None             # MODULE:FUNCTION: --check's expected rows, the user's own (`expect`)
     check_unique: str | None = None       # COLS: --check also requires each key once in the target (`check.unique`)
+    foreach_batch: str | None = None      # MODULE:FUNCTION(batch_df, batch_id) in place of a sink (sink=foreachBatch)
+    check_read: str | None = None         # MODULE:FUNCTION(spark) → the target as a DataFrame, for --check
+    check_key: tuple[str, ...] = ()       # --check compares the final state per these columns (an upsert target)
     # -- the production topology (`impulse.loadtest.via.kafka`): impulse → a Kafka topic → the pipeline → the sink
     via: str | None = None                # kafka://HOST:PORT/TOPIC: the input topic; None: impulse feeds the sink
     via_options: Mapping[str, str] = field(default_factory=dict)  # kafka.* client settings, Kafka source options

@@ -24,10 +24,14 @@ from connectors.registry import connector, sinks
 from impulse.loadtest.settings.units import LoadError
 from sinks.kafka.sink import create_topic as create
 
-__all__ = ["SPARK_SINKS", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
+__all__ = ["SPARK_SINKS", "FILE_SINKS", "TABLE_OPTION", "table_name", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
            "redact_options"]
 
 SPARK_SINKS = ("noop",)
+#: Spark's file sinks: written to ``-o path=DIR`` (or ``-o table=NAME``), read back by ``--check`` with ``spark.read``
+FILE_SINKS = ("parquet", "json", "csv", "orc")
+#: the writer option naming a table: the query is started with ``toTable(NAME)``, the option not passed to the writer
+TABLE_OPTION = "table"
 
 
 def sink_option(options: Mapping[str, str], name: str) -> str | None:
@@ -89,6 +93,11 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
             create(options, create_topic)
         except ConnectorError as exc:
             raise LoadError(f"{sink}: {_one_line(exc)}") from exc
+    if sink in FILE_SINKS:
+        _check_file_sink(sink, options)
+    if sink_option(options, TABLE_OPTION) is not None and sink in project_sinks():
+        raise LoadError(f"-o {TABLE_OPTION}=NAME writes a Spark table (toTable): {sink} is a sink, not a table format; "
+                        f"use e.g. --sink parquet")
     if sink in project_sinks():
         check_options = dict(options)
         if not any(k.lower() == "writeretries" for k in check_options):
@@ -110,6 +119,23 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
 
             raise LoadError(f"{sink}: {exc}; install it with {connector(sink).install_hint()}") from exc
     return Target(sink, dict(options))
+
+
+def table_name(options: Mapping[str, str]) -> str | None:
+    """``-o table=NAME``: the table the run writes with ``toTable`` (None: none, the sink's own target)."""
+    name = sink_option(options, TABLE_OPTION)
+    return name.strip() if name is not None and name.strip() else None
+
+
+def _check_file_sink(sink: str, options: Mapping[str, str]) -> None:
+    """A file sink needs ``path`` (or ``table``); its ``checkpointLocation`` is the harness's (a new one each run)."""
+    if sink_option(options, TABLE_OPTION) is not None and table_name(options) is None:
+        raise LoadError(f"--sink {sink}: -o {TABLE_OPTION}= is empty: give the table's name, -o {TABLE_OPTION}=NAME")
+    if not (sink_option(options, "path") or "").strip() and table_name(options) is None:
+        raise LoadError(f"--sink {sink} writes files to a directory: give it with -o path=DIR (or a table: "
+                        f"-o {TABLE_OPTION}=NAME)")
+    if sink_option(options, "checkpointLocation") is not None:
+        raise LoadError(f"--sink {sink}: -o checkpointLocation is the harness's (a new one each run): drop the option")
 
 
 def check_format(spark, sink: str) -> None:
