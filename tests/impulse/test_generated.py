@@ -66,7 +66,7 @@ def test_schema_errors_reach_the_user_intact_through_read_stream(spark):
     assert ("OptionError: invalid value 'zipf' for option 'fields.is_promo.kind': expected a kind for a BOOLEAN "
             "column: one of random, values") in message, message[-3000:]
     assert "UnboundLocalError" not in message
-    message = start_failure(spark, "a BIGINT, tags ARRAY<TIMESTAMP_NTZ>", {"eventsPerSecond": "10"})
+    message = start_failure(spark, "a BIGINT, tags ARRAY<INTERVAL DAY TO SECOND>", {"eventsPerSecond": "10"})
     assert "option 'schema, column 'tags.element'': expected a type impulse can generate" in message, message[-3000:]
 
 
