@@ -257,11 +257,15 @@ def test_a_ramp_below_min_sustained_exits_99(spark, tmp_path, capsys):
                                          "--trigger", "250ms", "--max-events-per-trigger", "100",
                                          "--max-latency", "30s", "--min-sustained", "1k")
     assert code == 99, out
-    assert [s["summary"]["sustained"] for s in report["steps"]] == [True, False], out
-    assert report["highestSustainedRate"] == 100 and report["passed"] is False
+    sustained = [s["summary"]["sustained"] for s in report["steps"]]
+    assert report["passed"] is False
     (reason,) = report["failures"]
-    assert reason.startswith("highest sustained rate 100 events/s < min-sustained 1,000 events/s: step 2 at 1,000 "
-                             "events/s: achieved "), reason
+    if sustained == [False]:  # a loaded machine: the first 3-s step fell short of 95 % of 100 events/s
+        assert report["highestSustainedRate"] is None and reason.startswith("no step sustained: step 1 at 100 "), out
+    else:
+        assert sustained == [True, False] and report["highestSustainedRate"] == 100, out
+        assert reason.startswith("highest sustained rate 100 events/s < min-sustained 1,000 events/s: step 2 at "
+                                 "1,000 events/s: achieved "), reason
     assert f"ramp: FAILED (min-sustained 1,000 events/s)\n  {reason}" in out
     (gate,) = [suite for suite in junit if suite.name == "impulse-load"]
     (case,) = list(gate)
