@@ -28,7 +28,7 @@ SMALL = {
     "bench/nexmark.py": {"--rows-per-batch": "1000", "--batches": "1", "--rounds": "1", "--warmup-batches": "1",
                          "--events": "2000"},
     "bench/batch_write.py": {"--rows": "1000", "--repeat": "1", "--warmup-rounds": "0"},
-    "bench/nexmark_stateful.py": {"--events": "4000", "--per-trigger": "1000", "--rounds": "1"},
+    "bench/nexmark_stateful.py": {"--rows": "4000", "--per-trigger": "1000", "--rounds": "1"},
 }
 #: the servers a script starts itself, as the test's markers (the webhook benches run their own receiver)
 NEEDS = {"bench/redis_sink.py": ["redis"], "bench/kafka_sink.py": ["kafka"], "bench/batch_write.py": ["kafka"]}

@@ -20,10 +20,20 @@ import pytest
 
 from connectors.conformance.network import cut_points
 from connectors.servers import KAFKA_VERSION, RedisCluster, RedisServer, fetch_kafka, free_port, kafka_jars_dir, wait_until
+from connectors.servers.base import unclaimed_port
 from connectors.servers.kafka import KAFKA_POM, pom_digest
 from connectors.servers.tap import DOWN, UP, Tap
 
 # ------------------------------------------------------------------------------------------- helpers
+
+
+def test_an_unclaimed_port_is_bindable_and_outside_the_ports_the_os_gives_outgoing_connections():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(20):
+        port = unclaimed_port()
+        assert 1024 <= port < low
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))
 
 
 def test_free_port_is_bindable():

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -26,7 +27,7 @@ from connectors.errors import SinkError
 from connectors.registry import import_extra
 
 __all__ = ["LOOPBACK", "ROOT", "ClientLibrary", "Server", "ServerError", "ProcessServer", "cache_root", "fetch_once",
-           "free_port", "java", "maven", "quiet_logger", "tail", "wait_until"]
+           "free_port", "unclaimed_port", "java", "maven", "quiet_logger", "tail", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]   # what holds the connectors package (a checkout or site-packages)
 LOOPBACK = "127.0.0.1"
@@ -61,6 +62,25 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return sock.getsockname()[1]
+
+
+def unclaimed_port() -> int:
+    """A TCP port on 127.0.0.1, free now and below the OS's ephemeral range: for a port reserved now and bound much
+    later (a proxy's, advertised by a broker), which a `free_port` could lose meanwhile to the local end of any
+    outgoing connection, since the OS hands those out from that range."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12_000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
+    return free_port()
 
 
 def java() -> str:

@@ -33,6 +33,7 @@ from connectors.servers.base import (
     java,
     maven,
     quiet_logger,
+    unclaimed_port,
     wait_until,
 )
 
@@ -212,9 +213,10 @@ class KafkaBroker(ProcessServer):
         for attempt in range(3):
             if not fixed_ports:  # first start: pick ports; a restart keeps them
                 ports: set[int] = set()
-                while len(ports) < 4:
+                while len(ports) < 3:
                     ports.add(free_port())
-                self.port, self.controller_port, self.proxied_port, self.proxy_port = ports
+                self.port, self.controller_port, self.proxied_port = ports
+                self.proxy_port = unclaimed_port()  # bound only when a proxy is made, maybe minutes later
             self.properties_path.write_text(
                 "".join(f"{key}={value}\n" for key, value in self._properties().items())
             )
