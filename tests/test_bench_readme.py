@@ -28,7 +28,8 @@ SMALL = {
     "bench/nexmark.py": {"--rows-per-batch": "1000", "--batches": "1", "--rounds": "1", "--warmup-batches": "1",
                          "--events": "2000"},
     "bench/batch_write.py": {"--rows": "1000", "--repeat": "1", "--warmup-rounds": "0"},
-    "bench/nexmark_stateful.py": {"--rows": "4000", "--per-trigger": "1000", "--rounds": "1"},
+    "bench/nexmark_stateful.py": {"--rows": "4000", "--per-trigger": "1000", "--rounds": "1", "--queries": "q16",
+                                  "--variants": "bucket ceiling"},
 }
 #: the servers a script starts itself, as the test's markers (the webhook benches run their own receiver)
 NEEDS = {"bench/redis_sink.py": ["redis"], "bench/kafka_sink.py": ["kafka"], "bench/batch_write.py": ["kafka"]}
@@ -41,17 +42,16 @@ def readme_commands() -> dict[str, list[str]]:
 
 
 def shrunk(argv: list[str], small: dict[str, str | None]) -> list[str]:
-    out, skip = [], False
-    for i, arg in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if arg in small:
-            skip = i + 1 < len(argv) and not argv[i + 1].startswith("--")
-            continue
-        out.append(arg)
+    """`argv` with each flag of `small` and its values (all up to the next flag) replaced by `small`'s (a value of
+    several words: several values)."""
+    out, skipping = [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            skipping = arg in small
+        if not skipping:
+            out.append(arg)
     for flag, value in small.items():
-        out += [flag] if value is None else [flag, value]
+        out += [flag] if value is None else [flag, *value.split()]
     return out
 
 
