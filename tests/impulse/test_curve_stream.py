@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from tests.impulse.helpers import BatchRecorder, committed_batches
-from tests.impulse.test_restart import run_batches, run_to_end
+from tests.impulse.test_restart import restarted_stream_and_batch
 from tests.readme import DOCS, python_block
 
 pytestmark = pytest.mark.integration
@@ -20,13 +19,7 @@ OPTIONS = {"rateCurve": "daily:min=500,max=3000,peak=06:00", "rateCurve.period":
 
 
 def test_a_restarted_curve_stream_equals_the_batch_read(spark, tmp_path):
-    recorder, checkpoint = BatchRecorder(), tmp_path / "ck"
-    run_batches(spark, checkpoint, recorder, 2, **OPTIONS)  # a backfill: startTime 0 is long past
-    assert 1 <= len(committed_batches(checkpoint))
-    run_to_end(spark, checkpoint, recorder, **OPTIONS)
-    stream = sorted(row[:3] for row in recorder.rows())
-    batch = sorted(tuple(r) for r in spark.read.format("impulse").options(**{k: str(v) for k, v in OPTIONS.items()})
-                   .load().selectExpr("counter", "subtask_index", "unix_micros(timestamp)").collect())
+    stream, batch = restarted_stream_and_batch(spark, tmp_path / "ck", OPTIONS)
     assert len(stream) == 12_000 and stream == batch
 
 

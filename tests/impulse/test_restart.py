@@ -32,6 +32,19 @@ def run_to_end(spark, checkpoint, recorder, **options):
     return query
 
 
+def restarted_stream_and_batch(spark, checkpoint, options: dict) -> tuple[list, list]:
+    """A pinned stream of `options` run for 2 micro-batches, stopped and restarted to its end, and the batch read of
+    the same options: each as sorted (counter, subtask_index, epoch µs) rows."""
+    recorder = BatchRecorder()
+    run_batches(spark, checkpoint, recorder, 2, **options)  # a backfill: startTime 0 is long past
+    assert 1 <= len(committed_batches(checkpoint))
+    run_to_end(spark, checkpoint, recorder, **options)
+    stream = sorted(row[:3] for row in recorder.rows())
+    batch = sorted(tuple(r) for r in spark.read.format("impulse").options(**{k: str(v) for k, v in options.items()})
+                   .load().selectExpr("counter", "subtask_index", "unix_micros(timestamp)").collect())
+    return stream, batch
+
+
 def run_batches(spark, checkpoint, recorder, batches: int, **options):
     """Run with a processing-time trigger until `batches` more micro-batches reached the sink, then stop.
 

@@ -9,8 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from impulse.options import ImpulseOptions
-from tests.impulse.helpers import BatchRecorder, committed_batches
-from tests.impulse.test_restart import run_batches, run_to_end
+from tests.impulse.test_restart import restarted_stream_and_batch
 from tests.impulse.test_stages import integral
 from tests.readme import DOCS, python_block
 
@@ -20,13 +19,7 @@ OPTIONS = dict(rateStages="2s:2000,2s:2000,1s:8000,1s:0", numPartitions=2, start
 
 
 def test_a_restarted_stream_equals_the_batch_read_and_counts_the_integral_per_second(spark, tmp_path):
-    recorder, checkpoint = BatchRecorder(), tmp_path / "ck"
-    run_batches(spark, checkpoint, recorder, 2, **OPTIONS)  # a backfill: startTime 0 is long past
-    assert 1 <= len(committed_batches(checkpoint))
-    run_to_end(spark, checkpoint, recorder, **OPTIONS)
-    stream = sorted(row[:3] for row in recorder.rows())
-    batch = sorted(tuple(r) for r in spark.read.format("impulse").options(**{k: str(v) for k, v in OPTIONS.items()})
-                   .load().selectExpr("counter", "subtask_index", "unix_micros(timestamp)").collect())
+    stream, batch = restarted_stream_and_batch(spark, tmp_path / "ck", OPTIONS)
     stages = ImpulseOptions.from_options({k: str(v) for k, v in OPTIONS.items()}).rate_stages
     assert len(stream) == 2 * stages.total == 2 * 7500 and stream == batch  # per partition 1000 + 2000 + 2500 + 2000
     for partition in (0, 1):
