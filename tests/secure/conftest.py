@@ -15,6 +15,7 @@ from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
 from connectors.servers.redis_cluster import RedisCluster
 from connectors.servers.tls import ThrowawayCA
+from tests.conftest import _serving
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,6 @@ class Credentials:
     @property
     def acl(self) -> str:
         return f"{self.user} on >{self.password} ~{self.prefix}* ~commit:{self.prefix}* +@all"
-
-
-def _serving(server):
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="session")
