@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 
@@ -18,11 +19,16 @@ from sinks.webhook.adapter import WebhookAdapter
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files holding a test marked ``slow`` run first. pytest-xdist hands out whole files (``--dist loadfile``) to
-    whichever worker is free, in collection order: sending the longest out first lets the two workers end
-    together instead of one finishing a long file alone (longest-first scheduling)."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: each file's own order is kept
+    """The files that take longest run first. pytest-xdist hands out whole files (``--dist loadfile``, with
+    ``--no-loadscope-reorder`` so that it keeps this order) to whichever worker is free: sending the longest out
+    first lets the two workers end together instead of one finishing a long file alone (longest-first
+    scheduling). A file's weight is a guess from its markers: a ``slow`` test counts 3, any other test that
+    starts a server or a Spark query 1, a unit test 0."""
+    weight = collections.Counter()
+    for item in items:
+        weight[item.path] += 3 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 0
+    items.sort(key=lambda item: -weight[item.path])  # stable: each file's own order is kept
+
 
 # Spark's Python workers must run this interpreter (with the project installed), not whatever is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -20,6 +20,7 @@ EVENTS, RATE, PER_TRIGGER = (200_000, 1_000, 20_000) if FULL else (10_000, 500, 
 SEEDS = ("0", "11") if FULL else ("0",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_check_passes_for_every_query(spark, capsys, seed):
     runnable = [q.name for q in QUERIES if q.runs]
