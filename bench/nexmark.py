@@ -8,8 +8,8 @@
 2. Each query of ``--queries`` over ``--events`` events (`impulse.nexmark.cli.run_query`, into ``noop``, in
    micro-batches of `per_trigger` events): events/s per core at steady state (the micro-batches after the first
    two, `impulse.nexmark.cli.steady_rate`: events over their summed durations) and over the whole run (start to
-   end, start-up included), next to Flink's published per-core figures for q0, q5 and q7 (the nexmark project's
-   README, Flink 1.13 on its own cluster; not measured here, on other hardware).
+   end, start-up included), next to Flink's published per-core figures (`flink_nexmark`; not measured here, on other
+   hardware).
 
 Example::
 
@@ -24,13 +24,12 @@ import statistics
 import sys
 
 import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
+from flink_nexmark import FLINK_PER_CORE
 
 from impulse.nexmark.cli import parse_count, run_query, source_options
 from impulse.nexmark.queries import query
 from impulse.nexmark.source import NexmarkDataSource, NexmarkStreamReader, event_batches
 
-# events/s per core that the nexmark project's README reports for Flink (not measured on this machine)
-FLINK_PER_CORE = {"q0": 155_000, "q5": 22_000, "q7": 12_000}
 GOAL = ("nexmark", "prebuilt", 0.8)
 
 

@@ -32,6 +32,7 @@ import statistics
 import sys
 
 import impulse_vs_rate as bench  # noqa: E402  (a sibling script: its folder is on sys.path; sets PYSPARK_PYTHON)
+from flink_nexmark import FLINK_PER_CORE
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
@@ -39,8 +40,6 @@ from impulse.nexmark import stateful
 from impulse.nexmark.cli import parse_count, run_query, source_options
 from impulse.nexmark.queries import WATERMARK_DELAY, Query, query, views
 
-# events/s per core of Flink 1.13 in the nexmark project's README (8 task slots, RocksDB; not measured here)
-FLINK_PER_CORE = {"q4": 34_300, "q6": 34_300, "q15": 72_000, "q16": 18_700}
 VARIANTS = ("bucket", "per_key", "ceiling", "spark_ops")
 
 

@@ -28,6 +28,9 @@ SMALL = {
     "bench/nexmark.py": {"--rows-per-batch": "1000", "--batches": "1", "--rounds": "1", "--warmup-batches": "1",
                          "--events": "2000"},
     "bench/batch_write.py": {"--rows": "1000", "--repeat": "1", "--warmup-rounds": "0"},
+    "bench/nexmark_table.py": {"--queries": "q0", "--rows": "2000", "--per-trigger": "1000", "--step-duration": "2s",
+                               "--latency-duration": "2s", "--precision": "50%", "--lo-factor": "0.25",
+                               "--hi-factor": "0.5"},
     "bench/nexmark_stateful.py": {"--rows": "4000", "--per-trigger": "1000", "--rounds": "1", "--queries": "q16",
                                   "--variants": "bucket ceiling"},
 }
