@@ -190,6 +190,13 @@ class StageResult:
     points of the stage's batches (with fewer than three, the events of its batches over the time since the
     previous stage's last acknowledgement). A sink that keeps up delivers along the schedule, so in a hold
     stage the slope is the stage's rate; one that falls behind delivers at its own capacity.
+
+    For a curve's interval (`Stage.knots`) the rate is not constant, and a least-squares slope would weigh its
+    middle most (above the mean around a peak, below it around a trough): its achieved rate is the events
+    delivered since the previous interval's last acknowledgement over the time since then, comparable with its
+    target, the curve's mean. The first interval counts from the schedule's start shifted by the first batch's
+    delay (its acknowledgement minus its last event's scheduled time), so that the pipeline's latency cancels out
+    as it does between two acknowledgements.
     """
 
     index: int                      # 1-based
@@ -237,11 +244,17 @@ def stage_results(plan: StagePlan, batches: Sequence[Batch], schedule_start_us: 
     index = plan.stage_of(plan.time_of(np.maximum(ends - 1, 0))) if len(batches) else np.zeros(0, dtype=np.int64)
     out = []
     previous = (float(schedule_start_us or (batches[0].start_us if batches else 0)), 0)  # (ack µs, delivered)
+    if batches and schedule_start_us and plan.stages[0].knots:   # a curve: the start at the first batch's delay
+        first = batches[0]
+        previous = (first.ack_us - float(plan.time_of(max(first.delivered - 1, 0))) * 1e6, 0)
     for number, stage in enumerate(plan.stages):
         members = [b for b, i in zip(batches, index) if i == number]
         events = sum(b.rows for b in members)
         rate = 0.0
-        if len(members) >= 3:
+        if members and stage.knots:
+            if members[-1].ack_us > previous[0]:
+                rate = (members[-1].delivered - previous[1]) / ((members[-1].ack_us - previous[0]) / 1e6)
+        elif len(members) >= 3:
             t = np.array([b.ack_us for b in members], dtype=np.float64) / 1e6
             n = np.array([b.delivered for b in members], dtype=np.float64)
             if np.ptp(t) > 0:
