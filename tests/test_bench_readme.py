@@ -33,9 +33,12 @@ SMALL = {
                                "--hi-factor": "0.5"},
     "bench/nexmark_stateful.py": {"--rows": "4000", "--per-trigger": "1000", "--rounds": "1", "--queries": "q16",
                                   "--variants": "bucket ceiling"},
+    "bench/production_e2e.py": {"--rows": "2000", "--rows-per-batch": "2000", "--batches": "1", "--warmup-batches": "1",
+                                "--rounds": "1"},
 }
 #: the servers a script starts itself, as the test's markers (the webhook benches run their own receiver)
-NEEDS = {"bench/redis_sink.py": ["redis"], "bench/kafka_sink.py": ["kafka"], "bench/batch_write.py": ["kafka"]}
+NEEDS = {"bench/redis_sink.py": ["redis"], "bench/kafka_sink.py": ["kafka"], "bench/batch_write.py": ["kafka"],
+         "bench/production_e2e.py": ["kafka", "schema_registry"]}
 
 
 def readme_commands() -> dict[str, list[str]]:

@@ -47,6 +47,7 @@ else:  # Python 3.10: the same parser, as a package
 
 from connectors.redact import is_secret
 from impulse.loadtest.settings.config import FOREACH_BATCH, LoadConfig, RampConfig
+from impulse.loadtest.settings.curve import CURVE_OPTIONS
 from impulse.loadtest.settings.stages import STAGES_OPTION
 from impulse.loadtest.settings.target import known_sinks
 from impulse.loadtest.settings.units import (
@@ -194,7 +195,9 @@ KEYS: tuple[Key, ...] = (
         "DOUBLE' (generated as the source options fields.<column>.* say; counter, subtask_index, timestamp and "
         "payload are added when missing)", "load", "DDL"),
     Key("source", "map", {}, "an impulse option, repeatable: fields.<column>.<property>, seed, outOfOrderness, "
-        f"{STAGES_OPTION} (e.g. 30s:1000,1m:1000: the rate and duration then come from the stages), …", "load",
+        f"{STAGES_OPTION} (e.g. 30s:1000,1m:1000: the rate and duration then come from the stages), "
+        f"{CURVE_OPTIONS[0]} (e.g. daily:min=200,max=2000,peak=12:00 with {CURVE_OPTIONS[1]}=2m: the rate then follows "
+        "the curve over --duration), …", "load",
         "KEY=VALUE", flag="--source-option", example="fields.user_id.kind=zipf"),
     Key("max-events-per-trigger", "int", _D.max_events_per_trigger, "admission control: at most N events per "
         "micro-batch (default: no limit)", "load", "N", minimum=1),
@@ -580,6 +583,12 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if given:
             raise LoadError(f"--source-option {STAGES_OPTION} sets the rate and the duration: leave out "
                             f"{' and '.join(given)}")
+    curve_keys = [k for k in source if k.lower() in {o.lower() for o in CURVE_OPTIONS}]
+    if curve_keys and stages_key is None:  # LoadConfig takes the rate from the curve (its mean over --duration)
+        given = [f"--{k}" for k in ("rate", "ramp") if k in values]
+        if given:
+            raise LoadError(f"--source-option {curve_keys[0]} sets the rate (the curve's, over --duration): leave "
+                            f"out {' and '.join(given)}")
     if "foreach-batch" in values and get("via") is not None:
         raise LoadError(f"--foreach-batch {get('foreach-batch')} runs in the direct topology: leave out --via")
     if "foreach-batch" in values and "sink" in values:

@@ -20,8 +20,7 @@ __all__ = ["impulse_options", "impulse_schema_for"]
 _HARNESS_SOURCE_OPTIONS = {"eventspersecond": "--rate", "delay": "--rate", "numpartitions": "--partitions",
                            "payloadbytes": "--payload-bytes", "limit": "--rate × --duration",
                            "limitperpartition": "--rate × --duration", "maxeventspertrigger": "--max-events-per-trigger",
-                           "starttime": "the run's start (latency counts from each event's schedule)",
-                           "ratecurve": "--rate (a run's pace is --rate or rateStages; rateCurve not yet)"}
+                           "starttime": "the run's start (latency counts from each event's schedule)"}
 # each source's option reader, which validates them; nexmark's events have no payload column
 _READERS = {"impulse": ImpulseOptions, "nexmark": NexmarkOptions}
 
@@ -29,7 +28,7 @@ _READERS = {"impulse": ImpulseOptions, "nexmark": NexmarkOptions}
 def impulse_options(config: LoadConfig) -> dict[str, str]:
     """The options of the run's source, ``impulse`` or ``nexmark`` (validated like the source will): the
     ``--source-option`` settings with the run's pace (``eventsPerSecond``, ``limit`` = rate × duration,
-    ``numPartitions``, ``maxEventsPerTrigger``; with ``rateStages`` the stages' own rate) and impulse's
+    ``numPartitions``, ``maxEventsPerTrigger``; with ``rateStages`` or ``rateCurve`` their own rate) and impulse's
     ``payloadBytes``."""
     for key in config.source_options:
         if key.lower() in _HARNESS_SOURCE_OPTIONS:
@@ -38,7 +37,7 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
     if config.source == "impulse":
         options["payloadBytes"] = str(config.payload_bytes)
     options["limit"] = str(config.total_events)
-    if config.stages is None:  # with rateStages the source takes its rate from the stages (passed through as is)
+    if config.stages is None:  # with rateStages or rateCurve the source takes its rate from them (passed as is)
         options["eventsPerSecond"] = repr(float(config.rate))
     if config.max_events_per_trigger:
         options["maxEventsPerTrigger"] = str(config.max_events_per_trigger)

@@ -232,7 +232,7 @@ def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, 
 def describe_run(config: LoadConfig) -> str:
     """One line: sink, rate (or stages), duration, events, partitions, payload, trigger."""
     stages = config.stages
-    rate = (f"rateStages {stages.text}" if stages is not None
+    rate = (f"{stages.option} {stages.text}" if stages is not None
             else f"{config.rate:,.0f} events/s for {config.duration_s:g}s")
     return (f"{config.sink}, {rate} ({config.total_events:,} events), {config.partitions} partitions, "
             f"{config.payload_bytes} B payload, trigger {config.trigger}")

@@ -23,6 +23,7 @@ import time
 from typing import Callable, Mapping
 
 from impulse.loadtest.query.transform import exception_text, start
+from impulse.loadtest.settings.curve import CURVE_OPTIONS
 from impulse.loadtest.settings.units import LoadError, iso_us
 
 __all__ = ["warm_pipeline", "warm_options", "WARM_EVENTS", "WARM_BATCHES"]
@@ -33,7 +34,7 @@ _TIMEOUT_S = 300.0
 
 # the options that pace or bound a run: the slice sets its own
 _PACING = ("eventspersecond", "delay", "ratestages", "limit", "limitperpartition", "starttime", "alignment",
-           "maxeventspertrigger", "rampuptime", "downtime")
+           "maxeventspertrigger", "rampuptime", "downtime", *(o.lower() for o in CURVE_OPTIONS))
 
 
 def warm_options(source_options: Mapping[str, str], rate: float, events: int, now_us: int | None = None) -> dict:

@@ -157,13 +157,16 @@ def _axes(x: str, y: str, **y_extra: Any) -> dict:
 
 
 def _target_trace(run: dict) -> dict:
-    """The target rate over time: the stages of ``rateStages`` (piecewise linear), else the run's constant rate."""
+    """The target rate over time: the stages of ``rateStages`` (piecewise linear; a curve's intervals through their
+    knots), else the run's constant rate."""
     stages = run.get("stages") or []
     if stages:
         x, y = [], []
         for stage in stages:
-            x += [stage["startS"], stage["startS"] + stage["durationS"]]
-            y += [stage["fromRate"], stage["toRate"]]
+            corners = stage.get("knots") or [[stage["startS"], stage["fromRate"]],
+                                             [stage["startS"] + stage["durationS"], stage["toRate"]]]
+            x += [t for t, _ in corners]
+            y += [r for _, r in corners]
     else:
         batches = run.get("batches") or []
         end = max([float(b["timeS"]) for b in batches] + [float((run.get("summary") or {}).get("durationS") or 0)])
@@ -391,7 +394,8 @@ def _stages_table(run: dict) -> str:
         s.get("stage"), s.get("label"), s.get("targetRate"), s.get("achievedRate"), s.get("events"),
         *((s.get("latencyMs") or {}).get(p) for p in ("p50", "p99", "max")), s.get("sustained"))) + "</tr>"
         for s in stages)
-    return ("<h3>Stages of rateStages</h3><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + rows
+    title = "Intervals of rateCurve" if any(s.get("knots") for s in stages) else "Stages of rateStages"
+    return (f"<h3>{title}</h3><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + rows
             + "</table>")
 
 

@@ -78,7 +78,7 @@ def _latency_lines(result: LoadResult) -> list[str]:
 
 
 def stages_lines(result: LoadResult) -> list[str]:
-    """One row per stage of ``rateStages``: target vs achieved rate, events, latency percentiles, sustained (holds)."""
+    """One row per stage of ``rateStages`` (per interval of ``rateCurve``): target vs achieved rate, events, latency percentiles, sustained (holds)."""
     stages = result.stage_results
     if not stages:
         return []
@@ -87,7 +87,7 @@ def stages_lines(result: LoadResult) -> list[str]:
              f"{'p99 ms':>10}{'max ms':>10}  sustained"]
     for stage in stages:
         latency = percentiles_ms(stage.latency)
-        sustained = {None: "– (ramp)", True: "yes", False: "no"}[stage.sustained]
+        sustained = {None: "– (curve)" if stage.stage.knots else "– (ramp)", True: "yes", False: "no"}[stage.sustained]
         lines.append(f"  {stage.index:<3} {stage.stage.label:<{width}}{stage.stage.mean_rate:>11,.0f}"
                      f"{stage.achieved_rate:>12,.0f}{stage.events:>11,}" + "".join(
                          f"{_ms(latency[p]):>10}" for p in ("p50", "p95", "p99", "max")) + f"  {sustained}")
@@ -124,7 +124,7 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"  {'batches (pipeline)' if via else 'batches':<24}{'':>14}{_batch_count(result):>14,}",
         f"  {'time (s)':<24}{c.duration_s:>14,.1f}{result.duration_s:>14,.1f}",
         f"  sustained: {result.verdict}",
-        *([f"  rateStages: {c.stages.text}"] if stages else []),
+        *([f"  {c.stages.option}: {c.stages.text}"] if stages else []),
         *stages,
         "",
         *_latency_lines(result),

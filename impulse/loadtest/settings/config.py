@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
+from impulse.loadtest.settings.curve import curve_plan
 from impulse.loadtest.settings.stages import STAGES_OPTION, StagePlan, parse_stages
 from impulse.loadtest.settings.thresholds import Threshold, parse_threshold
 from impulse.loadtest.settings.units import (
@@ -37,9 +38,12 @@ OUTPUT_MODES = ("append", "update", "complete")
 FOREACH_BATCH = "foreachBatch"   # the sink of a run whose output goes to the user's --foreach-batch function
 
 
-def _stages(source_options: Mapping[str, str]) -> StagePlan | None:
+def _stages(source_options: Mapping[str, str], duration_s: float, partitions: int) -> StagePlan | None:
+    """The run's changing rate: ``rateStages``, or a rate curve over `duration_s` (`settings.curve`); None."""
     text = next((v for k, v in source_options.items() if k.lower() == STAGES_OPTION.lower()), None)
-    return None if text is None else parse_stages(text, f"--source-option {STAGES_OPTION}")
+    if text is None:
+        return curve_plan(source_options, duration_s, partitions) if partitions >= 1 and duration_s > 0 else None
+    return parse_stages(text, f"--source-option {STAGES_OPTION}")
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,8 @@ class SourceSettings:
 
     @property
     def stages(self) -> StagePlan | None:
-        """The source option ``rateStages``, parsed (None without it)."""
-        return _stages(self.source_options)
+        """The source option ``rateStages`` or ``rateCurve``, parsed (None without them)."""
+        return _stages(self.source_options, self.duration_s, self.partitions)
 
 
 @dataclass(frozen=True)
@@ -254,15 +258,15 @@ class LoadConfig:
 
     def __post_init__(self) -> None:
         stages = self.stages
-        if stages is not None:  # the stages set the run's rate (their mean) and duration
+        if stages is not None:  # the stages set the run's rate (their mean) and duration (a curve's: --duration)
             object.__setattr__(self, "rate", stages.mean_rate)
             object.__setattr__(self, "duration_s", stages.duration_s)
 
     @property
     def stages(self) -> StagePlan | None:
-        """The source option ``rateStages``, parsed (None without it): the rate then changes within the run, `rate`
-        is the stages' mean and `duration_s` their length."""
-        return _stages(self.source_options)
+        """The source option ``rateStages`` or ``rateCurve`` (over `duration_s`), parsed (None without them): the
+        rate then changes within the run, `rate` is the stages' mean and `duration_s` their length."""
+        return _stages(self.source_options, self.duration_s, self.partitions)
 
     @property
     def total_events(self) -> int:

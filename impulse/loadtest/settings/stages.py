@@ -11,12 +11,17 @@ The source generates the events; the harness only needs the arithmetic to cut a 
 `StagePlan.time_of` (when the n-th event is due), vectorised with numpy. Both are exact for the
 piecewise-linear rate; the source's own rounding to whole events and microseconds may differ by an
 event per partition.
+
+A rate curve (the source's ``rateCurve`` with ``bursts.*``, `impulse.loadtest.settings.curve`) is reported through
+the same plan: each of its stages is an *interval* of the curve whose rate is piecewise linear (`Stage.knots`), not
+a single ramp; the arithmetic then runs over those linear pieces, the report over the intervals.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -35,12 +40,16 @@ STAGES_OPTION = "rateStages"   # the impulse source option the stages come from
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: from `start_rate` to `target_rate` (events/s) over `duration_s`, starting at `start_s`."""
+    """One stage: from `start_rate` to `target_rate` (events/s) over `duration_s`, starting at `start_s`.
+
+    `knots`, for an interval of a rate curve: the (seconds, events/s) corners of its piecewise-linear rate from
+    `start_s` to `end_s` (the rate between them is not a straight line); empty for a linear stage."""
 
     start_s: float
     duration_s: float
     start_rate: float
     target_rate: float
+    knots: tuple[tuple[float, float], ...] = ()
 
     @property
     def end_s(self) -> float:
@@ -49,6 +58,9 @@ class Stage:
     @property
     def events(self) -> float:
         """Events due during the stage (the area under its rate)."""
+        if self.knots:
+            t, r = np.array(self.knots).T
+            return float(np.sum((r[1:] + r[:-1]) / 2 * np.diff(t)))
         return (self.start_rate + self.target_rate) / 2 * self.duration_s
 
     @property
@@ -57,21 +69,35 @@ class Stage:
 
     @property
     def hold(self) -> bool:
-        """A constant rate (target = the previous target, > 0)."""
-        return self.start_rate == self.target_rate > 0
+        """A constant rate (target = the previous target, > 0); a curve's interval is never one."""
+        return not self.knots and self.start_rate == self.target_rate > 0
 
     @property
     def label(self) -> str:
+        if self.knots:
+            return f"{self.start_s:g}–{self.end_s:g}s curve, mean {self.mean_rate:,.0f}/s"
         shape = f"hold {self.target_rate:,.0f}/s" if self.hold else f"{self.start_rate:,.0f} → {self.target_rate:,.0f}/s"
         return f"{self.start_s:g}–{self.end_s:g}s {shape}"
 
 
 @dataclass(frozen=True)
 class StagePlan:
-    """The stages of one run, in order."""
+    """The stages of one run, in order; `option` is the source option they come from (`text` its value)."""
 
     stages: tuple[Stage, ...]
     text: str
+    option: str = STAGES_OPTION
+
+    @cached_property
+    def pieces(self) -> tuple[Stage, ...]:
+        """The linear pieces of the rate: the stages, with each curve interval cut at its knots."""
+        out: list[Stage] = []
+        for stage in self.stages:
+            if not stage.knots:
+                out.append(stage)
+                continue
+            out += [Stage(t0, t1 - t0, r0, r1) for (t0, r0), (t1, r1) in zip(stage.knots, stage.knots[1:]) if t1 > t0]
+        return tuple(out)
 
     @property
     def duration_s(self) -> float:
@@ -91,10 +117,11 @@ class StagePlan:
         return max(partitions, partitions * math.floor(self.events / partitions + 1e-9))
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        starts = np.array([s.start_s for s in self.stages])
-        durations = np.array([s.duration_s for s in self.stages])
-        r0 = np.array([s.start_rate for s in self.stages])
-        r1 = np.array([s.target_rate for s in self.stages])
+        pieces = self.pieces
+        starts = np.array([s.start_s for s in pieces])
+        durations = np.array([s.duration_s for s in pieces])
+        r0 = np.array([s.start_rate for s in pieces])
+        r1 = np.array([s.target_rate for s in pieces])
         before = np.concatenate([[0.0], np.cumsum((r0 + r1) / 2 * durations)[:-1]])
         return starts, durations, r0, r1, before
 
@@ -127,7 +154,8 @@ class StagePlan:
         """The target rate (events/s) `t_s` seconds after the start (0 after the last stage)."""
         if not 0 <= t_s <= self.duration_s:
             return 0.0
-        stage = self.stages[int(self.stage_of(t_s))]
+        ends = np.array([s.end_s for s in self.pieces])
+        stage = self.pieces[min(int(np.searchsorted(ends, t_s, side="left")), len(ends) - 1)]
         return stage.start_rate + (stage.target_rate - stage.start_rate) * (t_s - stage.start_s) / stage.duration_s
 
     def stage_of(self, t_s: np.ndarray | float) -> np.ndarray:
@@ -162,6 +190,13 @@ class StageResult:
     points of the stage's batches (with fewer than three, the events of its batches over the time since the
     previous stage's last acknowledgement). A sink that keeps up delivers along the schedule, so in a hold
     stage the slope is the stage's rate; one that falls behind delivers at its own capacity.
+
+    For a curve's interval (`Stage.knots`) the rate is not constant, and a least-squares slope would weigh its
+    middle most (above the mean around a peak, below it around a trough): its achieved rate is the events
+    delivered since the previous interval's last acknowledgement over the time since then, comparable with its
+    target, the curve's mean. The first interval counts from the schedule's start shifted by the first batch's
+    delay (its acknowledgement minus its last event's scheduled time), so that the pipeline's latency cancels out
+    as it does between two acknowledgements.
     """
 
     index: int                      # 1-based
@@ -198,7 +233,8 @@ class StageResult:
                 "fromRate": stage.start_rate, "toRate": stage.target_rate, "hold": stage.hold,
                 "targetRate": round(stage.mean_rate, 1), "achievedRate": round(self.achieved_rate, 1),
                 "targetEvents": round(stage.events), "events": self.events, "batches": len(self.batches),
-                "sustained": self.sustained, "latencyMs": percentiles_ms(self.latency)}
+                "sustained": self.sustained, "latencyMs": percentiles_ms(self.latency),
+                **({"knots": [[round(t, 6), round(r, 3)] for t, r in stage.knots]} if stage.knots else {})}
 
 
 def stage_results(plan: StagePlan, batches: Sequence[Batch], schedule_start_us: int | None,
@@ -208,11 +244,17 @@ def stage_results(plan: StagePlan, batches: Sequence[Batch], schedule_start_us: 
     index = plan.stage_of(plan.time_of(np.maximum(ends - 1, 0))) if len(batches) else np.zeros(0, dtype=np.int64)
     out = []
     previous = (float(schedule_start_us or (batches[0].start_us if batches else 0)), 0)  # (ack µs, delivered)
+    if batches and schedule_start_us and plan.stages[0].knots:   # a curve: the start at the first batch's delay
+        first = batches[0]
+        previous = (first.ack_us - float(plan.time_of(max(first.delivered - 1, 0))) * 1e6, 0)
     for number, stage in enumerate(plan.stages):
         members = [b for b, i in zip(batches, index) if i == number]
         events = sum(b.rows for b in members)
         rate = 0.0
-        if len(members) >= 3:
+        if members and stage.knots:
+            if members[-1].ack_us > previous[0]:
+                rate = (members[-1].delivered - previous[1]) / ((members[-1].ack_us - previous[0]) / 1e6)
+        elif len(members) >= 3:
             t = np.array([b.ack_us for b in members], dtype=np.float64) / 1e6
             n = np.array([b.delivered for b in members], dtype=np.float64)
             if np.ptp(t) > 0:

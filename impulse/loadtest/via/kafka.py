@@ -59,6 +59,7 @@ from impulse.loadtest.measure.metrics import Collector, percentiles_ms, phase_st
 from impulse.loadtest.query.plan import refuse_real_time
 from impulse.loadtest.query.transform import exception_text
 from impulse.loadtest.settings.config import DEFAULT_MASTER, OUTPUT_MODES, LoadConfig, LoadError
+from impulse.loadtest.settings.curve import CURVE_OPTIONS
 from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks, sink_option
 from impulse.loadtest.settings.units import epoch_us, iso_us
 from impulse.loadtest.settings.via import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
@@ -517,9 +518,10 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
 
 
 def _prefill_options(config: LoadConfig) -> dict[str, str]:
-    """The prefill's impulse options: its events as fast as the producer writes them (no ``rateStages``); with
+    """The prefill's impulse options: its events as fast as the producer writes them (no ``rateStages`` nor rate curve); with
     ``--check`` pinned to now, so that the check can read them again."""
-    flat = {k: v for k, v in config.source_options.items() if k.lower() != "ratestages"}
+    paced = {"ratestages", *(o.lower() for o in CURVE_OPTIONS)}
+    flat = {k: v for k, v in config.source_options.items() if k.lower() not in paced}
     options = impulse_options(replace(config, rate=_PREFILL_RATE, duration_s=config.prefill / _PREFILL_RATE,
                                       source_options=flat))
     options["limit"] = str(config.prefill)
