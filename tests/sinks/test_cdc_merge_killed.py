@@ -16,7 +16,7 @@ from connectors.session import kafka_package
 from tests.sinks.debezium_readback import OPTIONS as READBACK
 from tests.sinks.poison_driver import kill_driver_mid_batch
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.redis]
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.redis, pytest.mark.slow]
 
 # the read-back tests' accounts, cut mid-way through a round of keys (1,200 events end with every key deleted)
 OPTIONS = {**READBACK, "limit": "1130"}
