@@ -26,9 +26,9 @@ zipf            integers, STRING                            cardinality (require
 values          all but BINARY                              values (required, comma-separated), weights
 uuid            STRING                                      —
 ref             integers                                    refEventsPerSecond (required), refNumPartitions
-                                                            (1), refLimit, pick (uniform), cardinality and
-                                                            exponent (1) with pick=recent, window with
-                                                            pick=window
+                                                            (1), refLimit, refStart (0), refStep (1), pick
+                                                            (uniform), cardinality and exponent (1) with
+                                                            pick=recent, window with pick=window
 faker           STRING                                      provider (required), locale (en_US),
                                                             cardinality (10000): `impulse.faker_pool`
 empirical       numbers, DATE, TIMESTAMP                    quantiles (required: at least 2, ascending)
@@ -49,7 +49,8 @@ scheduled time t (its ``timestamp`` before any disorder) picks one of them: ``pi
 ``pick=recent`` the ``r``-th newest with ``r`` Zipf-distributed over ``cardinality`` ranks (probability ∝
 1/(r+1)^exponent; when fewer exist, ``r mod E``), ``pick=window`` uniformly among those created at or
 after ``t − window`` (the newest when none was). So every value names an entity created at or before the
-event's scheduled time.
+event's scheduled time. The value written is the entity's key, ``refStart + refStep × id``, when the referenced
+key is a ``sequence`` with that ``start`` and ``step`` (defaults 0 and 1: the id itself).
 
 TIMESTAMP_NTZ takes every kind and property of TIMESTAMP: its values are the same µs, read as a wall-clock time
 without a zone (an option's time without a zone is that wall-clock time).
@@ -393,7 +394,7 @@ def _parse_faker(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key:
 
 def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
     """(delay µs of one referenced partition, refNumPartitions, refLimit or None, pick, cardinality, exponent,
-    window µs)."""
+    window µs, refStart, refStep)."""
     rate = reader.number(prefix + "refEventsPerSecond", None, above=0.0)
     if rate is None:
         raise OptionError(prefix + "refEventsPerSecond", None, "the eventsPerSecond of the referenced stream "
@@ -413,7 +414,9 @@ def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: i
         if window is None:
             raise OptionError(prefix + "window", None, "a duration for pick=window: only entities created within it "
                               "before the event are picked, e.g. '10s'")
-    return (partitions * 1e6 / rate, partitions, limit, pick, cardinality, exponent, window)
+    key_start = reader.integer(prefix + "refStart", 0, minimum=ctype.lo, maximum=ctype.hi)
+    key_step = reader.integer(prefix + "refStep", 1, minimum=1, maximum=ctype.hi)
+    return (partitions * 1e6 / rate, partitions, limit, pick, cardinality, exponent, window, key_start, key_step)
 
 
 _SPEC = re.compile(r"^(?:(?P<zero>0)?(?P<width>\d+)?d?|\.(?P<digits>\d+)f)$")
@@ -650,7 +653,7 @@ def _hex_lanes(words: np.ndarray) -> np.ndarray:
 def _ref(column: Column, subtask: int, first: int, count: int, partitions: int,
          since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """Ids of referenced entities created at or before each event's scheduled time (module docstring)."""
-    delay_us, ref_partitions, limit, pick, cardinality, exponent, window_us = column.params
+    delay_us, ref_partitions, limit, pick, cardinality, exponent, window_us, key_start, key_step = column.params
     created = Schedule(0, delay_us)  # the referenced stream's schedule, on the same start
 
     def existing(at: np.ndarray) -> np.ndarray:
@@ -677,6 +680,10 @@ def _ref(column: Column, subtask: int, first: int, count: int, partitions: int,
         ids = np.floor(draws.uniform(x) * span).astype(np.int64)
         np.minimum(ids, span - 1, out=ids)
         ids += oldest
+    if key_step != 1:
+        ids *= np.int64(key_step)
+    if key_start:
+        ids += np.int64(key_start)
     return numbers_to_type(column, ids)
 
 
@@ -726,8 +733,8 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights"), _parse_values,
          _values, numbers_with=()),
     Kind("uuid", ("string",), (), _parse_nothing, _uuid, numbers_with=()),
-    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "cardinality", "exponent",
-                           "window"), _parse_ref, _ref, refers=True),
+    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
+                           "cardinality", "exponent", "window"), _parse_ref, _ref, refers=True),
     Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
     Kind("empirical", _NUMBERS + ("date", "timestamp"), ("quantiles",), _parse_empirical, _empirical),
 )
