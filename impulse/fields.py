@@ -23,7 +23,8 @@ random          every type                                  numbers, DATE, TIMES
 normal          numbers, STRING                             mean (0), stddev (1), min, max (a clip)
 exponential     numbers, STRING                             mean (1)
 zipf            integers, STRING                            cardinality (required), exponent (1), min (0)
-values          all but BINARY                              values (required, comma-separated), weights
+values          all but BINARY                              values (required, comma-separated), weights,
+                                                            jointWith
 uuid            STRING                                      —
 ref             integers                                    refEventsPerSecond (required), refNumPartitions
                                                             (1), refLimit, refStart (0), refStep (1), pick
@@ -33,6 +34,12 @@ faker           STRING                                      provider (required),
                                                             cardinality (10000): `impulse.faker_pool`
 empirical       numbers, DATE, TIMESTAMP                    quantiles (required: at least 2, ascending)
 ==============  ==========================================  ==============================================
+
+``values`` with ``jointWith`` = another column of the same level draws its position in ``values`` with that
+column's random stream instead of its own: when both list the same number of values with the same weights, each
+event takes the values at one position in both, so the pairs written are the pairs listed (a joint distribution:
+``fields.city.values=Paris,Lyon,Boston`` beside ``fields.country.values=FR,FR,US`` with ``jointWith=city``
+never writes ``Paris, US``). Each column keeps its own ``nullRate``.
 
 ``empirical`` draws from a distribution given by its quantiles: ``quantiles`` = q₀ ≤ q₁ ≤ … ≤ q_K are the
 values at the probabilities 0, 1/K, …, 1, and a uniform u becomes ``q_i + (uK − i)(q_{i+1} − q_i)`` with
@@ -220,8 +227,10 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
         numbers = ColumnType("STRING", "float" if continuous else "int", pa.int64(), -2 ** 63, 2 ** 63 - 1)
     lower = name.lower()
     params = kind.parse(numbers, reader, prefix, draws.stream_key(seed, lower, "faker"))
+    joint = reader.string(prefix + "jointWith") if kind.name == "values" else None
     reader.finish()
-    keys = (draws.stream_key(seed, lower, "value"), draws.stream_key(seed, lower, "null"),
+    drawn_as = lower if joint is None or not joint.strip() else joint.strip().lower()  # a joint column: its partner's
+    keys = (draws.stream_key(seed, drawn_as, "value"), draws.stream_key(seed, lower, "null"),
             draws.stream_key(seed, lower, "length"))
     return Column(name, ctype, kind.name, params, null_rate, fmt, keys)
 
@@ -730,8 +739,8 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("normal", _NUMBERS + ("string",), ("mean", "stddev", "min", "max"), _parse_normal, _normal, continuous=True),
     Kind("exponential", _NUMBERS + ("string",), ("mean",), _parse_exponential, _exponential, continuous=True),
     Kind("zipf", ("int", "string"), ("cardinality", "exponent", "min"), _parse_zipf, _zipf),
-    Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights"), _parse_values,
-         _values, numbers_with=()),
+    Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights", "jointWith"),
+         _parse_values, _values, numbers_with=()),
     Kind("uuid", ("string",), (), _parse_nothing, _uuid, numbers_with=()),
     Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
                            "cardinality", "exponent", "window"), _parse_ref, _ref, refers=True),
