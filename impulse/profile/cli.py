@@ -17,7 +17,7 @@ from pathlib import Path
 from pyspark.errors import PySparkException
 
 from connectors.errors import OptionError
-from impulse.profile import fidelity
+from impulse.profile import fidelity, joint
 from impulse.profile.run import DEFAULT_RATE, Settings, profile
 from impulse.profile.several import profile_many
 from impulse.session import make_session
@@ -57,12 +57,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time-column", help="the TIMESTAMP column the rate is measured by (default: the first "
                    f"TIMESTAMP column; without one the rate is {DEFAULT_RATE:g} events/s); with several sources, of "
                    "each source that has it")
+    p.add_argument("--arrival-column", help="a TIMESTAMP column of ingestion times: the disorder of the time column "
+                   "against it becomes the spec's outOfOrderness, lateRate and lateBy")
     p.add_argument("--max-dictionary", type=int, default=1000, help="at most this many distinct values are generated "
                    "as a weighted dictionary of those seen more than once, when they hold 95%% of the values (default 1000)")
     p.add_argument("--keep-values", action="append", default=[], metavar="COLUMN",
                    help="a column whose values may be copied into the spec (a dictionary even of values seen once)")
     p.add_argument("--quantiles", type=int, default=100, help="quantile steps K of a number, date or timestamp "
                    "(kind=empirical; default 100: KS about 1/K)")
+    p.add_argument("--joint-above", type=float, default=joint.DEFAULT_BOUND, metavar="V",
+                   help="two dictionary columns whose Cramér's V exceeds V are generated jointly, their combinations "
+                   f"as seen (default {joint.DEFAULT_BOUND:g}: a moderate association; 1 turns it off)")
     p.add_argument("--min-fidelity", help="a gate, e.g. KS=0.05,TV=0.05: exit 99 when a column's distance exceeds "
                    "its metric's bound (MATCH: a foreign key's match rates, sample against generated)")
     p.add_argument("--master", default="local[*]", help="the Spark master (default local[*])")
@@ -101,9 +106,11 @@ def _settings(args: argparse.Namespace, name: str, described: str) -> Settings:
             raise OptionError(flag, value, f"an integer ≥ {low}")
     if args.quantiles > 10_000:
         raise OptionError("--quantiles", args.quantiles, "at most 10000")
+    if not 0 <= args.joint_above <= 1:
+        raise OptionError("--joint-above", args.joint_above, "a Cramér's V from 0 to 1 (1: no joint pairs)")
     return Settings(name=name, output=Path(args.output), sample=args.sample, seed=args.seed,
-                    time_column=args.time_column, max_dictionary=args.max_dictionary,
-                    keep_values=frozenset(args.keep_values), knots=args.quantiles,
+                    time_column=args.time_column, arrival_column=args.arrival_column, max_dictionary=args.max_dictionary,
+                    keep_values=frozenset(args.keep_values), knots=args.quantiles, joint_above=args.joint_above,
                     bounds=fidelity.parse_bounds(args.min_fidelity), described=described)
 
 

@@ -12,7 +12,8 @@ So a join of the generated ``a`` and ``b`` finds a match for every non-null ``a.
 match rate (rows of ``a`` with a match / rows of ``a``) is kept. The values' own distribution is not: a
 reference picks uniformly among b's entities created by the event's time (`impulse.fields`, ``pick``).
 
-Only integer keys are found (``kind=ref`` writes integers). A column that is the key of one foreign key is not
+Only integer keys are found (``kind=ref`` writes integers), and a column generated jointly with another
+(`impulse.profile.joint`) keeps its pair. A column that is the key of one foreign key is not
 the referring column of another (a one-to-one pair refers from the later source to the earlier); a column
 included in several keys refers to the one of the same name (case-insensitive), else the earliest source's.
 """
@@ -72,6 +73,8 @@ def _included(child: DataFrame, column: str, parent: DataFrame, key: str) -> boo
 def find(sides: list[Side]) -> list[ForeignKey]:
     """The foreign keys among `sides` (module docstring), in source and column order."""
     keys = [_keys(s) for s in sides]
+    paired = [{b.path for b in s.blocks if "jointWith" in dict(b.properties)}
+              | {dict(b.properties)["jointWith"] for b in s.blocks if "jointWith" in dict(b.properties)} for s in sides]
     found: list[ForeignKey] = []
     used_keys: set[tuple[int, str]] = set()
     for c in reversed(range(len(sides))):  # the later source refers: a one-to-one pair refers to the earlier
@@ -79,7 +82,8 @@ def find(sides: list[Side]) -> list[ForeignKey]:
         for block in child.blocks:
             column = block.path
             kind = dict(block.properties).get("kind")
-            if "." in column or child.families.get(column) != "int" or kind in (None, "ref") or (c, column) in used_keys:
+            if "." in column or child.families.get(column) != "int" or kind in (None, "ref") or (c, column) in used_keys \
+                    or column in paired[c]:
                 continue
             candidates = [(p, k) for p, ks in enumerate(keys) for k in ks if p != c
                           and (p, k) not in {(f.child, f.column) for f in found}

@@ -15,7 +15,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from connectors.errors import OptionError
-from impulse.profile import fidelity
+from impulse.profile import disorder as disorder_fit
+from impulse.profile import fidelity, joint
 from impulse.profile.infer import check_type, infer
 from impulse.profile.leaves import leaves
 from impulse.profile.measure import leaf_stats
@@ -37,9 +38,11 @@ class Settings:
     sample: int = 100_000
     seed: int = 0
     time_column: str | None = None
+    arrival_column: str | None = None  #: an ingestion time: the disorder against the time column is measured
     max_dictionary: int = 1000
     keep_values: frozenset[str] = frozenset()
     knots: int = 100
+    joint_above: float = joint.DEFAULT_BOUND  #: Cramér's V above which two dictionaries are generated jointly
     bounds: dict[str, float] = field(default_factory=dict)
     described: str = ""              #: where the sample came from, for the file's first comment
 
@@ -61,7 +64,7 @@ def _rate(sample: DataFrame, settings: Settings) -> tuple[float, str]:
     fields = {f.name: f for f in sample.schema.fields}
     column = settings.time_column
     if column is None:
-        column = next((f.name for f in sample.schema.fields if isinstance(f.dataType, TimestampType)), None)
+        column = _time_column(sample, settings)
         if column is None:
             return DEFAULT_RATE, "a default: the sample has no TIMESTAMP column (name one with --time-column)"
     elif column not in fields or not isinstance(fields[column].dataType, TimestampType):
@@ -75,6 +78,12 @@ def _rate(sample: DataFrame, settings: Settings) -> tuple[float, str]:
         return DEFAULT_RATE, f"a default: column {column} spans no time"
     rate = (row["n"] - 1) * 1e6 / (row["hi"] - row["lo"])
     return rate, f"events/s observed: {row['n']} rows over {(row['hi'] - row['lo']) / 1e6:g} s of column {column}"
+
+
+def _time_column(sample: DataFrame, settings: Settings) -> str | None:
+    """`Settings.time_column`, else the first TIMESTAMP column that is not the arrival column."""
+    return settings.time_column or next((f.name for f in sample.schema.fields if isinstance(f.dataType, TimestampType)
+                                         and f.name != settings.arrival_column), None)
 
 
 def _built_in(name: str, data_type) -> str | None:
@@ -102,6 +111,8 @@ class Measured:
     families: dict[str, str]         #: leaf path → its family
     rate: float
     rate_comment: str
+    pairs: list[joint.Pair] = field(default_factory=list)          #: the columns generated jointly
+    disorder: disorder_fit.Disorder | None = None                 #: with an arrival column
     source_options: dict[str, str] = field(default_factory=dict)  #: [source] keys besides seed and fields.*
 
     def options(self) -> dict[str, str]:
@@ -118,6 +129,8 @@ def measure(source: DataFrame, settings: Settings) -> Measured:
     rows = sample.count()
     if rows == 0:
         raise OptionError("source", settings.described or settings.name, "a source with rows: the sample is empty")
+    if settings.arrival_column is not None:
+        disorder_fit.check(sample, settings.arrival_column, _time_column(sample, settings))
     blocks, generators, families = [], {}, {}
     for leaf in leaves(sample.schema):  # every type checked before any is measured
         check_type(leaf)
@@ -134,8 +147,19 @@ def measure(source: DataFrame, settings: Settings) -> Measured:
         blocks.append(Block(leaf.name, inference.comment, inference.properties))
         generators[leaf.name] = dict(inference.properties).get(
             "kind", "" if stats.family == "struct" else "size" if stats.leaf.container else "random")
+    pairs = joint.find(sample, blocks, families, settings.joint_above, settings.max_dictionary, settings.keep_values)
+    for pair in pairs:
+        blocks = joint.apply(pair, blocks)
     rate, rate_comment = _rate(sample, settings)
-    return Measured(settings, sample, rows, sample.schema.toDDL(), blocks, generators, families, rate, rate_comment)
+    measured = Measured(settings, sample, rows, sample.schema.toDDL(), blocks, generators, families, rate,
+                        rate_comment, pairs)
+    if settings.arrival_column is not None:
+        measured.disorder = disorder_fit.fit(sample, settings.arrival_column, _time_column(sample, settings))
+        measured.source_options.update(measured.disorder.options())
+        measured.blocks = [Block(b.path, f"{b.comment}; {measured.disorder.comment()}: outOfOrderness, lateRate and "
+                                 "lateBy in [source]", b.properties) if b.path == settings.arrival_column else b
+                           for b in measured.blocks]
+    return measured
 
 
 def write_spec(measured: Measured) -> tuple[Path, str]:
@@ -166,7 +190,10 @@ def profile(source: DataFrame, settings: Settings) -> Result:
     spec_path, text = write_spec(measured)
     generated = generate(measured)
     report = fidelity.compare(measured.sample, generated, leaves(measured.sample.schema), measured.generators,
-                              measured.families)
+                              measured.families) + joint.rows(measured.sample, generated, measured.pairs)
+    if measured.disorder is not None:
+        report += disorder_fit.rows(generated.sparkSession, measured.sample, measured.disorder, settings.seed,
+                                    measured.rate)
     fidelity.write(settings.output, report, settings.bounds, f"Fidelity of {settings.name}: {measured.rows} "
                    f"sampled rows against {measured.rows} generated")
     measured.sample.unpersist()

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 
-from impulse.profile import fidelity, keys
+from impulse.profile import disorder as disorder_fit
+from impulse.profile import fidelity, joint, keys
 from impulse.profile.leaves import leaves
 from impulse.profile.run import Measured, Result, Settings, generate, measure, write_spec
 
@@ -49,7 +50,10 @@ def profile_many(sources: list[tuple[DataFrame, Settings]], output, bounds: dict
         spec_path, text = write_spec(m)
         frame = generate(m)
         generated.append(frame)
-        report = fidelity.compare(m.sample, frame, leaves(m.sample.schema), m.generators, m.families)
+        report = (fidelity.compare(m.sample, frame, leaves(m.sample.schema), m.generators, m.families)
+                  + joint.rows(m.sample, frame, m.pairs))
+        if m.disorder is not None:
+            report += disorder_fit.rows(frame.sparkSession, m.sample, m.disorder, m.settings.seed, m.rate)
         rows += [replace(r, path=f"{m.settings.name}.{r.path}") for r in report]
         results.append(Result(spec_path, text, m.rows, m.rate, report, fidelity.misses(report, bounds)))
     key_rows = [_key_row(fk, measured, generated) for fk in found]
