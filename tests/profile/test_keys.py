@@ -34,13 +34,13 @@ DRIVING_BOUND = 0.26
 
 
 def test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate(spark, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    exec(python_block("## The sample", page=TUTORIAL), {})             # writes sample/cars and sample/driving
-    assert main(["sample/driving", "sample/cars", "--output", "profile", "--min-fidelity",
+    monkeypatch.chdir(tmp_path)  # Spark's JVM keeps its own working directory: the block's paths are made absolute
+    exec(python_block("## The sample", page=TUTORIAL).replace('"sample/', f'"{tmp_path}/sample/'), {})
+    assert main([f"{tmp_path}/sample/driving", f"{tmp_path}/sample/cars", "--output", "profile", "--min-fidelity",
                  "KS=0.26,TV=0.26,MATCH=0.01"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "foreign key cars.Year -> driving.year: match rate 1.0000 in the sample, 1.0000 generated" in out
-    assert "profile/cars.toml: 406 rows profiled, rate 1000 events/s" in out
+    assert "profile/cars.toml: 406 rows profiled, rate 1000 events/s" in out and (tmp_path / "sample" / "cars").is_dir()
     folder = tmp_path / "profile"
     report = json.loads((folder / "fidelity.json").read_text())
     assert [(k["name"], k["refers_to"], k["match_sample"], k["match_generated"]) for k in report["keys"]] == \
