@@ -2,7 +2,8 @@
 
 ``impulse-profile PATH --format parquet`` (any format Spark reads; ``-o KEY=VALUE`` its reader options),
 ``impulse-profile --table NAME`` or ``impulse-profile --sql QUERY``; see `impulse.profile` for what it writes.
-Several PATHs (or several ``--table``) are profiled at once: a spec each, foreign keys between them as
+A PATH ``kafka://HOST:PORT/TOPIC`` is a topic of JSON values (`impulse.profile.topic`). Several PATHs (or
+several ``--table``) are profiled at once: a spec each, foreign keys between them as
 references and one fidelity report (`impulse.profile.several`).
 Exit codes: `EXIT_CODES`.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from pyspark.errors import PySparkException
 
 from connectors.errors import OptionError
-from impulse.profile import fidelity, joint
+from impulse.profile import fidelity, joint, topic
 from impulse.profile.run import DEFAULT_RATE, Settings, profile
 from impulse.profile.several import profile_many
 from impulse.session import make_session
@@ -39,7 +40,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="impulse-profile", description="Profile a sample of a table into an impulse load file and a fidelity "
         "report.", epilog="exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items()))
-    p.add_argument("path", nargs="*", help="a file or folder Spark reads with --format; several are profiled "
+    p.add_argument("path", nargs="*", help="a file or folder Spark reads with --format, or a Kafka topic "
+                   "kafka://HOST:PORT/TOPIC of JSON values (its first --sample records); several are profiled "
                    "together, foreign keys between them found")
     p.add_argument("--format", default="parquet", help="the reader's format for PATH (default parquet): json, csv, "
                    "orc, … any format Spark reads")
@@ -47,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
                    "(repeatable: several are profiled together)")
     p.add_argument("--sql", help="a query instead of PATH (cast or drop a column impulse cannot generate here)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a reader option for PATH, repeatable (e.g. -o header=true -o inferSchema=true)")
+                   help="a reader option for PATH, repeatable (e.g. -o header=true -o inferSchema=true; for a topic, "
+                   "Spark's Kafka source options such as -o kafka.security.protocol=SSL)")
     p.add_argument("--sample", type=int, default=100_000, help="rows sampled: the source's first N (default 100000)")
     p.add_argument("--output", default="profile", help="the folder written: NAME.toml, fidelity.json, fidelity.html "
                    "(default ./profile)")
@@ -81,7 +84,7 @@ def _usage(message: str) -> int:
 
 def _sources(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(kind, what, name) of each source: ("path", PATH, stem), ("table", NAME, name) or ("sql", QUERY, name)."""
-    sources = ([("path", p, Path(p.rstrip("/")).stem) for p in args.path]
+    sources = ([("path", p, topic.parse(p)[1] if topic.is_topic(p) else Path(p.rstrip("/")).stem) for p in args.path]
                + [("table", t, t.split(".")[-1]) for t in args.table]
                + ([("sql", args.sql, "query")] if args.sql else []))
     kinds = {k for k, _, _ in sources}
@@ -126,6 +129,8 @@ def _read(spark, args: argparse.Namespace, kind: str, what: str):
             frame = spark.table(what)
         elif kind == "sql":
             frame = spark.sql(what)
+        elif topic.is_topic(what):
+            frame = topic.read(spark, what, args.sample, options)
         else:
             frame = spark.read.format(args.format).options(**options).load(what)
         frame.schema  # noqa: B018 - resolving the schema is what finds an unreadable source
@@ -136,6 +141,8 @@ def _read(spark, args: argparse.Namespace, kind: str, what: str):
 
 
 def _described(args: argparse.Namespace, kind: str, what: str) -> str:
+    if kind == "path" and topic.is_topic(what):
+        return f"Kafka topic {what}"
     return f"{args.format} {what}" if kind == "path" else f"table {what}" if kind == "table" else f"query {what!r}"
 
 
@@ -171,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = _settings(args, name, _described(args, kind, what))
     except OptionError as err:
         return _usage(str(err))
-    spark = make_session(args.master, "impulse-profile")
+    spark = make_session(args.master, "impulse-profile", kafka=any(topic.is_topic(p) for p in args.path))
     try:
         if len(sources) > 1:
             return _several(spark, args, sources)
