@@ -58,12 +58,11 @@ def test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate(spar
     assert all(r["distance"] <= CARS_BOUNDS[r["metric"]] for p, r in rows.items()
                if p.startswith("cars.") and r["metric"] in CARS_BOUNDS)
     assert all(r["distance"] <= DRIVING_BOUND for p, r in rows.items() if p.startswith("driving.") and r["metric"])
-    # the specs as a user reads them (the documented batch read of each), joined: every generated car finds its year
-    frames = {n: spark.read.format("impulse").schema(s["schema"]).options(**s["source"])
-              .option("eventsPerSecond", s["rate"]).option("limit", 2000 if n == "cars" else 55).load()
-              for n, s in specs.items()}
-    assert frames["cars"].join(frames["driving"], frames["cars"]["Year"] == frames["driving"]["year"],
-                               "left_semi").count() == 2000
+    # the tutorial's read of the specs (the documented batch read of each), joined: every generated car finds its year
+    names = {"spark": spark}
+    exec(python_block("## Run your pipeline on the generated stream", page=TUTORIAL), names)
+    cars, driving = names["cars"], names["driving"]
+    assert cars.count() == 2000 and cars.join(driving, cars["Year"] == driving["year"], "left_semi").count() == 2000
     for name in specs:
         assert load_plan(folder / f"{name}.toml").scenarios[0].config.source_options["startTime"] == PINNED_START
     keep = os.environ.get("IMPULSE_FIDELITY_SCREENSHOT")  # where to keep the report's screenshot (the tutorial's)
