@@ -61,7 +61,8 @@ def parser() -> argparse.ArgumentParser:
                    f"TIMESTAMP column; without one the rate is {DEFAULT_RATE:g} events/s); with several sources, of "
                    "each source that has it")
     p.add_argument("--arrival-column", help="a TIMESTAMP column of ingestion times: the disorder of the time column "
-                   "against it becomes the spec's outOfOrderness, lateRate and lateBy")
+                   "against it becomes the spec's outOfOrderness, lateRate and lateBy; with several sources, of each "
+                   "source that has it")
     p.add_argument("--max-dictionary", type=int, default=1000, help="at most this many distinct values are generated "
                    "as a weighted dictionary of those seen more than once, when they hold 95%% of the values (default 1000)")
     p.add_argument("--keep-values", action="append", default=[], metavar="COLUMN",
@@ -153,9 +154,13 @@ def _several(spark, args: argparse.Namespace, sources: list[tuple[str, str, str]
         frame = _read(spark, args, kind, what)
         if args.time_column and args.time_column not in frame.columns:
             settings = replace(settings, time_column=None)
+        if args.arrival_column and args.arrival_column not in frame.columns:
+            settings = replace(settings, arrival_column=None)
         frames.append((frame, settings))
-    if args.time_column and all(s.time_column is None for _, s in frames):
-        raise OptionError("--time-column", args.time_column, "a TIMESTAMP column of at least one source")
+    for flag, value, given in (("--time-column", args.time_column, lambda s: s.time_column),
+                               ("--arrival-column", args.arrival_column, lambda s: s.arrival_column)):
+        if value and all(given(s) is None for _, s in frames):
+            raise OptionError(flag, value, "a TIMESTAMP column of at least one source")
     bounds = frames[0][1].bounds
     many = profile_many(frames, Path(args.output), bounds)
     for result in many.results:

@@ -75,6 +75,10 @@ def check(sample: DataFrame, arrival: str, time: str | None) -> None:
     if time is None or time == arrival:
         raise OptionError("--arrival-column", arrival, "an event time beside it: --time-column, or another "
                           "TIMESTAMP column (the first one is taken)")
+    if not isinstance(types.get(time), TimestampType):
+        found = types[time].simpleString().upper() if time in types else "no such column"
+        raise OptionError("--time-column", time, f"a TIMESTAMP column of the sample (found: {found}; columns: "
+                          f"{', '.join(stamps)})")
 
 
 def _delay(arrival: str, time: str) -> F.Column:

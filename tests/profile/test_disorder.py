@@ -40,12 +40,13 @@ def test_the_observed_disorder_becomes_the_sources_disorder_options(spark, tmp_p
     assert line.metric == "KS" and line.distance <= 0.06, line
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--arrival-column", "id"], "a TIMESTAMP column of the sample (found: BIGINT"),
-    (["--arrival-column", "arrived", "--time-column", "arrived"], "an event time beside it"),
+@pytest.mark.parametrize("args, flag, words", [
+    (["--arrival-column", "id"], "--arrival-column", "a TIMESTAMP column of the sample (found: BIGINT"),
+    (["--arrival-column", "arrived", "--time-column", "arrived"], "--arrival-column", "an event time beside it"),
+    (["--arrival-column", "arrived", "--time-column", "nope"], "--time-column", "(found: no such column"),
 ])
-def test_a_bad_arrival_column_exits_2_naming_it(spark, tmp_path, capsys, args, words):
+def test_a_bad_arrival_column_exits_2_naming_it(spark, tmp_path, capsys, args, flag, words):
     _arrivals(spark).limit(50).createOrReplaceTempView("arrivals")
     assert main(["--table", "arrivals", "--output", str(tmp_path)] + args) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert "--arrival-column" in err and words in err, err
+    assert flag in err and words in err, err
