@@ -23,16 +23,23 @@ random          every type                                  numbers, DATE, TIMES
 normal          numbers, STRING                             mean (0), stddev (1), min, max (a clip)
 exponential     numbers, STRING                             mean (1)
 zipf            integers, STRING                            cardinality (required), exponent (1), min (0)
-values          all but BINARY                              values (required, comma-separated), weights
+values          all but BINARY                              values (required, comma-separated), weights,
+                                                            jointWith
 uuid            STRING                                      —
 ref             integers                                    refEventsPerSecond (required), refNumPartitions
-                                                            (1), refLimit, pick (uniform), cardinality and
-                                                            exponent (1) with pick=recent, window with
-                                                            pick=window
+                                                            (1), refLimit, refStart (0), refStep (1), pick
+                                                            (uniform), cardinality and exponent (1) with
+                                                            pick=recent, window with pick=window
 faker           STRING                                      provider (required), locale (en_US),
                                                             cardinality (10000): `impulse.faker_pool`
 empirical       numbers, DATE, TIMESTAMP                    quantiles (required: at least 2, ascending)
 ==============  ==========================================  ==============================================
+
+``values`` with ``jointWith`` = another column of the same level draws its position in ``values`` with that
+column's random stream instead of its own: when both list the same number of values with the same weights, each
+event takes the values at one position in both, so the pairs written are the pairs listed (a joint distribution:
+``fields.city.values=Paris,Lyon,Boston`` beside ``fields.country.values=FR,FR,US`` with ``jointWith=city``
+never writes ``Paris, US``). Each column keeps its own ``nullRate``.
 
 ``empirical`` draws from a distribution given by its quantiles: ``quantiles`` = q₀ ≤ q₁ ≤ … ≤ q_K are the
 values at the probabilities 0, 1/K, …, 1, and a uniform u becomes ``q_i + (uK − i)(q_{i+1} − q_i)`` with
@@ -49,7 +56,8 @@ scheduled time t (its ``timestamp`` before any disorder) picks one of them: ``pi
 ``pick=recent`` the ``r``-th newest with ``r`` Zipf-distributed over ``cardinality`` ranks (probability ∝
 1/(r+1)^exponent; when fewer exist, ``r mod E``), ``pick=window`` uniformly among those created at or
 after ``t − window`` (the newest when none was). So every value names an entity created at or before the
-event's scheduled time.
+event's scheduled time. The value written is the entity's key, ``refStart + refStep × id``, when the referenced
+key is a ``sequence`` with that ``start`` and ``step`` (defaults 0 and 1: the id itself).
 
 TIMESTAMP_NTZ takes every kind and property of TIMESTAMP: its values are the same µs, read as a wall-clock time
 without a zone (an option's time without a zone is that wall-clock time).
@@ -219,8 +227,10 @@ def generated_column(name: str, data_type: DataType, nullable: bool, properties:
         numbers = ColumnType("STRING", "float" if continuous else "int", pa.int64(), -2 ** 63, 2 ** 63 - 1)
     lower = name.lower()
     params = kind.parse(numbers, reader, prefix, draws.stream_key(seed, lower, "faker"))
+    joint = reader.string(prefix + "jointWith") if kind.name == "values" else None
     reader.finish()
-    keys = (draws.stream_key(seed, lower, "value"), draws.stream_key(seed, lower, "null"),
+    drawn_as = lower if joint is None or not joint.strip() else joint.strip().lower()  # a joint column: its partner's
+    keys = (draws.stream_key(seed, drawn_as, "value"), draws.stream_key(seed, lower, "null"),
             draws.stream_key(seed, lower, "length"))
     return Column(name, ctype, kind.name, params, null_rate, fmt, keys)
 
@@ -393,7 +403,7 @@ def _parse_faker(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key:
 
 def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
     """(delay µs of one referenced partition, refNumPartitions, refLimit or None, pick, cardinality, exponent,
-    window µs)."""
+    window µs, refStart, refStep)."""
     rate = reader.number(prefix + "refEventsPerSecond", None, above=0.0)
     if rate is None:
         raise OptionError(prefix + "refEventsPerSecond", None, "the eventsPerSecond of the referenced stream "
@@ -413,7 +423,9 @@ def _parse_ref(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: i
         if window is None:
             raise OptionError(prefix + "window", None, "a duration for pick=window: only entities created within it "
                               "before the event are picked, e.g. '10s'")
-    return (partitions * 1e6 / rate, partitions, limit, pick, cardinality, exponent, window)
+    key_start = reader.integer(prefix + "refStart", 0, minimum=ctype.lo, maximum=ctype.hi)
+    key_step = reader.integer(prefix + "refStep", 1, minimum=1, maximum=ctype.hi)
+    return (partitions * 1e6 / rate, partitions, limit, pick, cardinality, exponent, window, key_start, key_step)
 
 
 _SPEC = re.compile(r"^(?:(?P<zero>0)?(?P<width>\d+)?d?|\.(?P<digits>\d+)f)$")
@@ -650,7 +662,7 @@ def _hex_lanes(words: np.ndarray) -> np.ndarray:
 def _ref(column: Column, subtask: int, first: int, count: int, partitions: int,
          since_start_us: np.ndarray | None = None, keep: np.ndarray | None = None) -> pa.Array:
     """Ids of referenced entities created at or before each event's scheduled time (module docstring)."""
-    delay_us, ref_partitions, limit, pick, cardinality, exponent, window_us = column.params
+    delay_us, ref_partitions, limit, pick, cardinality, exponent, window_us, key_start, key_step = column.params
     created = Schedule(0, delay_us)  # the referenced stream's schedule, on the same start
 
     def existing(at: np.ndarray) -> np.ndarray:
@@ -677,6 +689,10 @@ def _ref(column: Column, subtask: int, first: int, count: int, partitions: int,
         ids = np.floor(draws.uniform(x) * span).astype(np.int64)
         np.minimum(ids, span - 1, out=ids)
         ids += oldest
+    if key_step != 1:
+        ids *= np.int64(key_step)
+    if key_start:
+        ids += np.int64(key_start)
     return numbers_to_type(column, ids)
 
 
@@ -723,11 +739,11 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("normal", _NUMBERS + ("string",), ("mean", "stddev", "min", "max"), _parse_normal, _normal, continuous=True),
     Kind("exponential", _NUMBERS + ("string",), ("mean",), _parse_exponential, _exponential, continuous=True),
     Kind("zipf", ("int", "string"), ("cardinality", "exponent", "min"), _parse_zipf, _zipf),
-    Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights"), _parse_values,
-         _values, numbers_with=()),
+    Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights", "jointWith"),
+         _parse_values, _values, numbers_with=()),
     Kind("uuid", ("string",), (), _parse_nothing, _uuid, numbers_with=()),
-    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "pick", "cardinality", "exponent",
-                           "window"), _parse_ref, _ref, refers=True),
+    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
+                           "cardinality", "exponent", "window"), _parse_ref, _ref, refers=True),
     Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
     Kind("empirical", _NUMBERS + ("date", "timestamp"), ("quantiles",), _parse_empirical, _empirical),
 )

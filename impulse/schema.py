@@ -109,6 +109,10 @@ def row_spec(schema: StructType | None, fields: Mapping[str, Mapping[str, str]],
             raise OptionError(option, value, f"a column of the schema ({', '.join(f.name for f in schema.fields)}); declare "
                               f"'{column}' with .schema(...) to generate it")
         nested.setdefault(column, {})[below] = properties
+        partner = properties.get("jointwith", "").strip().lower()
+        if partner and (partner == path or fields.get(partner, {}).get("kind", "").strip().lower() != "values"):
+            raise OptionError(f"fields.{path}.jointWith", properties["jointwith"], "another column of kind=values "
+                              "whose position in its values this column takes (fields.<that column>.kind=values)")
     columns: list[str | Node | ChangeColumn] = []
     arrow_fields = []
     for f in schema.fields:

@@ -65,6 +65,10 @@ DOCS_RUN: dict[tuple[str, str, int], str] = {
     ("how-to/sql.md", "# SQL", 0): "tests/sinks/test_sql.py::test_readme_sql_runs",
     ("tutorial/index.md", "## Your pipeline between the events and the sink", 0):
         "tests/loadtest/test_transform.py::test_the_readme_pipeline_runs_and_passes_its_check",
+    ("tutorial/profile-to-load-test.md", "## The sample", 0):
+        "tests/profile/test_keys.py::test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate",
+    ("tutorial/profile-to-load-test.md", "## Run your pipeline on the generated stream", 1):
+        "tests/profile/test_keys.py::test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate",
     ("tutorial/index.md", "## A pipeline with a Python UDF under a ramp", 0):
         "tests/loadtest/test_before_the_load.py::test_a_module_with_a_top_level_udf_runs_each_ramp_step_warm",
 }

@@ -11,7 +11,11 @@ distance:
   ``faker`` column's lengths are Faker's, so a gate may bound it apart);
 - else ``KS``, the two-sample Kolmogorov-Smirnov statistic sup|F₁ − F₂| of the measured numbers (numbers, days,
   µs, collection sizes; `impulse.profile.measure.measured`);
-- none for a STRUCT (its null rate only) or a built-in column (``timestamp``: the generated events' own time).
+- none for a STRUCT (its null rate only), a built-in column (``timestamp``: the generated events' own time) or
+  a reference (``kind=ref``: its values are picked among the referenced entities, not drawn like the sample's).
+
+With several sources (`impulse.profile.several`), each foreign key's line (`KeyRow`): the share of the referring
+source's rows that find their row, in the samples and in the generated data; ``MATCH`` bounds the difference.
 
 The two columns of one leaf (N values each) are the only data brought to the driver, one leaf at a time; the
 distances are vectorised with numpy.
@@ -34,9 +38,9 @@ from connectors.errors import OptionError
 from impulse.profile.leaves import Leaf
 from impulse.profile.measure import measured
 
-__all__ = ["Row", "ks", "tv", "compare", "parse_bounds", "misses", "write", "METRICS"]
+__all__ = ["Row", "KeyRow", "ks", "tv", "compare", "parse_bounds", "misses", "key_misses", "write", "METRICS"]
 
-METRICS = ("KS", "LEN", "TV")
+METRICS = ("KS", "LEN", "TV", "MATCH")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,17 @@ class Row:
     null_generated: float
     distinct_sample: float
     distinct_generated: float
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One foreign key's line: ``source.column`` → ``source.key``, the match rates and their difference."""
+
+    name: str
+    refers_to: str
+    match_sample: float
+    match_generated: float
+    distance: float
 
 
 def ks(a: np.ndarray, b: np.ndarray) -> float:
@@ -100,7 +115,7 @@ def compare(sample: DataFrame, generated: DataFrame, leaves: list[Leaf], generat
         a_num, a_text, a_nulls, a_distinct = _side(sample, leaf, scalar)
         b_num, b_text, b_nulls, b_distinct = _side(generated, leaf, scalar)
         kind = generators.get(leaf.name, "")
-        if fam == "struct" or kind == "built-in":  # a built-in column is impulse's own (its event time: now)
+        if fam == "struct" or kind in ("built-in", "ref"):  # a built-in column is impulse's own (its event time: now)
             metric, distance = None, None
         elif fam == "boolean" or kind == "values":
             metric, distance = "TV", tv(a_text, b_text)
@@ -126,7 +141,7 @@ def parse_bounds(text: str | None) -> dict[str, float]:
             bound = -1.0
         if key not in METRICS or not 0 <= bound <= 1:
             raise OptionError("--min-fidelity", text, "comma-separated METRIC=BOUND with METRIC one of "
-                              f"{', '.join(METRICS)} and BOUND a distance from 0 to 1, e.g. KS=0.05,LEN=0.1,TV=0.05")
+                              f"{', '.join(METRICS)} and BOUND a distance from 0 to 1, e.g. KS=0.05,LEN=0.1,TV=0.05,MATCH=0.01")
         bounds[key] = bound
     return bounds
 
@@ -136,12 +151,30 @@ def misses(rows: list[Row], bounds: dict[str, float]) -> list[Row]:
     return [r for r in rows if r.metric in bounds and r.distance is not None and r.distance > bounds[r.metric]]
 
 
-def write(folder: Path, rows: list[Row], bounds: dict[str, float], title: str) -> None:
-    """``fidelity.json`` and ``fidelity.html`` in `folder`."""
-    missed = {r.path for r in misses(rows, bounds)}
-    (folder / "fidelity.json").write_text(json.dumps(
-        {"title": title, "bounds": bounds, "columns": [asdict(r) for r in rows], "missed": sorted(missed)},
-        indent=2) + "\n")
+def key_misses(rows: list[KeyRow], bounds: dict[str, float]) -> list[KeyRow]:
+    """The foreign keys whose match rates differ by more than the ``MATCH`` bound."""
+    return [r for r in rows if "MATCH" in bounds and r.distance > bounds["MATCH"]]
+
+
+def _key_table(rows: list[KeyRow], missed: set[str]) -> str:
+    if not rows:
+        return ""
+    head = ["column", "refers to", "match rate (sample)", "match rate (generated)", "MATCH"]
+    body = [("<tr class=\"miss\">" if r.name in missed else "<tr>") + "".join(
+        f"<td>{html.escape(c)}</td>" for c in (r.name, r.refers_to, f"{r.match_sample:.4f}",
+                                                f"{r.match_generated:.4f}", f"{r.distance:.4f}")) + "</tr>"
+            for r in rows]
+    return ("<h2>Foreign keys</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>\n"
+            + "\n".join(body) + "\n</table>")
+
+
+def write(folder: Path, rows: list[Row], bounds: dict[str, float], title: str, keys: list[KeyRow] = ()) -> None:
+    """``fidelity.json`` and ``fidelity.html`` in `folder` (`keys`: the foreign keys' lines, several sources)."""
+    missed = {r.path for r in misses(rows, bounds)} | {r.name for r in key_misses(list(keys), bounds)}
+    document = {"title": title, "bounds": bounds, "columns": [asdict(r) for r in rows], "missed": sorted(missed)}
+    if keys:
+        document["keys"] = [asdict(r) for r in keys]
+    (folder / "fidelity.json").write_text(json.dumps(document, indent=2) + "\n")
     head = ["column", "type", "generator", "metric", "distance", "null (sample)", "null (generated)",
             "distinct ratio (sample)", "distinct ratio (generated)"]
     body = []
@@ -159,5 +192,5 @@ td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}tr.miss{{backgro
 <body><h1>{html.escape(title)}</h1><p>Bounds: {html.escape(bound_text)}; {len(missed)} column(s) missed.</p>
 <table><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>
 {chr(10).join(body)}
-</table></body></html>
+</table>{_key_table(list(keys), missed)}</body></html>
 """)

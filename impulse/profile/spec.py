@@ -2,9 +2,9 @@
 for byte for the same sample and seed.
 
 Its top-level keys are ``name``, ``schema`` (the sample's schema as DDL) and ``rate`` (events/s; `impulse-load`'s
-``--rate`` overrides it), then ``[source]``: ``seed`` and each leaf's ``fields.<path>.<property>``, in schema
-order, each leaf's block after a comment saying what was seen. Every value is a TOML string (JSON's escapes, which
-TOML's basic strings share).
+``--rate`` overrides it), then ``[source]``: ``seed`` (and ``startTime`` for specs joined by a foreign key) and
+each leaf's ``fields.<path>.<property>``, in schema order, each leaf's block after a comment saying what was
+seen. Every value is a TOML string (JSON's escapes, which TOML's basic strings share).
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ def _string(value: str) -> str:
 
 
 def render(name: str, schema_ddl: str, rate: float, rate_comment: str, seed: int, blocks: list[Block],
-           header: str) -> str:
-    """The load file's text (module docstring). `header` is the first comment (where the sample came from)."""
+           header: str, source: tuple[tuple[str, str], ...] = ()) -> str:
+    """The load file's text (module docstring). `header` is the first comment (where the sample came from);
+    `source`: [source] keys written after ``seed`` (``startTime`` of streams that refer to each other)."""
     lines = [f"# {line}" for line in header.splitlines()]
     lines += [
         "#   impulse-load run THIS_FILE                  # a load test at the observed rate (--rate overrides it)",
@@ -42,6 +43,7 @@ def render(name: str, schema_ddl: str, rate: float, rate_comment: str, seed: int
         "[source]",
         f'seed = "{seed}"',
     ]
+    lines += [f"{key} = {_string(value)}" for key, value in source]
     for block in blocks:
         lines.append(f"# {block.path}: {block.comment}")
         lines += [f"{_string(f'fields.{block.path}.{key}')} = {_string(value)}" for key, value in block.properties]

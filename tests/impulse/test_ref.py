@@ -83,6 +83,12 @@ def test_ref_limit_caps_the_entities():
     assert ids.max() == 776 and (created_us(ids) <= times).all()
 
 
+def test_ref_start_and_step_write_the_referenced_sequences_keys():
+    ids, _ = refs({**REF, "reflimit": "777"}, events=30_000)
+    keys, _ = refs({**REF, "reflimit": "777", "refstart": "1956", "refstep": "3"}, events=30_000)
+    assert np.array_equal(keys, 1956 + 3 * ids)              # the same entities, named by their sequence keys
+
+
 def test_uniform_pick_is_uniform_over_the_existing_entities():
     ids, times = refs({**REF, **PICKS["uniform"]})
     share = (ids + 0.5) / existing(times)
@@ -128,6 +134,7 @@ def test_ref_needs_a_pinned_timeline(options, option, words):
     (LongType(), {**REF, "pick": "window"}, "fields.c.window", "a duration for pick=window"),
     (LongType(), {**REF, "pick": "oldest"}, "fields.c.pick", "'uniform', 'recent', 'window'"),
     (LongType(), {**REF, "refnumpartitions": "0"}, "fields.c.refNumPartitions", "an integer from 1"),
+    (LongType(), {**REF, "refstep": "0"}, "fields.c.refStep", "an integer from 1"),
     (StringType(), REF, "fields.c.kind", "a kind for a STRING column"),
 ])
 def test_bad_ref_properties_are_refused(data_type, props, option, words):

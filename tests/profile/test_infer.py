@@ -20,6 +20,8 @@ from connectors.errors import OptionError
 from impulse.profile.fidelity import Row as FidelityRow
 from impulse.profile.fidelity import ks, misses, parse_bounds, tv
 from impulse.profile.infer import faker_cardinality, infer
+from impulse.profile.joint import Pair, cramers_v
+from impulse.profile.joint import apply as joint_apply
 from impulse.profile.leaves import Leaf, leaves
 from impulse.profile.measure import Stats, family
 from impulse.profile.spec import Block, render
@@ -139,3 +141,20 @@ def test_the_spec_is_toml_with_a_comment_per_column():
     assert doc["rate"] == 12.5 and doc["schema"] == "a INT, b STRING" and doc["name"] == "orders"
     assert doc["source"] == {"seed": "7", "fields.a.kind": "values", "fields.a.values": "1,2"}
     assert "# a: 100 values" in text and '# b: text "q"' in text
+
+
+def test_cramers_v_is_one_for_dependence_zero_for_independence_and_phi_on_two_by_two():
+    assert cramers_v(np.array([[30, 0, 0], [0, 20, 0], [0, 0, 5]])) == pytest.approx(1.0)
+    assert cramers_v(np.outer([1, 2, 3], [4, 5])) == pytest.approx(0.0, abs=1e-12)
+    assert cramers_v(np.array([[10, 20], [30, 40]])) == pytest.approx(200 / np.sqrt(30 * 70 * 40 * 60))
+    assert cramers_v(np.array([[7, 3]])) == 0.0                 # one category on a side: no association
+
+
+def test_a_joint_pair_lists_the_combinations_in_both_columns():
+    blocks = [Block("a", "seen a", (("kind", "values"), ("values", "x,y"), ("weights", "5,5"))),
+              Block("b", "seen b", (("nullRate", "0.1"), ("kind", "values"), ("values", "1,2"), ("weights", "6,4")))]
+    out = joint_apply(Pair("a", "b", 0.9, (("x", "1", 4), ("y", "2", 3), ("x", "2", 2))), blocks)
+    assert dict(out[0].properties) == {"kind": "values", "values": "x,y,x", "weights": "4,3,2"}
+    assert dict(out[1].properties) == {"nullRate": "0.1", "kind": "values", "values": "1,2,2", "weights": "4,3,2",
+                                       "jointWith": "a"}
+    assert "jointly with a (Cramér's V 0.9): the 3 combinations seen" in out[1].comment

@@ -12,8 +12,14 @@ import vega_datasets
 from pyspark.sql import functions as F
 
 from impulse.loadtest.scenario import load_plan
+from impulse.profile import joint
 from impulse.profile.cli import EXIT_FIDELITY, EXIT_OK, EXIT_USAGE, main
 from impulse.profile.run import Settings, profile
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 pytestmark = pytest.mark.integration
 DATA = Path(vega_datasets.__file__).parent / "_data"
@@ -32,7 +38,7 @@ def test_cars_profile_meets_the_bounds_and_the_spec_is_a_load_file(spark, tmp_pa
     assert result.rows == 406
     assert not result.missed, result.missed
     by_path = {r.path: r for r in result.report}
-    assert by_path["Origin"].generator == "values" and by_path["Origin"].metric == "TV"
+    assert by_path["Origin"].generator == "values" and by_path["Origin"].metric == "TV"  # (jointly with Cylinders)
     assert by_path["Name"].generator == "random"            # many distinct names: never copied
     assert by_path["Horsepower"].null_sample > 0            # the sample's nulls, reproduced
     assert abs(by_path["Horsepower"].null_generated - by_path["Horsepower"].null_sample) < 0.02
@@ -43,6 +49,25 @@ def test_cars_profile_meets_the_bounds_and_the_spec_is_a_load_file(spark, tmp_pa
     assert scenario.config.schema.startswith("Acceleration DOUBLE") and scenario.config.source_options["seed"] == "0"
     again = profile(_cars(spark), Settings(name="cars", output=tmp_path / "again", bounds=BOUNDS))
     assert again.spec == result.spec                        # the same sample and seed: the same bytes
+
+
+def test_dependent_categories_are_generated_jointly_and_keep_their_combinations(spark, tmp_path):
+    cars = _cars(spark).cache()
+    result = profile(cars, Settings(name="cars", output=tmp_path, bounds=BOUNDS))  # --joint-above 0.3
+    pair = {r.path: r for r in result.report}["Cylinders × Origin"]  # V 0.48: Japan's rotary 3s, America's 8s
+    assert pair.generator == "joint (V 0.479)" and pair.metric == "TV" and pair.distance <= BOUNDS["TV"]
+    spec = tomllib.loads(result.spec)
+    assert spec["source"]["fields.Origin.jointWith"] == "Cylinders"
+    generated = (spark.read.format("impulse").schema(spec["schema"]).options(**spec["source"])
+                 .option("eventsPerSecond", spec["rate"]).option("limit", 2000).load())
+    seen = {(r[0], r[1]) for r in cars.select("Cylinders", "Origin").distinct().collect()}
+    made = {(r[0], r[1]) for r in generated.select("Cylinders", "Origin").distinct().collect()}
+    assert made <= seen and (3, "Japan") in made             # only combinations the sample has
+    independent = {k: v for k, v in spec["source"].items() if k != "fields.Origin.jointWith"}
+    apart = (spark.read.format("impulse").schema(spec["schema"]).options(**independent)
+             .option("eventsPerSecond", spec["rate"]).option("limit", result.rows).load())
+    alone = joint.rows(cars, apart, [joint.Pair("Cylinders", "Origin", 0.48, ())])[0]
+    assert alone.distance > 2 * pair.distance, (alone.distance, pair.distance)  # the control: independent draws
 
 
 def test_the_rate_is_measured_from_the_time_column(spark, tmp_path):

@@ -34,6 +34,12 @@ __all__ = ["LoadConfig", "SourceSettings", "PipelineSettings", "SinkSettings", "
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
 
 SOURCES = ("impulse", "nexmark")
+#: why --source replay is refused: a run's events are --rate × --duration of a schedule the harness sets, which the
+#: check recomputes by a batch read pinned to the run's start; a recording has its own rows and pace
+_REPLAY_REFUSED = ("--source 'replay': not a source of impulse-load, whose runs generate --rate × --duration events "
+                   "on a schedule it sets and recomputes for --check; profile the recording into a load file "
+                   "(impulse-profile PATH) and run that, or read it with spark.readStream.format('replay') in your "
+                   "own job")
 OUTPUT_MODES = ("append", "update", "complete")
 FOREACH_BATCH = "foreachBatch"   # the sink of a run whose output goes to the user's --foreach-batch function
 
@@ -68,6 +74,8 @@ class SourceSettings:
             raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
         if self.partitions < 1:
             raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
+        if self.source == "replay":
+            raise LoadError(_REPLAY_REFUSED)
         if self.source not in SOURCES:
             raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
         if self.payload_bytes < 0:

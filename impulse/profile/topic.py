@@ -1,0 +1,63 @@
+"""A Kafka topic as a source to profile: ``kafka://HOST:PORT/TOPIC`` with JSON values.
+
+The sample is the topic's first N records, deterministically: each partition read from its earliest offset
+(Spark's Kafka batch source, bounded by the offsets at the read), its records ranked by offset, and the first
+N taken in (rank, partition) order — round-robin over the partitions, so records appended later never change
+it. Each value is a JSON document; its schema is inferred by Spark's JSON reader over the sampled values
+(nested objects become STRUCTs, arrays ARRAYs; keys in Spark's order) and the values parsed with it. The
+record's own key, offset and Kafka timestamp are not profiled.
+
+It needs Spark's Kafka connector on the session's class path (`impulse.session.make_session` with ``kafka``;
+the command starts its session so) and a classic session (the schema inference reads an RDD of the values).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from connectors.errors import OptionError
+
+__all__ = ["parse", "read", "is_topic"]
+
+_URL = re.compile(r"^kafka://(?P<servers>[^/\s]+)/(?P<topic>[^/\s]+)$")
+
+
+def is_topic(text: str) -> bool:
+    """Whether a PATH argument names a Kafka topic."""
+    return text.startswith("kafka://")
+
+
+def parse(url: str) -> tuple[str, str]:
+    """``kafka://HOST:PORT/TOPIC`` → (bootstrap servers, topic); raises `OptionError` naming the PATH."""
+    match = _URL.match(url)
+    if match is None:
+        raise OptionError("PATH", url, "kafka://HOST:PORT/TOPIC (one topic; several brokers comma-separated)")
+    return match["servers"], match["topic"]
+
+
+def read(spark: SparkSession, url: str, sample: int, options: dict[str, str]) -> DataFrame:
+    """The first `sample` records of the topic, their JSON values parsed (module docstring). `options`: more
+    options of Spark's Kafka source (``kafka.security.protocol``, …). Raises `OptionError` for an unreachable
+    topic or values that are not JSON objects."""
+    servers, topic = parse(url)
+    try:
+        records = (spark.read.format("kafka").options(**options).option("kafka.bootstrap.servers", servers)
+                   .option("subscribe", topic).option("startingOffsets", "earliest")
+                   .option("endingOffsets", "latest").load())
+        ranked = records.select(
+            "partition", F.row_number().over(Window.partitionBy("partition").orderBy("offset")).alias("rank"),
+            F.col("value").cast("string").alias("value"))
+        values = ranked.where(F.col("rank") <= sample).orderBy("rank", "partition").limit(sample).select("value")
+        values = values.cache()
+        if not values.limit(1).collect():
+            raise OptionError("PATH", url, "a topic with records: it is empty")
+        schema = spark.read.json(values.rdd.map(lambda row: row[0] or "")).schema
+    except PySparkException as err:
+        raise OptionError("PATH", url, f"a Kafka topic Spark can read ({str(err).splitlines()[0]})") from None
+    if "_corrupt_record" in schema.fieldNames() or not schema.fields:
+        raise OptionError("PATH", url, "a topic whose values are JSON objects (some are not)")
+    return values.select(F.from_json("value", schema).alias("v")).select("v.*")
