@@ -9,9 +9,6 @@ import numpy as np
 import pytest
 
 from connectors.errors import OptionError
-from impulse.loadtest.load.events import impulse_options
-from impulse.loadtest.scenario import plan_from_args
-from impulse.loadtest.settings.units import LoadError
 from impulse.options import ImpulseOptions
 from impulse.schedule import PeriodicRate, Schedule, rate_from_json
 
@@ -127,9 +124,3 @@ def test_too_many_bursts_a_period_are_refused_naming_the_option():
         ImpulseOptions.from_options({"rateCurve": DAILY, "bursts.every": "1m", "bursts.factor": "2",
                                      "bursts.duration": "1s", "numPartitions": "1"})
     assert caught.value.option == "bursts.every"
-
-
-def test_impulse_load_refuses_a_rate_curve_it_does_not_pace_naming_the_option():
-    config = plan_from_args(["--source-option", f"rateCurve={DAILY}"]).scenarios[0].config
-    with pytest.raises(LoadError, match=r"--source-option rateCurve: set by the harness from --rate"):
-        impulse_options(config)
