@@ -9,7 +9,7 @@ from typing import Any
 from connectors.errors import OptionError
 from connectors.redact import HIDDEN
 
-__all__ = ["handshake_error", "is_handshake_failure"]
+__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure"]
 
 # librdkafka's words for a handshake the broker refused because of the client's certificate (it reports them as a
 # transport failure: the broker closes the connection with a TLS alert)
@@ -51,3 +51,20 @@ def handshake_error(text: str, client: dict[str, Any], bootstrap: str) -> Option
                        f"the security protocol of the listener at {bootstrap} (and the credentials it takes): the "
                        f"broker answers, but the client's security handshake failed ({text}). A SASL client talking "
                        "to a PLAINTEXT listener, or a PLAINTEXT/SASL_PLAINTEXT client to an SSL one, fails so")
+
+
+class HandshakeWatch:
+    """A librdkafka client's ``error_cb`` that keeps the last failed TLS or SASL handshake (`failure`, a
+    ``KafkaError``): the cause a client's timeout hides ("transport failure"). Callbacks are served by the client's
+    ``poll``; call it before reading `failure`."""
+
+    def __init__(self) -> None:
+        self.failure: Any = None
+
+    def __call__(self, err) -> None:
+        if is_handshake_failure(err.name(), err.str()):
+            self.failure = err
+
+    def error(self, client: dict[str, Any], bootstrap: str) -> OptionError | None:
+        """`handshake_error` of the failure seen, if any (`client`: the settings without the ``kafka.`` prefix)."""
+        return None if self.failure is None else handshake_error(self.failure.str(), client, bootstrap)

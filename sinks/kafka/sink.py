@@ -48,7 +48,7 @@ from sinks.kafka.options import (
     log,
     transactional_id,
 )
-from sinks.kafka.security import handshake_error
+from sinks.kafka.security import HandshakeWatch, handshake_error
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
            "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
@@ -635,7 +635,17 @@ def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float =
     opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
     if opts.topic is None:
         raise OptionError("topic", None, "a topic to create")
-    admin = admin_api.AdminClient({**opts.common_config(), "logger": check_log})
+    watch = HandshakeWatch()
+    admin = admin_api.AdminClient({**opts.common_config(), "logger": check_log, "error_cb": watch})
+    try:
+        admin.list_topics(timeout=CHECK_TIMEOUT_S)  # reach the cluster first: a refused handshake fails fast
+    except kafka.KafkaException as exc:
+        admin.poll(0)  # serve the error callbacks librdkafka queued meanwhile
+        refused = watch.error(opts.client, opts.bootstrap)
+        if refused is not None:
+            raise refused from exc
+        raise SinkError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {CHECK_TIMEOUT_S:g}s "
+                        f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' right?") from exc
     try:
         return kafka_topics.create_topic(admin, opts.topic, partitions, timeout_s=timeout_s, exist_ok=True)
     except kafka.KafkaException as exc:
