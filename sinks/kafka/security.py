@@ -4,12 +4,14 @@ certificate the certificate settings; anything else the security protocol of the
 
 from __future__ import annotations
 
+import socket
+import ssl
 from typing import Any
 
 from connectors.errors import OptionError
 from connectors.redact import HIDDEN
 
-__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure"]
+__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure", "name_mismatch"]
 
 # librdkafka's words for a handshake the broker refused because of the client's certificate (it reports them as a
 # transport failure: the broker closes the connection with a TLS alert)
@@ -28,6 +30,9 @@ def handshake_error(text: str, client: dict[str, Any], bootstrap: str) -> Option
     given = {key.lower(): value for key, value in client.items()}
     protocol = str(given.get("security.protocol", "PLAINTEXT")).upper()
     if "certificate verify failed" in text or "CERTIFICATE_VERIFY_FAILED" in text:
+        mismatch = name_mismatch(bootstrap, given.get("ssl.ca.location"))
+        if mismatch is not None:
+            text = f"{text}; {mismatch}"
         if "hostname" in text.lower() or "mismatch" in text:
             return OptionError("kafka.bootstrap.servers", bootstrap,
                                f"a host name the broker's TLS certificate names: the broker at {bootstrap} presented a "
@@ -68,3 +73,20 @@ class HandshakeWatch:
     def error(self, client: dict[str, Any], bootstrap: str) -> OptionError | None:
         """`handshake_error` of the failure seen, if any (`client`: the settings without the ``kafka.`` prefix)."""
         return None if self.failure is None else handshake_error(self.failure.str(), client, bootstrap)
+
+
+def name_mismatch(bootstrap: str, ca: str | None, timeout_s: float = 5.0) -> str | None:
+    """Python's words when the first broker of `bootstrap` presents a certificate, signed by `ca` (a PEM file; None:
+    the system's trust store), that does not name the host it was reached by; None when it does, or when the cause
+    is another (librdkafka says only "certificate verify failed" for either). One TLS handshake, nothing sent."""
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    host = host.strip("[]")
+    try:
+        context = ssl.create_default_context(cafile=ca)
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as sock, \
+                context.wrap_socket(sock, server_hostname=host):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        return str(exc) if "mismatch" in str(exc) else None
+    except (OSError, ValueError):
+        return None
