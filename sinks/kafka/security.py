@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import socket
 import ssl
-from typing import Any
+from typing import Any, Mapping
 
 from connectors.errors import OptionError
 from connectors.redact import HIDDEN
 
-__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure", "name_mismatch"]
+__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure", "name_mismatch", "principal", "write_denied"]
 
 # librdkafka's words for a handshake the broker refused because of the client's certificate (it reports them as a
 # transport failure: the broker closes the connection with a TLS alert)
@@ -90,3 +90,38 @@ def name_mismatch(bootstrap: str, ca: str | None, timeout_s: float = 5.0) -> str
         return str(exc) if "mismatch" in str(exc) else None
     except (OSError, ValueError):
         return None
+
+
+def principal(client: Mapping[str, Any]) -> str:
+    """Who the broker sees with the client settings `client` (without the ``kafka.`` prefix), in words."""
+    given = {key.lower(): value for key, value in client.items()}
+    if "sasl.username" in given and str(given.get("security.protocol", "")).upper().startswith("SASL"):
+        return f"user {given['sasl.username']!r} (User:{given['sasl.username']})"
+    if given.get("ssl.certificate.location"):
+        return f"the subject of the client certificate {given['ssl.certificate.location']}"
+    return "the anonymous principal (User:ANONYMOUS)"
+
+
+def write_denied(admin, topics: Mapping[str, str], client: Mapping[str, Any], bootstrap: str,
+                 timeout_s: float) -> OptionError | None:
+    """The `OptionError` for the first of `topics` (``{topic: the option naming it}``) the broker's ACLs do not let
+    the client write to, asked with `admin` (an ``AdminClient``: the operations the principal is authorized for,
+    KIP-430); None when each may be written, when the broker runs no authorizer, or when it cannot be told."""
+    from confluent_kafka import TopicCollection  # noqa: PLC0415 - the kafka extra's client
+    from confluent_kafka.admin import AclOperation  # noqa: PLC0415 - the kafka extra's client
+
+    futures = admin.describe_topics(TopicCollection(sorted(topics)), include_authorized_operations=True,
+                                    request_timeout=timeout_s)
+    for topic in sorted(topics):
+        try:
+            allowed = futures[topic].result(timeout_s).authorized_operations
+        except Exception:  # noqa: BLE001 - described or not, the write itself tells
+            continue
+        if allowed is None or {AclOperation.WRITE, AclOperation.ALL} & set(allowed):
+            continue
+        who = principal(client)
+        names = ", ".join(sorted(op.name for op in allowed)) or "nothing"
+        return OptionError(topics[topic], topic, f"a topic {who} may write to: the ACLs of the broker at {bootstrap} "
+                           f"allow it only {names} on topic '{topic}'; grant it Write on the topic (kafka-acls "
+                           f"--add --allow-principal … --operation Write --topic {topic}), or write to another")
+    return None

@@ -48,7 +48,7 @@ from sinks.kafka.options import (
     log,
     transactional_id,
 )
-from sinks.kafka.security import HandshakeWatch, handshake_error
+from sinks.kafka.security import HandshakeWatch, handshake_error, principal, write_denied
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
            "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
@@ -238,6 +238,7 @@ class KafkaSink(Sink):
             raise SinkError(str(exc)) from exc
         opts = self.options
         producer = idle_checkers.take(self._idle_key)
+        fresh = producer is None
         if producer is None:
             try:
                 producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
@@ -256,12 +257,23 @@ class KafkaSink(Sink):
                     found = producer.list_topics(topic, timeout=CHECK_TIMEOUT_S).topics.get(topic)
                 if found is not None and found.error is None:
                     continue
+                if found is not None and found.error.name() == "TOPIC_AUTHORIZATION_FAILED":
+                    raise OptionError(named[topic], topic, f"a topic {principal(opts.client)} may write to: the ACLs "
+                                      f"of the broker at {opts.bootstrap} do not let it even describe topic '{topic}' "
+                                      f"({found.error.str()}); grant it Describe and Write on the topic, or write to "
+                                      "another")
                 if found is not None and found.error.name() not in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
                     raise TransientError(f"kafka-sink: topic '{topic}' at {opts.bootstrap}: {found.error.str()}")
                 option = named[topic]
                 reason = found.error.str() if found is not None else "not found"
                 raise OptionError(option, topic, f"an existing topic of the Kafka cluster at {opts.bootstrap} "
                                   f"(the broker says: {reason}); create it first")
+            if fresh:  # the first check of these settings in this process: may the principal write to them?
+                admin = import_kafka_admin().AdminClient({**opts.common_config(), "logger": check_log})
+                denied = write_denied(admin, {t: o for t, o in named.items() if t},
+                                      opts.client, opts.bootstrap, CHECK_TIMEOUT_S)
+                if denied is not None:
+                    raise denied
         except kafka.KafkaException as exc:
             producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
             handshake = handshake_errors.pop(self._idle_key, None)
