@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
+import tempfile
+from pathlib import Path
 from typing import Iterable
 
 import connectors.servers as servers
+from connectors.servers.secured import SECURED_KINDS, secured_server
 
 PROG = "python -m connectors.servers"
 
@@ -37,9 +41,14 @@ def main(argv: Iterable[str]) -> int:
     serve.add_argument("--topic", action="append", default=[], type=_topic, metavar="NAME[:PARTITIONS]",
                        help="kafka: create this topic (default 1 partition) once the broker is up; repeatable. "
                             "The broker does not create topics on first use")
+    serve.add_argument("--secured", action="store_true",
+                       help=f"{', '.join(SECURED_KINDS)}: secured as the tests have them (TLS, a user 'impulse' with a "
+                            "random password, client certificates from a throwaway CA); prints the sink options")
     args = parser.parse_args(list(argv))
     if args.command == "serve" and args.topic and args.kind != "kafka":
         parser.error("--topic is for 'serve kafka'")
+    if args.command == "serve" and args.secured and args.kind not in SECURED_KINDS:
+        parser.error(f"--secured is for {', '.join(SECURED_KINDS)}, not {args.kind}")
     if args.command == "fetch-kafka":
         print(servers.fetch_kafka())
         return 0
@@ -49,10 +58,10 @@ def main(argv: Iterable[str]) -> int:
     if args.command == "fetch-toxiproxy":
         print(servers.fetch_toxiproxy())
         return 0
-    return _serve(args.kind, args.topic)
+    return _serve(args.kind, args.topic, args.secured)
 
 
-def _serve(kind: str, topics: list[tuple[str, int]]) -> int:
+def _serve(kind: str, topics: list[tuple[str, int]], secured: bool = False) -> int:
     """Run the server of `kind` until Ctrl-C or SIGTERM; the exit code (see the module docstring)."""
     cls = SERVERS[kind]
     try:
@@ -60,15 +69,22 @@ def _serve(kind: str, topics: list[tuple[str, int]]) -> int:
             cls.client_library.require(f"serve {kind}")
     except servers.ServerError as exc:
         return _error(str(exc), 2)
-    server = cls()
+    stack = contextlib.ExitStack()
+    server, ways_in = cls(), None
+    if secured:
+        ca_dir = Path(tempfile.mkdtemp(prefix="impulse-serve-ca-"))
+        stack.callback(shutil.rmtree, ca_dir, ignore_errors=True)
+        server, ways_in = secured_server(kind, ca_dir)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server's JVM or process as Ctrl-C does
     try:
-        with contextlib.suppress(KeyboardInterrupt), server:
+        with stack, contextlib.suppress(KeyboardInterrupt), server:
             for name, partitions in topics:
                 server.create_topic(name, partitions)
             print(f"{kind} ready at {_where(kind, server)}"
                   + "".join(f"; topic {name} ({partitions} partitions)" for name, partitions in topics)
                   + "; Ctrl-C to stop", flush=True)
+            for line in ways_in() if ways_in is not None else []:
+                print(f"  {line}", flush=True)
             signal.pause()
     except servers.ServerError as exc:
         return _error(f"serve {kind}: {exc}", 1)

@@ -21,7 +21,9 @@ _SCRAM = "SCRAM-SHA-512"
 class SecuredKafkaBroker(KafkaBroker):
     """`KafkaBroker` plus a ``SASL_SSL`` listener (`sasl_ssl_bootstrap`; SCRAM-SHA-512, users `users` as
     ``{name: password}``) and an ``SSL`` listener requiring a client certificate signed by `ca`
-    (`mtls_bootstrap`). No authorizer: an authenticated principal may do anything.
+    (`mtls_bootstrap`). ACLs are enforced (KRaft's ``StandardAuthorizer``), but a resource without any ACL is open
+    to every principal, and the PLAINTEXT and controller listeners' principal (``User:ANONYMOUS``) is a super user:
+    `deny_write` takes a topic from a user.
 
     `sasl_ssl_config(user, password)` and `mtls_config(client)` are the librdkafka settings of a client of each
     (`client` an `Issued` client certificate of `ca`).
@@ -55,6 +57,25 @@ class SecuredKafkaBroker(KafkaBroker):
                 "ssl.ca.location": str(self.ca.ca), "ssl.certificate.location": str(client.cert),
                 "ssl.key.location": str(client.key)}
 
+    def deny_write(self, topic: str, user: str, describe: bool = False, timeout: float = 30.0) -> None:
+        """An ACL that denies `user` (a SCRAM user) WRITE on `topic`, and with `describe` one that allows it DESCRIBE
+        (else, the topic having an ACL now, the user may not even describe it); other principals are not affected."""
+        from confluent_kafka.admin import (  # noqa: PLC0415 - the kafka extra's client
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation,
+                               permission)
+                    for operation, permission in [(AclOperation.WRITE, AclPermissionType.DENY),
+                                                  *([(AclOperation.DESCRIBE, AclPermissionType.ALLOW)] if describe else [])]]
+        admin = self.admin()  # kept until the result: a client that is collected cancels its requests
+        for done in admin.create_acls(bindings, request_timeout=timeout).values():
+            done.result(timeout)
+
     def _start(self) -> None:
         if self.sasl_ssl_port is None:
             self.sasl_ssl_port, self.mtls_port = free_port(), free_port()
@@ -71,6 +92,9 @@ class SecuredKafkaBroker(KafkaBroker):
             "org.apache.kafka.common.security.scram.ScramLoginModule required;")
         props["listener.name.mtls.ssl.client.auth"] = "required"
         props.update({
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "true",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.server_cert.chain),
             "ssl.truststore.type": "PEM",

@@ -47,9 +47,11 @@ class Conversation:
 
 
 class Tap:
-    """``with Tap("127.0.0.1:6379") as tap: … tap.address …``: listens on a free loopback port."""
+    """``with Tap("127.0.0.1:6379") as tap: … tap.address …``: listens on a free loopback port, of `listen` (another
+    loopback address, e.g. ``127.0.0.2``: a name a server's TLS certificate does not hold)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, listen: str = LOOPBACK) -> None:
+        self.listen = listen
         host, port = upstream.rsplit(":", 1)
         self.upstream = (host, int(port))
         self.conversations: list[Conversation] = []
@@ -61,10 +63,10 @@ class Tap:
 
     @property
     def address(self) -> str:
-        return f"{LOOPBACK}:{self._listener.getsockname()[1]}"
+        return f"{self.listen}:{self._listener.getsockname()[1]}"
 
     def start(self) -> "Tap":
-        self._listener = socket.create_server((LOOPBACK, 0))
+        self._listener = socket.create_server((self.listen, 0))
         threading.Thread(target=self._accept, name="impulse-tap", daemon=True).start()
         return self
 

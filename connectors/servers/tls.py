@@ -59,9 +59,9 @@ class ThrowawayCA:
         self.ca = self.dir / "ca.pem"
         self.ca.write_bytes(_pem(self._cert))
 
-    def issue(self, name: str, client: bool = False, hosts: Sequence[str] = _HOSTS) -> Issued:
+    def issue(self, name: str, client: bool = False, hosts: Sequence[str] = _HOSTS, expired: bool = False) -> Issued:
         """A certificate signed by this CA, for a server at `hosts` or (`client`) a client named `name`; written as
-        ``<name>.pem``, ``<name>.key`` and ``<name>-chain.pem``."""
+        ``<name>.pem``, ``<name>.key`` and ``<name>-chain.pem``. `expired`: valid for a day that ended an hour ago."""
         from cryptography import x509  # noqa: PLC0415 - the test extra's cryptography, only where a CA is made
         from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415 - the test extra, as above
         from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415 - the test extra, as above
@@ -74,8 +74,8 @@ class ThrowawayCA:
         builder = (x509.CertificateBuilder()
                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
                    .issuer_name(self._name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(hours=1))
-                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .not_valid_before(now - datetime.timedelta(hours=1, days=expired))
+                   .not_valid_after(now + (-datetime.timedelta(hours=1) if expired else datetime.timedelta(days=1)))
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(x509.ExtendedKeyUsage([usage, *([] if client else
                                                                   [ExtendedKeyUsageOID.CLIENT_AUTH])]), critical=False))

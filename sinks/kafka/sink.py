@@ -48,7 +48,7 @@ from sinks.kafka.options import (
     log,
     transactional_id,
 )
-from sinks.kafka.security import handshake_error
+from sinks.kafka.security import HandshakeWatch, handshake_error, principal, write_denied
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
            "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
@@ -238,6 +238,7 @@ class KafkaSink(Sink):
             raise SinkError(str(exc)) from exc
         opts = self.options
         producer = idle_checkers.take(self._idle_key)
+        fresh = producer is None
         if producer is None:
             try:
                 producer = kafka.Producer({**opts.producer_config(), "reconnect.backoff.max.ms": 1_000,
@@ -256,12 +257,23 @@ class KafkaSink(Sink):
                     found = producer.list_topics(topic, timeout=CHECK_TIMEOUT_S).topics.get(topic)
                 if found is not None and found.error is None:
                     continue
+                if found is not None and found.error.name() == "TOPIC_AUTHORIZATION_FAILED":
+                    raise OptionError(named[topic], topic, f"a topic {principal(opts.client)} may write to: the ACLs "
+                                      f"of the broker at {opts.bootstrap} do not let it even describe topic '{topic}' "
+                                      f"({found.error.str()}); grant it Describe and Write on the topic, or write to "
+                                      "another")
                 if found is not None and found.error.name() not in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
                     raise TransientError(f"kafka-sink: topic '{topic}' at {opts.bootstrap}: {found.error.str()}")
                 option = named[topic]
                 reason = found.error.str() if found is not None else "not found"
                 raise OptionError(option, topic, f"an existing topic of the Kafka cluster at {opts.bootstrap} "
                                   f"(the broker says: {reason}); create it first")
+            if fresh:  # the first check of these settings in this process: may the principal write to them?
+                admin = import_kafka_admin().AdminClient({**opts.common_config(), "logger": check_log})
+                denied = write_denied(admin, {t: o for t, o in named.items() if t},
+                                      opts.client, opts.bootstrap, CHECK_TIMEOUT_S)
+                if denied is not None:
+                    raise denied
         except kafka.KafkaException as exc:
             producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
             handshake = handshake_errors.pop(self._idle_key, None)
@@ -635,7 +647,17 @@ def create_topic(options: Mapping[str, str], partitions: int, timeout_s: float =
     opts = KafkaOptions.read(OptionReader(options, name="kafka sink"))
     if opts.topic is None:
         raise OptionError("topic", None, "a topic to create")
-    admin = admin_api.AdminClient({**opts.common_config(), "logger": check_log})
+    watch = HandshakeWatch()
+    admin = admin_api.AdminClient({**opts.common_config(), "logger": check_log, "error_cb": watch})
+    try:
+        admin.list_topics(timeout=CHECK_TIMEOUT_S)  # reach the cluster first: a refused handshake fails fast
+    except kafka.KafkaException as exc:
+        admin.poll(0)  # serve the error callbacks librdkafka queued meanwhile
+        refused = watch.error(opts.client, opts.bootstrap)
+        if refused is not None:
+            raise refused from exc
+        raise SinkError(f"kafka-sink: cannot reach Kafka at {opts.bootstrap} within {CHECK_TIMEOUT_S:g}s "
+                        f"({exc.args[0].str()}); is the broker running and 'kafka.bootstrap.servers' right?") from exc
     try:
         return kafka_topics.create_topic(admin, opts.topic, partitions, timeout_s=timeout_s, exist_ok=True)
     except kafka.KafkaException as exc:

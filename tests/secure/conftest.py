@@ -1,6 +1,7 @@
 """The secured servers, started once per test worker and only when a test asks (session-scoped, lazy), with a
 throwaway CA of their own: redis-server and a 6-node Redis Cluster over TLS with an ACL user, a Kafka broker
-with a SASL_SSL listener (SCRAM-SHA-512) and a mutual-TLS listener, and the webhook receiver over mutual TLS. Each password is drawn at random per run, so
+with a SASL_SSL listener (SCRAM-SHA-512) and a mutual-TLS listener, the webhook receiver over mutual TLS, and the
+Schema Registry behind an HTTPS proxy enforcing basic auth. Each password is drawn at random per run, so
 a test can search for it in everything a run leaves behind."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from connectors.servers.kafka_secure import SecuredKafkaBroker
 from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
 from connectors.servers.redis_cluster import RedisCluster
+from connectors.servers.registry_proxy import BasicAuthProxy
 from connectors.servers.tls import ThrowawayCA
 from tests.conftest import _serving
 
@@ -72,3 +74,12 @@ def kafka_secured(throwaway_ca, credentials):
 def https_receiver(throwaway_ca):
     """The reference receiver (recording) over HTTPS, requiring a client certificate of `throwaway_ca`."""
     yield from _serving(Receiver(record=True, tls=throwaway_ca.server_tls("receiver"), require_client_cert=True))
+
+
+@pytest.fixture(scope="session")
+def registry_https(schema_registry, throwaway_ca, credentials):
+    """The Schema Registry (`schema_registry`) behind HTTPS with basic auth: `BasicAuthProxy` with a certificate of
+    `throwaway_ca`, allowing the user `credentials` (Apicurio enforces basic auth only with an identity server)."""
+    with BasicAuthProxy(schema_registry.url, throwaway_ca.server_tls("registry"),
+                        {credentials.user: credentials.password}) as proxy:
+        yield proxy

@@ -1,6 +1,7 @@
 """The Kafka sink against a broker secured as in production: SASL_SSL with a SCRAM-SHA-512 user, and SSL that
 requires a client certificate. It writes exactly once through each; an untrusted broker certificate, a wrong
-password and a missing or foreign client certificate each fail at start naming the option to fix."""
+password, a missing or foreign client certificate and a topic the broker's ACLs forbid each fail at start naming the
+option to fix."""
 
 from __future__ import annotations
 
@@ -88,3 +89,16 @@ def test_a_refused_client_certificate_names_the_certificate_option(kafka_secured
         _checked(kafka_secured, config)
     message = str(err.value)
     assert err.value.option == "kafka.ssl.certificate.location" and "bad certificate" in message, message
+
+
+@pytest.mark.parametrize("describe", [True, False], ids=["may-describe", "may-not-describe"])
+def test_a_topic_the_acls_forbid_fails_at_start_naming_the_user_and_topic(kafka_secured, credentials, describe):
+    topic = kafka_secured.create_topic("sec-denied-" + secrets.token_hex(4))
+    kafka_secured.deny_write(topic, credentials.user, describe=describe)
+    options = {**_kafka_options(kafka_secured.sasl_ssl_config(credentials.user, credentials.password)), "topic": topic}
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+    with pytest.raises(OptionError) as err:
+        KafkaSink(KafkaOptions.read(OptionReader(options, name="kafka sink")), Columns.of(schema)).check()
+    message = str(err.value)
+    assert err.value.option == "topic" and f"User:{credentials.user}" in message and f"'{topic}'" in message, message
+    assert "Write on the topic" in message and credentials.password not in message, message

@@ -10,13 +10,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from connectors.latency import LatencyHistogram
+from connectors.redact import redact_options, redact_url
 from impulse.loadtest.measure.bound import Verdict, assess
 from impulse.loadtest.measure.metrics import Batch, achieved_rate, merged_latency, percentiles_ms, phase_stats
 from impulse.loadtest.settings.config import LoadConfig
 from impulse.loadtest.settings.stages import StageResult, stage_results
 from impulse.loadtest.settings.thresholds import Check, evaluate
 
-__all__ = ["LoadResult", "LATENCY_PARTS"]
+__all__ = ["LoadResult", "LATENCY_PARTS", "public_config"]
 
 _LATENCY_KEYS = {"p50": "latencyP50Ms", "p95": "latencyP95Ms", "p99": "latencyP99Ms", "p99.9": "latencyP999Ms",
                  "p99.99": "latencyP9999Ms", "max": "latencyMaxMs", "mean": "latencyMeanMs"}
@@ -180,7 +181,7 @@ class LoadResult:
 
     def to_dict(self) -> dict:
         origin = self.schedule_start_us or self.started_us
-        config = asdict(self.config)
+        config = public_config(self.config)
         config["options"] = self.options
         return {
             "summary": self.summary(),
@@ -205,3 +206,18 @@ class LoadResult:
             "receiver": self.receiver,
             "batches": [b.row(origin) for b in self.batches],
         }
+
+
+#: The settings of a `LoadConfig` that are tables of options: each may hold a password or a key.
+_OPTION_TABLES = ("options", "source_options", "via_options", "spark_conf")
+
+
+def public_config(config: LoadConfig) -> dict:
+    """`config` as report.json and the HTML report show it: the secret-looking values of its option tables hidden
+    and its Spark Connect URL without its parameters (``;token=…``), by `connectors.redact`."""
+    out = asdict(config)
+    for name in _OPTION_TABLES:
+        out[name] = redact_options(out[name])
+    if out.get("remote"):
+        out["remote"] = redact_url(out["remote"].split(";", 1)[0])
+    return out

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from impulse.loadtest.settings.kafka_java import java_settings
 from impulse.loadtest.settings.units import LoadError, parse_seconds
 
 __all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger"]
@@ -22,8 +23,9 @@ _SOURCE_MANAGED = {"subscribe": "the topic of --via", "subscribepattern": "the t
 class Via:
     """``kafka://HOST:PORT[,HOST:PORT…]/TOPIC`` and its ``--via-option`` settings.
 
-    `client`: Kafka client settings (the options named ``kafka.<setting>``, kept without the prefix), given to
-    the producer (kafka-sink), the Kafka source and the harness's own clients. `source`: the other options,
+    `client`: Kafka client settings (the options named ``kafka.<setting>``, kept without the prefix), librdkafka's,
+    given to the producer (kafka-sink) and the harness's own clients, and to Spark's Kafka source (a Java client)
+    with their security settings translated (`impulse.loadtest.settings.kafka_java`). `source`: the other options,
     Spark Kafka source options (``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss`` …).
     """
 
@@ -47,7 +49,7 @@ class Via:
         return {"kafka.bootstrap.servers": self.bootstrap, "subscribe": self.topic,
                 "startingOffsets": json.dumps({self.topic: {str(p): o for p, o in sorted(starting.items())}}),
                 "kafka.isolation.level": "read_committed", "failOnDataLoss": "true",
-                **{f"kafka.{k}": v for k, v in self.client.items()}, **self.source}
+                **{f"kafka.{k}": v for k, v in java_settings(self.client).items()}, **self.source}
 
 
 def parse_via(url: str, options: Mapping[str, str] | None = None) -> Via:
@@ -65,6 +67,7 @@ def parse_via(url: str, options: Mapping[str, str] | None = None) -> Via:
             client[key[len("kafka."):]] = value
         else:
             source[key] = value
+    java_settings(client)  # a security setting Spark's Kafka source cannot take: refused now
     return Via(parts.netloc, topic, client, source)
 
 

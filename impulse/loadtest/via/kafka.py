@@ -92,6 +92,8 @@ from impulse.loadtest.via.report import (
 )
 from impulse.loadtest.via.watch import Watch, committed_ends
 from impulse.session import make_session
+from sinks.kafka.options import CHECK_TIMEOUT_S
+from sinks.kafka.security import HandshakeWatch
 
 __all__ = ["Via", "parse_via", "PipelineTrigger", "parse_pipeline_trigger", "ViaResult", "run_via_kafka", "ThroughKafka",
            "producer_frame", "pipeline_source", "kafka_columns", "session_master", "KAFKA_SINKS", "Transform",
@@ -260,8 +262,10 @@ def prepare_topics(via: Via, config: LoadConfig) -> str | None:
                        {"message.timestamp.type": LOG_APPEND_TIME}))
     kind = None
     for client, topic, flag, topic_config in wanted:
-        admin = AdminClient(dict(client))
+        watch = HandshakeWatch()
+        admin = AdminClient({**client, "error_cb": watch})
         try:
+            _reach(admin, watch, client, "--via-option" if flag == "--via" else "--option")
             if config.create_topic is not None:
                 create_topic(admin, topic, config.create_topic, config=topic_config, exist_ok=True)
             found = admin.list_topics(topic, timeout=15).topics.get(topic)
@@ -273,6 +277,24 @@ def prepare_topics(via: Via, config: LoadConfig) -> str | None:
         except KafkaException as exc:
             raise LoadError(f"{flag}: Kafka at {client['bootstrap.servers']}: {exc.args[0].str()}") from None
     return kind
+
+
+def _reach(admin, watch: HandshakeWatch, client: Mapping[str, str], flag: str) -> None:
+    """Reach the cluster of `admin` (an ``AdminClient`` whose ``error_cb`` is `watch`) within the sink's check time;
+    a refused TLS or SASL handshake is a `LoadError` naming ``FLAG kafka.<the setting to fix>`` (an address the
+    broker's certificate does not name: ``--via`` or ``--option kafka.bootstrap.servers``)."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
+
+    try:
+        admin.list_topics(timeout=CHECK_TIMEOUT_S)
+    except KafkaException as exc:
+        admin.poll(0)  # serve the error callbacks librdkafka queued meanwhile
+        refused = watch.error(dict(client), client["bootstrap.servers"])
+        if refused is None:
+            raise
+        name = "--via" if (flag, refused.option) == ("--via-option", "kafka.bootstrap.servers") \
+            else f"{flag} {refused.option}"
+        raise LoadError(f"{name}: {refused.expected}") from exc
 
 
 @contextmanager

@@ -186,11 +186,20 @@ def resolve_encoding(fmt: str, struct: StructType, topic: str, options: Registry
                      "change the rule)",
                 404: (" (nothing registered: register it, or set auto.register.schemas=true)"
                       if not options.auto_register or options.use_latest else ""),
-                401: " (check schema.registry.basic.auth.user.info)", 403: " (check the credentials' rights)"}
+                401: " (check option 'schema.registry.basic.auth.user.info', USER:PASSWORD)", 403: " (check the credentials' rights)"}
         raise RegistryError(f"{_SINK}: Schema Registry at {url} refused {action} subject '{subject}': HTTP "
                             f"{exc.http_status_code} error {exc.error_code}: {exc.error_message}"
                             f"{hint.get(exc.http_status_code, '')}") from exc
     except Exception as exc:  # connection refused, TLS, timeouts (httpx's errors)
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc) and "mismatch" in str(exc):
+            raise OptionError(_PREFIX + "url", url, f"a URL whose host the Schema Registry's TLS certificate names "
+                              f"({type(exc).__name__}: {exc})") from exc
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "certificate verify failed" in str(exc):
+            option = _PREFIX + "ssl.ca.location"
+            raise OptionError(option, options.client_conf.get("ssl.ca.location", "(not set)"),
+                              f"the CA (a PEM file) that signed the TLS certificate of the Schema Registry at {url}: "
+                              f"the client does not trust it ({type(exc).__name__}: {exc}); set '{option}' to that "
+                              "CA's file") from exc
         raise RegistryError(f"{_SINK}: cannot reach the Schema Registry at {url} (option 'schema.registry.url') "
                             f"for subject '{subject}': {type(exc).__name__}: {exc}") from exc
     return EncodingSpec(fmt, text, schema_id)
