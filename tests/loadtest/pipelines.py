@@ -140,3 +140,25 @@ def one_argument(batch_df):
 def read_parquet(spark):
     """--check-read: the target directory as a DataFrame."""
     return spark.read.parquet(_target())
+
+
+# ------------------------------------------------------------ Delta Lake targets (tests/loadtest/test_delta.py)
+
+
+def merge_into_delta(batch_df, batch_id):
+    """A MERGE upsert of ``per_second``'s windows into the Delta table at the target path, per (window_start,
+    subtask_index): idempotent, so a replayed batch leaves the table as it was."""
+    path = _target()
+    spark = batch_df.sparkSession
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        batch_df.limit(0).write.format("delta").mode("ignore").save(path)
+    batch_df.createOrReplaceTempView("impulse_merge_updates")
+    spark.sql(f"MERGE INTO delta.`{path}` AS t USING impulse_merge_updates AS s "
+              "ON t.window_start = s.window_start AND t.subtask_index = s.subtask_index "
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+
+def read_delta(spark):
+    """--check-read: the Delta table at the target path."""
+    return spark.read.format("delta").load(_target())
+

@@ -50,7 +50,7 @@ def test_check_reads_a_file_sink_back_with_spark_and_refuses_a_directory_holding
     (tmp_path / "old" / "part-0.parquet").write_bytes(b"x")
     with pytest.raises(LoadError, match=r"--check: -o path=.*old already holds files"):
         readback("parquet", {"path": str(tmp_path / "old")}, "append").prepare()
-    with pytest.raises(LoadError, match="--check of output mode complete: Spark's parquet sink writes in append"):
+    with pytest.raises(LoadError, match="--check of output mode complete: --check reads Spark.s parquet target back"):
         readback("parquet", {"path": str(tmp_path / "new")}, "complete")
 
 
