@@ -114,6 +114,7 @@ def test_a_windowed_aggregation_appended_to_delta_passes_the_check(tmp_path):
     assert check["passed"] and check["expected"] == check["delivered"] > 0, check   # some windows closed
     assert check["lost"] == check["duplicated"] == check["unexpected"] == 0, check
     assert (target / "_delta_log").is_dir()
+    assert report["summary"]["latencyDefinition"] == "commit", report["summary"]
 
 
 @pytest.mark.integration

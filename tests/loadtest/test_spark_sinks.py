@@ -70,6 +70,14 @@ def test_a_transform_into_parquet_passes_the_check(spark, tmp_path, capsys):
     assert report["check"] == {"passed": True, "expected": 600, "delivered": 600, "lost": 0, "duplicated": 0,
                                "unexpected": 0}
     assert _rows(target) == 600 and (target / "_spark_metadata").is_dir()
+    # latency to the commit: each batch's ack is its _spark_metadata entry's time, the file sink's commit
+    assert report["summary"]["latencyDefinition"] == "commit"
+    written = [b for b in report["batches"] if b["events"] > 0]
+    assert written and all(b["latencyP50Ms"] is not None for b in written)
+    for batch in written:
+        entry = next(target.glob(f"_spark_metadata/{batch['batchId']}*"))
+        committed_s = (entry.stat().st_mtime_ns // 1_000 - report["scheduleStartUs"]) / 1e6
+        assert abs(batch["timeS"] - committed_s) <= 0.001, (batch, committed_s)
 
 
 @pytest.mark.integration
