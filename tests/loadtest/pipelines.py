@@ -4,6 +4,7 @@ events DataFrame, returning the DataFrame to write; and the writers and readers 
 from __future__ import annotations
 
 import os
+import signal
 
 from pyspark.sql import functions as F
 
@@ -162,3 +163,11 @@ def read_delta(spark):
     """--check-read: the Delta table at the target path."""
     return spark.read.format("delta").load(_target())
 
+
+def append_then_die(batch_df, batch_id):
+    """A deliberately non-idempotent writer: each micro-batch appended to the Parquet directory; with
+    ``IMPULSE_TEST_DIE`` set, the driver kills itself (SIGKILL) right after appending the first batch with rows,
+    before Spark commits it, so a rerun from the checkpoint replays that batch and appends its rows again."""
+    batch_df.write.mode("append").parquet(_target())
+    if os.environ.get("IMPULSE_TEST_DIE") and batch_df.count() > 0:
+        os.kill(os.getpid(), signal.SIGKILL)
