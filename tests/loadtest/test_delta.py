@@ -72,6 +72,38 @@ def test_a_delta_sink_needs_a_path_like_a_file_sink():
     assert preflight("delta", {"table": "events"}, 0).sink == "delta"
 
 
+def test_a_toml_file_holds_the_delta_and_foreach_batch_keys(tmp_path):
+    from impulse.loadtest.scenario import load_plan
+
+    file = tmp_path / "delta.toml"
+    file.write_text(f"""
+packages = ["{delta.PACKAGE_EXAMPLE}"]
+spark-conf = {{ "spark.sql.shuffle.partitions" = "4" }}
+check = true
+
+[[scenario]]
+name = "append"
+sink = "delta"
+options = {{ path = "/data/per-second" }}
+transform = "{PIPELINES}:per_second"
+event-time-column = "window_end"
+
+[[scenario]]
+name = "merge"
+transform = "{PIPELINES}:per_second"
+output-mode = "update"
+foreach-batch = "{PIPELINES}:merge_into_delta"
+check-read = "{PIPELINES}:read_delta"
+check-key = ["window_start", "subtask_index"]
+""")
+    append, merge = (s.config for s in load_plan(file).scenarios)
+    assert (append.sink, append.options, append.check) == ("delta", {"path": "/data/per-second"}, True)
+    assert (merge.sink, merge.foreach_batch, merge.check_read, merge.check_key) == (
+        "foreachBatch", f"{PIPELINES}:merge_into_delta", f"{PIPELINES}:read_delta", ("window_start", "subtask_index"))
+    assert append.packages == merge.packages == (delta.PACKAGE_EXAMPLE,)
+    assert append.spark_conf == {"spark.sql.shuffle.partitions": "4"}
+
+
 # ------------------------------------------------------------------------------------------- the probe
 
 

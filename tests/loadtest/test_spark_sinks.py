@@ -97,6 +97,16 @@ def test_a_file_sink_without_a_path_exits_2_before_any_load(tmp_path, capsys):
     assert report is None
 
 
+@pytest.mark.integration
+def test_a_format_the_session_does_not_know_exits_2_before_any_load_with_the_packages_hint(spark, tmp_path,
+                                                                                         capsys):
+    target = tmp_path / "iceberg-like"
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--sink", "no_such_format_q3", "-o", f"path={target}")
+    assert code == 2, out
+    assert "unknown sink 'no_such_format_q3'" in out and "needs its jars, --packages GROUP:ARTIFACT:VERSION" in out
+    assert report is None and not target.exists()
+
+
 # ------------------------------------------------------------------------------------------- --foreach-batch
 
 
