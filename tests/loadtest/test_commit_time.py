@@ -15,10 +15,10 @@ def test_a_file_sink_s_commit_is_its_metadata_entry_s_time_compacted_or_not(tmp_
     for name, seconds in (("0", 1_000), ("9.compact", 2_000)):
         (log / name).write_text("v1\n")
         os.utime(log / name, ns=(seconds * 10**9, seconds * 10**9 + 7_000))
-    clock = commit_clock("parquet", f"file://{tmp_path}", "q")
+    clock = commit_clock("files", f"file://{tmp_path}", "q")
     assert (clock(0), clock(9), clock(1)) == (1_000_000_007, 2_000_000_007, None)
-    assert commit_clock("parquet", "s3a://bucket/events", "q") is None      # not readable here: the batch's end
-    assert commit_clock("noop", str(tmp_path), "q") is None
+    assert commit_clock("files", "s3a://bucket/events", "q") is None      # not readable here: the batch's end
+    assert commit_clock(None, str(tmp_path), "q") is None
 
 
 def _version(log, version: int, *actions: dict) -> None:

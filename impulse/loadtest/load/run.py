@@ -57,8 +57,10 @@ from impulse.loadtest.query.transform import (
     with_event_time,
 )
 from impulse.loadtest.query.transform import start as start_query
+from impulse.loadtest.settings import delta
 from impulse.loadtest.settings.config import LoadConfig, LoadError
 from impulse.loadtest.settings.target import (
+    FILE_SINKS,
     PATH_SINKS,
     TABLE_OPTION,
     Target,
@@ -194,8 +196,8 @@ class Direct:
                               metrics_offset=metrics_offset,
                               commit_id=sink_option(sink_options, "commitId") or str(query.id), stages=config.stages,
                               batch_latency=self.definition == "micro-batch",
-                              commit_clock=commit_clock(config.sink, sink_option(sink_options, "path"), str(query.id))
-                              if self.definition == "commit" else None)
+                              commit_clock=commit_clock(_commit_kind(config.sink), sink_option(sink_options, "path"),
+                                                        str(query.id)) if self.definition == "commit" else None)
         if run.exporter is not None:
             run.exporter.attach(collector, config, run_id=str(query.id))
         outcome, error = "completed", None
@@ -225,6 +227,11 @@ class Direct:
         return run_check(run.spark, run.config, run.resolved, run.mode, run.source_options,
                          execution.collector.schedule_start_us, execution.query, run.reader, run.schema,
                          run.expected)
+
+
+def _commit_kind(sink: str) -> str | None:
+    """How `commit_clock` reads a table target's commits: Delta's log or a file sink's ``_spark_metadata``."""
+    return "delta" if sink == delta.FORMAT else "files" if sink in FILE_SINKS else None
 
 
 def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, stop: Any = None,

@@ -2,7 +2,7 @@
 
 A reader of a file sink's directory or of a Delta table sees a micro-batch's rows from the moment its commit is
 written, not when its files are: `commit_clock` gives, for the target of a run, a function from a batch id to that
-moment (epoch µs), or None when it cannot be read here (a remote path, a managed table without ``path``; the
+moment (epoch µs) for a target of `kind` ``files`` or ``delta``, or None when it cannot be read here (a remote path, a managed table without ``path``; the
 latency then ends at the micro-batch's end, which follows the commit):
 
 - Spark's file sinks (``parquet``, ``json``, ``csv``, ``orc``): the batch's entry in ``DIR/_spark_metadata`` (``N``,
@@ -17,8 +17,6 @@ import json
 import os
 from typing import Callable
 from urllib.parse import urlparse
-
-from impulse.loadtest.settings.target import FILE_SINKS
 
 __all__ = ["commit_clock", "local_path", "DeltaCommits"]
 
@@ -35,14 +33,15 @@ def local_path(path: str | None) -> str | None:
     return path if not url.scheme or len(url.scheme) == 1 else None   # a Windows drive letter is no scheme
 
 
-def commit_clock(sink: str, path: str | None, query_id: str) -> CommitClock | None:
-    """Batch id → the epoch µs of its commit in `sink`'s target at `path` (None: not readable here)."""
+def commit_clock(kind: str | None, path: str | None, query_id: str) -> CommitClock | None:
+    """Batch id → the epoch µs of its commit in the target at `path`, written by a file sink (`kind` ``files``) or
+    Delta's (``delta``) for the query `query_id`; None: not readable here (or another kind)."""
     local = local_path(path)
     if local is None:
         return None
-    if sink in FILE_SINKS:
+    if kind == "files":
         return lambda batch_id: _file_sink_commit_us(local, batch_id)
-    if sink == "delta":
+    if kind == "delta":
         return DeltaCommits(local, query_id).commit_us
     return None
 
