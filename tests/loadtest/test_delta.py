@@ -166,3 +166,19 @@ def test_a_merge_upsert_into_delta_through_foreach_batch_passes_check_key(tmp_pa
     assert "update: the final state per key" in report["checkDetail"]["basis"]
     versions = sorted((target / "_delta_log").glob("*.json"))
     assert len(versions) > 2, versions   # the table's creation and a MERGE per micro-batch with rows
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.delta
+@pytest.mark.skipif(not DELTA_RUNS_HERE, reason="Delta 4.4.0 runs on PySpark 4.2 only (bash tests/run --lowest)")
+def test_a_pipeline_reading_kafka_into_delta_passes_the_check(tmp_path, kafka_broker):
+    """The production shape: impulse → Kafka → the user's query → a Delta table, read back by --check."""
+    target = tmp_path / "evens"
+    code, out, report = impulse_load(tmp_path, *RUN, "--via", f"kafka://{kafka_broker.bootstrap}/delta-{tmp_path.name}",
+                                     "--create-topic", "2", "--decode", "--transform", f"{PIPELINES}:evens", "--check",
+                                     "--sink", "delta", "-o", f"path={target}", *delta_flags())
+    assert code == 0, out
+    assert report["check"] == {"passed": True, "expected": 300, "delivered": 300, "lost": 0, "duplicated": 0,
+                               "unexpected": 0}, report["check"]
+    assert (target / "_delta_log").is_dir()
