@@ -72,6 +72,8 @@ def test_a_transform_into_parquet_passes_the_check(spark, tmp_path, capsys):
     assert _rows(target) == 600 and (target / "_spark_metadata").is_dir()
     # latency to the commit: each batch's ack is its _spark_metadata entry's time, the file sink's commit
     assert report["summary"]["latencyDefinition"] == "commit"
+    html = next(tmp_path.glob("report-*/report.html")).read_text()
+    assert "to commit" in html and "the commit that made its micro-batch visible in the table" in html
     written = [b for b in report["batches"] if b["events"] > 0]
     assert written and all(b["latencyP50Ms"] is not None for b in written)
     for batch in written:
