@@ -127,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  settings=session_conf(spark_conf, config.packages))
             if owned:
                 stack.callback(spark.stop)
-            refuse_unapplied(spark, spark_conf, config.packages)
+            refuse_unapplied(spark, config.spark_conf, config.packages)
+            delta.refuse_unapplied(spark, {k: v for k, v in spark_conf.items() if config.spark_conf.get(k) != v})
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)
             _install_signals(stop, display, stack)
             return _run(plan, scenarios, spark, display, stop, receiver, exporter)

@@ -108,6 +108,19 @@ check-key = ["window_start", "subtask_index"]
 
 
 @pytest.mark.integration
+def test_a_running_session_without_delta_s_extension_is_refused_naming_the_sink(spark, tmp_path, capsys):
+    from tests.loadtest.helpers import run_cli
+
+    target = tmp_path / "events"
+    code, out, report = run_cli(capsys, tmp_path, *RUN[:-2], "--sink", "delta", "-o", f"path={target}")  # no --master
+    assert code == 2, out
+    assert (f"--sink delta: the Spark session was already running without Delta's {delta.EXTENSIONS_KEY}="
+            f"{delta.EXTENSION}") in out and "run impulse-load in a new process" in out, out
+    assert report is None and not target.exists()
+
+
+
+@pytest.mark.integration
 @pytest.mark.skipif(DELTA_RUNS_HERE, reason="Delta 4.4.0 runs on this PySpark: the runs below test it")
 def test_delta_built_for_another_spark_is_refused_at_start_with_exit_2(tmp_path):
     target = tmp_path / "events"

@@ -5,7 +5,8 @@ Delta needs three things on the session: its jars (``--packages io.delta:delta-s
 built for the session's Spark; the harness does not pick one), its SQL extension and its catalog. `session_settings`
 adds the last two to ``--conf``'s settings when a scenario writes Delta (``--sink delta``) or Delta's jars are given
 (``--packages io.delta:delta-spark…``, e.g. for a ``--foreach-batch`` function that MERGEs into a Delta table):
-Delta's extension beside any the user gave, its catalog unless the user gave ``spark.sql.catalog.spark_catalog``.
+Delta's extension beside any the user gave, its catalog unless the user gave ``spark.sql.catalog.spark_catalog``. A session already running without them (the
+harness called in a process that has one) is refused by `refuse_unapplied`.
 
 `probe` writes one row to a Delta table in a temporary folder and reads it back, on the session, before the load:
 a Delta that is missing, or built for another Spark (Delta 4.4.0 on Spark 4.3 fails its first read with a
@@ -21,7 +22,7 @@ from typing import Iterable, Mapping
 from impulse.loadtest.settings.units import LoadError
 from impulse.session import is_remote
 
-__all__ = ["FORMAT", "EXTENSION", "CATALOG", "PACKAGE_EXAMPLE", "session_settings", "probe"]
+__all__ = ["FORMAT", "EXTENSION", "CATALOG", "PACKAGE_EXAMPLE", "session_settings", "refuse_unapplied", "probe"]
 
 FORMAT = "delta"
 EXTENSIONS_KEY = "spark.sql.extensions"
@@ -49,6 +50,20 @@ def session_settings(sinks: Iterable[str], conf: Mapping[str, str], packages: It
     merged[EXTENSIONS_KEY] = ",".join(extensions if EXTENSION in extensions else [*extensions, EXTENSION])
     merged.setdefault(CATALOG_KEY, CATALOG)
     return merged
+
+
+def refuse_unapplied(spark, settings: Mapping[str, str]) -> None:
+    """`LoadError` naming ``--sink delta`` when `spark`, a session already running, lacks one of Delta's `settings`
+    the harness added (`session_settings`): a static setting cannot change once the session runs."""
+    for key, value in settings.items():
+        try:
+            held = spark.conf.get(key, None) or ""
+        except Exception:  # noqa: BLE001 - a setting the session cannot read counts as not held
+            held = ""
+        present = value in [e.strip() for e in held.split(",")] if key == EXTENSIONS_KEY else held == value
+        if not present:
+            raise LoadError(f"--sink delta: the Spark session was already running without Delta's {key}={value} (a "
+                            "static setting cannot change once a session runs): run impulse-load in a new process")
 
 
 def probe(spark) -> None:
