@@ -18,6 +18,12 @@ from sinks.redis.adapter import RedisAdapter
 from sinks.webhook.adapter import WebhookAdapter
 
 
+def pytest_configure(config):
+    # registered here, not in setup.cfg: the test environments are keyed on setup.cfg's hash
+    config.addinivalue_line("markers", "delta: writes Delta Lake tables; runs where Delta 4.4.0 runs (PySpark 4.2: "
+                                       "bash tests/run --lowest selects it)")
+
+
 def pytest_collection_modifyitems(config, items):
     """The files that take longest run first. pytest-xdist hands out whole files (``--dist loadfile``, with
     ``--no-loadscope-reorder`` so that it keeps this order) to whichever worker is free: sending the longest out

@@ -34,6 +34,7 @@ from impulse.loadtest.reports.prometheus import Exporter
 from impulse.loadtest.reports.report import ramp_text, report_document, summary_text, write_report
 from impulse.loadtest.reports.verdict import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS, decide_all
 from impulse.loadtest.scenario import Plan, Scenario, plan_from_args
+from impulse.loadtest.settings import delta
 from impulse.loadtest.settings.spark_conf import refuse_unapplied, session_conf
 from impulse.loadtest.settings.units import LoadError
 from impulse.loadtest.via.kafka import ThroughKafka, session_master
@@ -120,11 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # main() called in a process with a session: keep it (a Connect client session is always ours)
             owned = config.remote is not None or SparkContext._active_spark_context is None
+            spark_conf = delta.session_settings((s.config.sink for s in scenarios), config.spark_conf,
+                                                (config.spark_conf.get("spark.jars.packages", ""), *config.packages))
             spark = make_session(master, remote=config.remote, kafka=any(s.config.via is not None for s in scenarios),
-                                 settings=session_conf(config.spark_conf, config.packages))
+                                 settings=session_conf(spark_conf, config.packages))
             if owned:
                 stack.callback(spark.stop)
             refuse_unapplied(spark, config.spark_conf, config.packages)
+            delta.refuse_unapplied(spark, {k: v for k, v in spark_conf.items() if config.spark_conf.get(k) != v})
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)
             _install_signals(stop, display, stack)
             return _run(plan, scenarios, spark, display, stop, receiver, exporter)

@@ -173,8 +173,9 @@ _D = LoadConfig()   # the defaults of a run: the table reads them, so there is o
 
 KEYS: tuple[Key, ...] = (
     # -- target
-    Key("sink", "text", _D.sink, "sink format: {sinks}, Spark's file sinks parquet, json, csv, orc (with -o path=DIR, "
-        "or -o table=NAME: written with toTable), or any streaming format Spark can load (without a url option, "
+    Key("sink", "text", _D.sink, "sink format: {sinks}, Spark's file sinks parquet, json, csv, orc and delta (with "
+        "-o path=DIR, or -o table=NAME: written with toTable; delta with its jars, --packages, and its session "
+        "settings set by the harness), or any streaming format Spark can load (without a url option, "
         "webhook-sink writes to an embedded local HTTP receiver)", "target", "NAME"),
     Key("options", "map", {}, "a sink option, passed through as is (repeatable), e.g. url=redis://localhost:6379",
         "target", "KEY=VALUE", flag="--option", short="-o", example="url=redis://localhost:6379"),

@@ -4,6 +4,7 @@ events DataFrame, returning the DataFrame to write; and the writers and readers 
 from __future__ import annotations
 
 import os
+import signal
 
 from pyspark.sql import functions as F
 
@@ -140,3 +141,33 @@ def one_argument(batch_df):
 def read_parquet(spark):
     """--check-read: the target directory as a DataFrame."""
     return spark.read.parquet(_target())
+
+
+# ------------------------------------------------------------ Delta Lake targets (tests/loadtest/test_delta.py)
+
+
+def merge_into_delta(batch_df, batch_id):
+    """A MERGE upsert of ``per_second``'s windows into the Delta table at the target path, per (window_start,
+    subtask_index): idempotent, so a replayed batch leaves the table as it was."""
+    path = _target()
+    spark = batch_df.sparkSession
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        batch_df.limit(0).write.format("delta").mode("ignore").save(path)
+    batch_df.createOrReplaceTempView("impulse_merge_updates")
+    spark.sql(f"MERGE INTO delta.`{path}` AS t USING impulse_merge_updates AS s "
+              "ON t.window_start = s.window_start AND t.subtask_index = s.subtask_index "
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+
+def read_delta(spark):
+    """--check-read: the Delta table at the target path."""
+    return spark.read.format("delta").load(_target())
+
+
+def append_then_die(batch_df, batch_id):
+    """A deliberately non-idempotent writer: each micro-batch appended to the Parquet directory; with
+    ``IMPULSE_TEST_DIE`` set, the driver kills itself (SIGKILL) right after appending the first batch with rows,
+    before Spark commits it, so a rerun from the checkpoint replays that batch and appends its rows again."""
+    batch_df.write.mode("append").parquet(_target())
+    if os.environ.get("IMPULSE_TEST_DIE") and batch_df.count() > 0:
+        os.kill(os.getpid(), signal.SIGKILL)

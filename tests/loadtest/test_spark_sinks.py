@@ -50,7 +50,7 @@ def test_check_reads_a_file_sink_back_with_spark_and_refuses_a_directory_holding
     (tmp_path / "old" / "part-0.parquet").write_bytes(b"x")
     with pytest.raises(LoadError, match=r"--check: -o path=.*old already holds files"):
         readback("parquet", {"path": str(tmp_path / "old")}, "append").prepare()
-    with pytest.raises(LoadError, match="--check of output mode complete: Spark's parquet sink writes in append"):
+    with pytest.raises(LoadError, match="--check of output mode complete: --check reads Spark.s parquet target back"):
         readback("parquet", {"path": str(tmp_path / "new")}, "complete")
 
 
@@ -70,6 +70,16 @@ def test_a_transform_into_parquet_passes_the_check(spark, tmp_path, capsys):
     assert report["check"] == {"passed": True, "expected": 600, "delivered": 600, "lost": 0, "duplicated": 0,
                                "unexpected": 0}
     assert _rows(target) == 600 and (target / "_spark_metadata").is_dir()
+    # latency to the commit: each batch's ack is its _spark_metadata entry's time, the file sink's commit
+    assert report["summary"]["latencyDefinition"] == "commit"
+    html = next(tmp_path.glob("report-*/report.html")).read_text()
+    assert "to commit" in html and "the commit that made its micro-batch visible in the table" in html
+    written = [b for b in report["batches"] if b["events"] > 0]
+    assert written and all(b["latencyP50Ms"] is not None for b in written)
+    for batch in written:
+        entry = next(target.glob(f"_spark_metadata/{batch['batchId']}*"))
+        committed_s = (entry.stat().st_mtime_ns // 1_000 - report["scheduleStartUs"]) / 1e6
+        assert abs(batch["timeS"] - committed_s) <= 0.001, (batch, committed_s)
 
 
 @pytest.mark.integration
@@ -87,6 +97,16 @@ def test_a_file_sink_without_a_path_exits_2_before_any_load(tmp_path, capsys):
     code, out, report = run_cli(capsys, tmp_path, *RUN, "--sink", "parquet", "--check")
     assert code == 2 and "--sink parquet writes files to a directory: give it with -o path=DIR" in out, out
     assert report is None
+
+
+@pytest.mark.integration
+def test_a_format_the_session_does_not_know_exits_2_before_any_load_with_the_packages_hint(spark, tmp_path,
+                                                                                         capsys):
+    target = tmp_path / "iceberg-like"
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--sink", "no_such_format_q3", "-o", f"path={target}")
+    assert code == 2, out
+    assert "unknown sink 'no_such_format_q3'" in out and "needs its jars, --packages GROUP:ARTIFACT:VERSION" in out
+    assert report is None and not target.exists()
 
 
 # ------------------------------------------------------------------------------------------- --foreach-batch

@@ -357,3 +357,15 @@ def test_an_available_now_pipeline_reads_the_backlog_and_what_the_producer_wrote
     assert run["via"]["prefill"]["readS"] is not None
     # without --decode: the answer over a batch read of the input topic's records between the run's offsets
     assert run["check"]["passed"] and run["check"]["expected"] == len(written)
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_pipeline_writing_parquet_through_kafka_passes_the_check_read_back_with_spark(runs):
+    """impulse → Kafka → the user's query → Spark's Parquet sink, the files read back by --check with Spark."""
+    run = runs["parquet"]
+    _completed(run)
+    thirds = sum(1 for _, counter in _expected(run["producerOptions"]) if counter % 3 == 0)
+    assert run["check"] == {"passed": True, "expected": thirds, "delivered": thirds, "lost": 0, "duplicated": 0,
+                            "unexpected": 0}, run["checkLines"]

@@ -8,7 +8,9 @@ output records) into OUT.json, one object per run name; the tests check them. Th
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import uuid
 from dataclasses import replace
 
@@ -69,6 +71,9 @@ def runs(bootstrap: str) -> dict:
                            prefill=20_000, pipeline_trigger="0", check=True), None, "append", None),
         "available": (config("available", "kafka", rate=2000, duration_s=4, trigger="0", prefill=5_000,
                              pipeline_trigger="availableNow", check=True), None, "append", None),
+        "parquet": (replace(config("parquet", "parquet", rate=1000, duration_s=4, trigger="1s", decode=True,
+                                   check=True), options={"path": os.path.join(tempfile.mkdtemp(), "parquet-out")}),
+                    keep_every_third, "append", None),
         "unique": (config("unique", "kafka-sink", rate=500, duration_s=3, trigger="1s", decode=True, check=True,
                           check_unique="subtask_index,counter",
                           source_options={"duplicateRate": "0.2", "duplicateDelay": "200ms"}), None, "append", None),
@@ -91,7 +96,8 @@ def main(argv: list[str]) -> None:
             "scheduleStartUs": result.schedule_start_us,
             "check": result.check.to_json() if result.check is not None else None,
             "checkLines": result.check.lines() if result.check is not None else None,
-            "input": _records(bootstrap, input_topic), "output": _records(bootstrap, config.options["topic"]),
+            "input": _records(bootstrap, input_topic),
+            "output": _records(bootstrap, config.options["topic"]) if "topic" in config.options else None,
             "summaryText": summary_text(result), "report": report_document(result)[0],
         }
         with open(out, "w") as sink:

@@ -3,7 +3,7 @@
 The reader is the sink's own: its conformance adapter's (`connectors.conformance.adapter.SinkAdapter.reader`, a
 `connectors.readback.TargetReader`), found through `connectors.registry`, the same one the conformance suite reads
 with; this module keeps no reader of any target but Spark's own: the targets of Spark's file sinks
-(`impulse.loadtest.settings.target.FILE_SINKS`) are read back with Spark (`impulse.loadtest.check.spark_target`). So ``--check`` reads back every target an adapter can read (a
+and table formats (`impulse.loadtest.settings.target.PATH_SINKS`) are read back with Spark (`impulse.loadtest.check.spark_target`). So ``--check`` reads back every target an adapter can read (a
 Redis Cluster included) and refuses, before the load (exit 2), one it cannot, saying why (the adapter's words). The
 target must hold nothing of the run's kind before it starts (a fresh ``keyPrefix``, an empty topic): checked
 before the load (`Readback.prepare`).
@@ -17,7 +17,7 @@ from connectors.errors import OptionError
 from connectors.readback import CannotReadBack, TargetReader
 from connectors.registry import connector, sinks
 from impulse.loadtest.check.spark_target import CheckRead, SparkTarget
-from impulse.loadtest.settings.target import FILE_SINKS, table_name
+from impulse.loadtest.settings.target import PATH_SINKS, table_name
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["Readback", "AdapterReadback", "readback"]
@@ -57,14 +57,17 @@ def readback(sink: str, options: Mapping[str, str], mode: str, receiver=None, *,
             raise LoadError(f"--check of output mode {mode} compares the final state per key: give the target's key "
                             "with --check-key COLS")
         return reader
-    if sink in FILE_SINKS or table_name(options) is not None:
+    if sink in PATH_SINKS or table_name(options) is not None:
         if mode != "append":
-            raise LoadError(f"--check of output mode {mode}: Spark's {sink} sink writes in append mode only")
+            raise LoadError(f"--check of output mode {mode}: --check reads Spark's {sink} target back as appended "
+                            "rows (append mode); for a target upserted per key write it with --foreach-batch and "
+                            "give --check-read and --check-key")
         return SparkTarget(sink, options)
     readable = [row.name for row in sinks() if row.adapter is not None]
     if sink not in readable:
         raise LoadError(f"--check cannot read {sink} back: it reads the targets of {', '.join(readable)} (through "
-                        f"their adapters) and of Spark's {', '.join(FILE_SINKS)} sinks")
+                        f"their adapters), of Spark's {', '.join(PATH_SINKS)} sinks and of a table (-o table=NAME); "
+                        "a --foreach-batch target through --check-read")
     try:
         reader: Readback = AdapterReadback(connector(sink).adapter_class().reader(options, receiver=receiver))
     except (CannotReadBack, OptionError) as exc:

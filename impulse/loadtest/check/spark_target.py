@@ -1,6 +1,6 @@
 """``--check``'s readers of a Spark-readable target (`SparkReadable`): the target as a DataFrame on the session.
 
-- `SparkTarget`: what one of Spark's file sinks wrote, read back with Spark;
+- `SparkTarget`: what one of Spark's file sinks or a table format (Delta) wrote, read back with Spark;
 - `CheckRead`: ``--check-read MODULE:FUNCTION``, the user's ``FUNCTION(spark)`` returning the target as a DataFrame
   (the target of a ``--foreach-batch`` function), its columns those of the query's output (extra ones ignored).
 
@@ -8,7 +8,9 @@
 options (the same ``header``, ``sep``, … it wrote with; ``path`` and ``checkpointLocation`` aside) and the expected
 answer's schema `S`. Spark's file sink commits each micro-batch's files in ``path/_spark_metadata`` and a read of
 ``path`` lists only those, so the target read back is what the committed batches wrote, exactly once. The directory
-must hold no files before the run (`SparkTarget.prepare`): a new or empty one each run.
+must hold no files before the run (`SparkTarget.prepare`): a new or empty one each run. A table format (``delta``)
+keeps its own schema, so it is read without `S` and the expected answer's columns selected and cast, as a table's
+(``-o table=NAME``, read with ``spark.table``); its log holds the committed versions only, so it too is read once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pyspark.sql.types import StructField, StructType
 
 from connectors.readback import TargetReader
 from impulse.loadtest.query.transform import function_of, load, reason
-from impulse.loadtest.settings.target import TABLE_OPTION, sink_option, table_name
+from impulse.loadtest.settings.target import FILE_SINKS, TABLE_OPTION, sink_option, table_name
 from impulse.loadtest.settings.units import LoadError
 
 __all__ = ["SparkReadable", "SparkTarget", "CheckRead"]
@@ -72,8 +74,9 @@ class SparkTarget(SparkReadable):
 
     def frame(self, spark, schema: StructType | None):
         """The target as a DataFrame of `schema` (its columns nullable: a file holds no NOT NULL; None: the files')."""
-        if self.table is not None:
-            target = spark.table(self.table)
+        if self.table is not None or self.sink not in FILE_SINKS:
+            target = (spark.table(self.table) if self.table is not None
+                      else spark.read.format(self.sink).options(**self.options).load(self.path))
             return target if schema is None else target.select(
                 *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
         reader = spark.read.format(self.sink).options(**self.options)

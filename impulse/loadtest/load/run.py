@@ -47,6 +47,7 @@ from impulse.loadtest.load.display import Display
 from impulse.loadtest.load.events import impulse_options, impulse_schema_for
 from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
 from impulse.loadtest.load.result import LATENCY_PARTS, LoadResult
+from impulse.loadtest.measure.commit_time import commit_clock
 from impulse.loadtest.measure.metrics import Collector
 from impulse.loadtest.query.foreach_batch import resolve as resolve_foreach_batch
 from impulse.loadtest.query.foreach_batch import writer_function
@@ -56,8 +57,18 @@ from impulse.loadtest.query.transform import (
     with_event_time,
 )
 from impulse.loadtest.query.transform import start as start_query
+from impulse.loadtest.settings import delta
 from impulse.loadtest.settings.config import LoadConfig, LoadError
-from impulse.loadtest.settings.target import TABLE_OPTION, Target, check_format, preflight, sink_option, table_name
+from impulse.loadtest.settings.target import (
+    FILE_SINKS,
+    PATH_SINKS,
+    TABLE_OPTION,
+    Target,
+    check_format,
+    preflight,
+    sink_option,
+    table_name,
+)
 from impulse.loadtest.settings.thresholds import hopeless
 from impulse.session import make_session
 
@@ -141,7 +152,9 @@ class Direct:
             check_format(run.spark, run.config.sink)
         self.frame = output
         self.definition = latency_definition(run.config, applied)
-        if self.definition != "end-to-end" and not self.target.reports_metrics:
+        if self.foreach is None and (self.target.sink in PATH_SINKS or table_name(self.target.options)):
+            self.definition = "commit"  # a committed table: each event's schedule → the commit showing its batch
+        elif self.definition != "end-to-end" and not self.target.reports_metrics:
             self.definition = "micro-batch"  # only the project's sinks measure latency from the rows they write
 
     def expectation(self, run: Run):
@@ -182,7 +195,9 @@ class Direct:
                               payload_bytes=config.payload_bytes, metrics_path=metrics_path,
                               metrics_offset=metrics_offset,
                               commit_id=sink_option(sink_options, "commitId") or str(query.id), stages=config.stages,
-                              batch_latency=self.definition == "micro-batch")
+                              batch_latency=self.definition == "micro-batch",
+                              commit_clock=commit_clock(_commit_kind(config.sink), sink_option(sink_options, "path"),
+                                                        str(query.id)) if self.definition == "commit" else None)
         if run.exporter is not None:
             run.exporter.attach(collector, config, run_id=str(query.id))
         outcome, error = "completed", None
@@ -212,6 +227,11 @@ class Direct:
         return run_check(run.spark, run.config, run.resolved, run.mode, run.source_options,
                          execution.collector.schedule_start_us, execution.query, run.reader, run.schema,
                          run.expected)
+
+
+def _commit_kind(sink: str) -> str | None:
+    """How `commit_clock` reads a table target's commits: Delta's log or a file sink's ``_spark_metadata``."""
+    return "delta" if sink == delta.FORMAT else "files" if sink in FILE_SINKS else None
 
 
 def run_load(config: LoadConfig, *, spark=None, display: Display | None = None, stop: Any = None,

@@ -6,6 +6,8 @@ A run's latency is one of these definitions (its ``summary.latencyDefinition`` i
   into the project's sinks, which measure from each row's ``timestamp``);
 - ``event-time``: the output's ``--event-time-column`` → the sink's acknowledgement, per output row;
 - ``micro-batch``: per micro-batch, its newest input event's schedule → the batch's commit;
+- ``commit``: a committed table's (Spark's file sinks, Delta): each event's schedule → the commit that made the
+  micro-batch reading it visible (`impulse.loadtest.measure.commit_time`);
 - ``pipeline``: through Kafka, the pipeline's own part: each input record's commit into the input topic → its
   output record's append to the output topic (outputs that carry the event's ``subtask_index`` and ``counter``);
 - ``via-end-to-end`` / ``via-event-time``: through Kafka, each event's schedule (or the output's event-time
@@ -26,6 +28,8 @@ DEFINITIONS = {
     "event-time": ("event-time", "the output's --event-time-column → the sink's acknowledgement, per output row"),
     "micro-batch": ("per micro-batch", "per micro-batch: its newest input event's schedule → the batch's commit (the "
                                        "output keeps no timestamp; give --event-time-column for event-time latency)"),
+    "commit": ("to commit", "each event's schedule → the commit that made its micro-batch visible in the table (the "
+                            "file sink's _spark_metadata entry, Delta's commit timestamp of the version)"),
     "pipeline": ("pipeline", "the pipeline's own: each input record's commit into the input topic → its output "
                              "record's append to the output topic"),
     "via-end-to-end": ("scheduled → output", "through Kafka: each event's schedule → its output record's append to "

@@ -5,7 +5,8 @@ Definitions (every time in epoch µs, every count in events):
 - **delivered** after batch b: the sum of the impulse ``counters`` of its ``endOffset`` (every event
   below them was handed to the sink and committed);
 - **ack** of batch b: for the project's sinks the latest partition acknowledgement in its
-  ``metricsPath`` line (``ackUs``); for other sinks the end of the micro-batch, progress
+  ``metricsPath`` line (``ackUs``); for a committed table (file sinks, Delta) the time of the batch's commit
+  (`impulse.loadtest.measure.commit_time`); for other sinks the end of the micro-batch, progress
   ``timestamp`` + ``durationMs.triggerExecution`` (the sink's write is part of it);
 - **end-to-end latency** of an event: ack − the event's ``timestamp``, its **scheduled** time (so a
   stall is never hidden: an event due during a 3 s stall waits for it, whenever Spark reads it — no
@@ -149,8 +150,11 @@ class Collector:
 
     def __init__(self, query, *, total_events: int, partitions: int, payload_bytes: int,
                  metrics_path: str | None = None, metrics_offset: int = 0, commit_id: str | None = None,
-                 stages=None, batch_latency: bool = False) -> None:
+                 stages=None, batch_latency: bool = False, commit_clock=None) -> None:
         self.query = query
+        # batch id → epoch µs of its commit in the target (`impulse.loadtest.measure.commit_time`): the ack of a
+        # sink without metrics, in place of the micro-batch's end; None, or a batch it does not know: the end
+        self.commit_clock = commit_clock
         self.batch_latency = batch_latency   # latency per micro-batch: newest input event's schedule → commit
         self.stages = stages   # with rateStages, its `impulse.loadtest.settings.stages.StagePlan`, else None
         self.total = total_events
@@ -275,7 +279,8 @@ class Collector:
             for acked_us, n in metrics.get("acks", ()):
                 delivery.record_value(acked_us - start_us, n)
         else:
-            ack_us = end_us
+            committed = self.commit_clock(int(data["batchId"])) if self.commit_clock is not None else None
+            ack_us = committed if committed is not None else end_us
             latency = offsets_latency(start, end, ack_us)
             size = rows * self.row_bytes
             retried = retried_rows = dead_lettered = 0

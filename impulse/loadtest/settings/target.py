@@ -21,15 +21,20 @@ from connectors import data_sources
 from connectors.errors import ConnectorError, OptionError
 from connectors.redact import redact_options
 from connectors.registry import connector, sinks
+from impulse.loadtest.settings import delta
 from impulse.loadtest.settings.units import LoadError
 from sinks.kafka.sink import create_topic as create
 
-__all__ = ["SPARK_SINKS", "FILE_SINKS", "TABLE_OPTION", "table_name", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
+__all__ = ["SPARK_SINKS", "FILE_SINKS", "TABLE_FORMATS", "PATH_SINKS", "TABLE_OPTION", "table_name", "sink_option", "project_sinks", "known_sinks", "Target", "preflight", "check_format", "impulse_schema",
            "redact_options"]
 
 SPARK_SINKS = ("noop",)
 #: Spark's file sinks: written to ``-o path=DIR`` (or ``-o table=NAME``), read back by ``--check`` with ``spark.read``
 FILE_SINKS = ("parquet", "json", "csv", "orc")
+#: table formats whose jars the user gives (``--packages``): written and read back like the file sinks
+TABLE_FORMATS = ("delta",)
+#: the sinks written to ``-o path=DIR`` (or ``-o table=NAME``) and read back by ``--check`` with Spark
+PATH_SINKS = FILE_SINKS + TABLE_FORMATS
 #: the writer option naming a table: the query is started with ``toTable(NAME)``, the option not passed to the writer
 TABLE_OPTION = "table"
 
@@ -93,7 +98,7 @@ def preflight(sink: str, options: Mapping[str, str], payload_bytes: int, create_
             create(options, create_topic)
         except ConnectorError as exc:
             raise LoadError(f"{sink}: {_one_line(exc)}") from exc
-    if sink in FILE_SINKS:
+    if sink in PATH_SINKS:
         _check_file_sink(sink, options)
     if sink_option(options, TABLE_OPTION) is not None and sink in project_sinks():
         raise LoadError(f"-o {TABLE_OPTION}=NAME writes a Spark table (toTable): {sink} is a sink, not a table format; "
@@ -128,7 +133,7 @@ def table_name(options: Mapping[str, str]) -> str | None:
 
 
 def _check_file_sink(sink: str, options: Mapping[str, str]) -> None:
-    """A file sink needs ``path`` (or ``table``); its ``checkpointLocation`` is the harness's (a new one each run)."""
+    """A file sink or table format needs ``path`` (or ``table``); its ``checkpointLocation`` is the harness's (a new one each run)."""
     if sink_option(options, TABLE_OPTION) is not None and table_name(options) is None:
         raise LoadError(f"--sink {sink}: -o {TABLE_OPTION}= is empty: give the table's name, -o {TABLE_OPTION}=NAME")
     if not (sink_option(options, "path") or "").strip() and table_name(options) is None:
@@ -139,9 +144,13 @@ def _check_file_sink(sink: str, options: Mapping[str, str]) -> None:
 
 
 def check_format(spark, sink: str) -> None:
-    """Raise `LoadError` unless Spark can write a stream to format `sink` (JVM or Python data source)."""
+    """Raise `LoadError` unless Spark can write a stream to format `sink` (JVM or Python data source); for
+    ``delta``, unless a probe table can be written and read (`impulse.loadtest.settings.delta.probe`)."""
     if sink in known_sinks() or type(spark).__module__.startswith("pyspark.sql.connect"):
         return  # over Spark Connect there is no JVM here: the server looks the format up when the query starts
+    if sink == delta.FORMAT:
+        delta.probe(spark)
+        return
     jvm = spark._jvm
     try:
         if spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(sink):
@@ -151,7 +160,8 @@ def check_format(spark, sink: str) -> None:
     except Exception as exc:  # py4j error: the format is not found
         detail = str(exc).splitlines()[0] if "KAFKA_DATA_SOURCE_NOT_ENABLED" in str(exc) else ""
         raise LoadError(f"unknown sink {sink!r}: valid sinks are {_valid_names()} (or any streaming format this "
-                        f"Spark can load){'; ' + detail if detail else ''}") from None
+                        f"Spark can load: a format from a connector needs its jars, --packages GROUP:ARTIFACT:VERSION)"
+                        f"{'; ' + detail if detail else ''}") from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -60,7 +60,7 @@ from impulse.loadtest.query.plan import refuse_real_time
 from impulse.loadtest.query.transform import exception_text
 from impulse.loadtest.settings.config import DEFAULT_MASTER, OUTPUT_MODES, LoadConfig, LoadError
 from impulse.loadtest.settings.curve import CURVE_OPTIONS
-from impulse.loadtest.settings.target import impulse_schema, preflight, project_sinks, sink_option
+from impulse.loadtest.settings.target import check_format, impulse_schema, preflight, project_sinks, sink_option
 from impulse.loadtest.settings.units import epoch_us, iso_us
 from impulse.loadtest.settings.via import PipelineTrigger, Via, parse_pipeline_trigger, parse_via
 from impulse.loadtest.via.check import (
@@ -391,6 +391,7 @@ class ThroughKafka:
         return _output_frame(applied, run.config.sink)
 
     def inspect(self, run: Run, applied, output) -> None:
+        check_format(run.spark, run.config.sink)
         if self.trigger.kind == "realTime":
             refuse_real_time(run.spark, applied, f"--pipeline-trigger {self.trigger.text}")
             _check_slots(run.spark, self.via, run.config)
