@@ -26,6 +26,9 @@ class TargetReader:
     keeps_state = False
     #: `values` are the ``value`` column the sink wrote, not whole rows as JSON objects
     raw = False
+    #: a string or binary ``value`` column of the rows is written as is (a Kafka record's value): for rows that have
+    #: one, `values` are that column, as with `raw`
+    value_column = False
 
     def describe(self) -> str:
         """What is read, for messages (e.g. ``"Redis list values under 'run:'"``)."""

@@ -96,7 +96,10 @@ class KafkaAdapter(SinkAdapter):
         topic = next((str(v) for k, v in options.items() if k.lower() == "topic"), None)
         if not topic:
             raise OptionError("topic", topic, "the topic the sink writes to (it is read back)")
-        return KafkaReader(config, topic)
+        reader = KafkaReader(config, topic)
+        # with value.format raw (the default) a 'value' column is the record's value itself, not part of a JSON row
+        reader.value_column = next((str(v) for k, v in options.items() if k.lower() == "value.format"), "raw") == "raw"
+        return reader
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))

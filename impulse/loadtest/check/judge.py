@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from impulse.answer import CheckResult, compare, final_rows, last_watermark, latest
 from impulse.loadtest.check.expect import answer as expect_answer
@@ -153,7 +153,8 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
     `answer`. `update` (key columns, SQL ordering): the delivered rows are an update stream, reduced to their
     final row per key (`latest`) before the comparison. `render`: the expected rows put in the shape the sink
     wrote (a DataFrame → DataFrame, e.g. the single ``value`` column Spark's ``kafka`` sink writes), applied
-    after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value``.
+    after the finality rule; with a `reader` whose `raw` is set the delivered values are that ``value`` (so too
+    with `value_column` for rows that have a string or binary ``value``: kafka-sink writes it as the record's value).
     `basis`: what the expected rows are, for the summary (default: said from `mode` and `rule`), followed by
     `answered_by` (how the expected answer was computed, `Expectation.describe`). `unique` (``--check-unique``'s
     columns): the delivered rows, as written (before any reduction per key), must also hold each value of these
@@ -168,14 +169,15 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
         basis = basis or f"{mode}: the final state per key ({reader.describe()}) against the whole answer"
     if render is not None:
         expected = render(expected)
+    raw = reader.raw or (reader.value_column and _has_value(expected.schema))
     if isinstance(reader, SparkReadable):
         delivered = reader.frame(spark, expected.schema)
-    elif reader.raw:
+    elif raw:
         expected = expected.select(F.col("value").cast("string").alias("value"))
         delivered = _binary_frame(spark, reader.values()).select(F.col("value").cast("string").alias("value"))
     else:
         delivered = parse_rows(spark, reader.values(), expected.schema)
-    found = _unique(spark, reader, expected.schema, delivered, unique) if unique else None
+    found = _unique(spark, reader, raw, expected.schema, delivered, unique) if unique else None
     if update is not None:
         delivered = latest(delivered, update[0], update[1])
         basis += f"; delivered rows reduced to the final row per {', '.join(update[0])}"
@@ -188,10 +190,15 @@ def judge(spark, answer, reader: Readback, mode: str, rule: str | None, watermar
                    examples={**result.examples, "repeated": found.examples})
 
 
-def _unique(spark, reader: Readback, schema, delivered, unique: Sequence[str]):
+def _has_value(schema) -> bool:
+    """Whether rows of `schema` have a string or binary ``value`` column (a Kafka sink writes it as the value)."""
+    return "value" in schema.fieldNames() and isinstance(schema["value"].dataType, (StringType, BinaryType))
+
+
+def _unique(spark, reader: Readback, raw: bool, schema, delivered, unique: Sequence[str]):
     """`impulse.loadtest.check.unique.repeats` over the delivered rows as written (parsed as `schema` when the reader
     gives raw values)."""
-    rows = parse_rows(spark, reader.values(), schema) if reader.raw else delivered
+    rows = parse_rows(spark, reader.values(), schema) if raw else delivered
     present = all(name in rows.columns for name in unique)
     return repeats(rows.select(*(unique if present else rows.columns)).toArrow(), tuple(unique))
 

@@ -31,7 +31,8 @@ class AdapterReadback(Readback):
     """A sink adapter's reader, its refusals worded for ``--check`` (`LoadError`)."""
 
     def __init__(self, reader: TargetReader) -> None:
-        self.reader, self.keeps_state, self.raw = reader, reader.keeps_state, reader.raw
+        self.reader, self.keeps_state, self.raw, self.value_column = (reader, reader.keeps_state, reader.raw,
+                                                                      reader.value_column)
 
     def describe(self) -> str:
         return self.reader.describe()
