@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from pyspark import SparkContext
+from pyspark.sql import SparkSession
 
 from impulse.loadtest.check.expect import locate as locate_oracle
 from impulse.loadtest.load.display import Display
@@ -123,12 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             owned = config.remote is not None or SparkContext._active_spark_context is None
             spark_conf = delta.session_settings((s.config.sink for s in scenarios), config.spark_conf,
                                                 (config.spark_conf.get("spark.jars.packages", ""), *config.packages))
+            delta_conf = {k: v for k, v in spark_conf.items() if config.spark_conf.get(k) != v}
+            if not owned and delta_conf:  # before the builder sets Delta's catalog on a running session lacking Delta
+                delta.refuse_unapplied(SparkSession.builder.getOrCreate(), delta_conf)
             spark = make_session(master, remote=config.remote, kafka=any(s.config.via is not None for s in scenarios),
                                  settings=session_conf(spark_conf, config.packages))
             if owned:
                 stack.callback(spark.stop)
             refuse_unapplied(spark, config.spark_conf, config.packages)
-            delta.refuse_unapplied(spark, {k: v for k, v in spark_conf.items() if config.spark_conf.get(k) != v})
+            delta.refuse_unapplied(spark, delta_conf)
             # after the session: PySpark's SparkContext installs a SIGINT handler of its own (cancel all jobs)
             _install_signals(stop, display, stack)
             return _run(plan, scenarios, spark, display, stop, receiver, exporter)
