@@ -96,10 +96,8 @@ class KafkaAdapter(SinkAdapter):
         topic = next((str(v) for k, v in options.items() if k.lower() == "topic"), None)
         if not topic:
             raise OptionError("topic", topic, "the topic the sink writes to (it is read back)")
-        reader = KafkaReader(config, topic)
-        # with value.format raw (the default) a 'value' column is the record's value itself, not part of a JSON row
-        reader.value_column = next((str(v) for k, v in options.items() if k.lower() == "value.format"), "raw") == "raw"
-        return reader
+        value_format = next((str(v) for k, v in options.items() if k.lower() == "value.format"), "raw")
+        return KafkaReader(config, topic, value_column=value_format == "raw")
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:
         return self._read(self.topic(namespace))
@@ -162,8 +160,10 @@ class KafkaReader(TargetReader):
     """kafka-sink's topic: the value of every record a ``read_committed`` consumer sees, from the topic's beginning
     (`connectors.kafka_topics.read_topic`), with the client `config` (the sink's ``kafka.*`` options)."""
 
-    def __init__(self, config: Mapping[str, object], topic: str, timeout_s: float = 60.0) -> None:
-        self.config, self.topic, self.timeout_s = dict(config), topic, timeout_s
+    def __init__(self, config: Mapping[str, object], topic: str, timeout_s: float = 60.0, *,
+                 value_column: bool = False) -> None:
+        # value_column: with value.format raw (the default) a 'value' column is the record's value itself
+        self.config, self.topic, self.timeout_s, self.value_column = dict(config), topic, timeout_s, value_column
 
     def describe(self) -> str:
         return f"the records of topic {self.topic!r}"
