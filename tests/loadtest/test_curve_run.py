@@ -69,6 +69,25 @@ def test_a_sink_that_keeps_up_achieves_each_intervals_mean_rate():
         assert interval.sustained is None   # a curve's interval is reported, not judged as a hold
 
 
+def test_a_slow_first_batch_that_is_caught_up_does_not_read_as_delivered_faster_than_scheduled():
+    """The first batch is acknowledged 1.5 s after its events were due, the next ones 0.3 s after (a pipeline
+    settling, then keeping up): the first interval's rate is still its mean, not its events over 1.2 s less."""
+    config = LoadConfig(sink="noop", partitions=2, duration_s=20, source_options=DAILY)
+    plan, total, start_us = config.stages, config.total_events, 1_700_000_000_000_000
+    batches, delivered, t = [], 0, 0.5
+    while delivered < total:
+        due = min(total, math.floor(plan.events_by(t)))
+        if due > delivered and (t >= 1.5 or not batches):
+            ack_us = start_us + round((t + (1.5 if not batches else 0.3)) * 1e6)
+            batches.append(Batch(len(batches), ack_us - 300_000, ack_us, ack_us, due - delivered, due, 0, 0, 0, 0, {},
+                                 LatencyHistogram().to_dict(), {}, {}))
+            delivered = due
+        t += 0.5
+    result = LoadResult(config, "noop", {}, "q", batches, start_us, start_us, batches[-1].ack_us, "completed")
+    first = result.stage_results[0]
+    assert first.achieved_rate == pytest.approx(first.stage.mean_rate, rel=0.03)
+
+
 def test_intervals_are_the_scaled_days_hours_or_fewer_of_at_least_five_seconds():
     assert [intervals_per_period(s) for s in (86_400, 600, 120, 60, 30, 20, 10, 4)] == [24, 24, 24, 12, 6, 4, 2, 1]
 

@@ -194,9 +194,10 @@ class StageResult:
     For a curve's interval (`Stage.knots`) the rate is not constant, and a least-squares slope would weigh its
     middle most (above the mean around a peak, below it around a trough): its achieved rate is the events
     delivered since the previous interval's last acknowledgement over the time since then, comparable with its
-    target, the curve's mean. The first interval counts from the schedule's start shifted by the first batch's
-    delay (its acknowledgement minus its last event's scheduled time), so that the pipeline's latency cancels out
-    as it does between two acknowledgements.
+    target, the curve's mean. The first interval counts from the schedule's start shifted by the least delay of
+    its batches (a batch's acknowledgement minus its last event's scheduled time), so that the pipeline's latency
+    cancels out as it does between two acknowledgements; the least, because a slow first batch (a pipeline
+    still settling) followed by batches that catch up would otherwise read as delivered faster than scheduled.
     """
 
     index: int                      # 1-based
@@ -244,9 +245,10 @@ def stage_results(plan: StagePlan, batches: Sequence[Batch], schedule_start_us: 
     index = plan.stage_of(plan.time_of(np.maximum(ends - 1, 0))) if len(batches) else np.zeros(0, dtype=np.int64)
     out = []
     previous = (float(schedule_start_us or (batches[0].start_us if batches else 0)), 0)  # (ack µs, delivered)
-    if batches and schedule_start_us and plan.stages[0].knots:   # a curve: the start at the first batch's delay
-        first = batches[0]
-        previous = (first.ack_us - float(plan.time_of(max(first.delivered - 1, 0))) * 1e6, 0)
+    if batches and schedule_start_us and plan.stages[0].knots:   # a curve: the start at its least batch delay
+        first = [b for b, i in zip(batches, index) if i == 0] or batches[:1]
+        due_us = plan.time_of(np.maximum(np.array([b.delivered for b in first], dtype=np.float64) - 1, 0)) * 1e6
+        previous = (float(np.min(np.array([b.ack_us for b in first], dtype=np.float64) - due_us)), 0)
     for number, stage in enumerate(plan.stages):
         members = [b for b, i in zip(batches, index) if i == number]
         events = sum(b.rows for b in members)
