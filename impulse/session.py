@@ -13,7 +13,11 @@ from typing import Mapping
 from connectors import register_all
 from connectors.session import local_session, spark_kafka_session
 
-__all__ = ["make_session", "is_remote", "deployment", "describe"]
+__all__ = ["SHUFFLE_PARTITIONS", "make_session", "is_remote", "deployment", "describe"]
+
+#: the harness's ``spark.sql.shuffle.partitions`` unless ``--conf`` gives it: Spark's 200 cost each stateful
+#: micro-batch 200 tasks, which on a few local cores is most of its time
+SHUFFLE_PARTITIONS = 2
 
 
 def make_session(master: str = "local[*]", app_name: str = "impulse-load", remote: str | None = None,
@@ -27,7 +31,7 @@ def make_session(master: str = "local[*]", app_name: str = "impulse-load", remot
     With `remote` (``sc://host:port``) a Spark Connect client session instead, `master` unused: the server
     must have this package where its Python workers run; the data sources are registered from here too.
     """
-    conf = {"spark.sql.shuffle.partitions": 2, "spark.sql.streaming.numRecentProgressUpdates": 1000, **(settings or {})}
+    conf = {"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS, "spark.sql.streaming.numRecentProgressUpdates": 1000, **(settings or {})}
     if remote is None:
         if kafka:
             return spark_kafka_session(master, app_name, **conf)[0]

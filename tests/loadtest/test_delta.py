@@ -52,10 +52,14 @@ def impulse_load(tmp_path: Path, *argv: str, env: dict | None = None) -> tuple[i
 def test_delta_s_extension_and_catalog_are_added_beside_the_user_s_settings():
     assert delta.session_settings(["noop"], {"spark.x": 1}) == {"spark.x": "1"}
     assert delta.session_settings(["noop", "delta"], {}) == {delta.EXTENSIONS_KEY: delta.EXTENSION,
-                                                             delta.CATALOG_KEY: delta.CATALOG}
-    given = {delta.EXTENSIONS_KEY: "my.Extension", delta.CATALOG_KEY: "my.Catalog"}
-    assert delta.session_settings(["delta"], given) == {delta.EXTENSIONS_KEY: f"my.Extension,{delta.EXTENSION}",
-                                                        delta.CATALOG_KEY: "my.Catalog"}
+                                                             delta.CATALOG_KEY: delta.CATALOG,
+                                                             delta.SNAPSHOT_PARTITIONS_KEY: "2"}
+    given = {delta.EXTENSIONS_KEY: "my.Extension", delta.CATALOG_KEY: "my.Catalog",
+             "spark.sql.shuffle.partitions": "8"}
+    assert delta.session_settings(["delta"], given) == {**given, delta.EXTENSIONS_KEY: f"my.Extension,{delta.EXTENSION}",
+                                                        delta.SNAPSHOT_PARTITIONS_KEY: "8"}
+    mine = {delta.SNAPSHOT_PARTITIONS_KEY: "50"}
+    assert delta.session_settings(["delta"], mine)[delta.SNAPSHOT_PARTITIONS_KEY] == "50"
     twice = {delta.EXTENSIONS_KEY: f"{delta.EXTENSION}, my.Extension"}
     assert delta.session_settings(["delta"], twice)[delta.EXTENSIONS_KEY] == f"{delta.EXTENSION},my.Extension"
     assert delta.session_settings(["foreachBatch"], {}, ["a:b:1," + delta.PACKAGE_EXAMPLE])[delta.CATALOG_KEY] == \

@@ -5,8 +5,11 @@ Delta needs three things on the session: its jars (``--packages io.delta:delta-s
 built for the session's Spark; the harness does not pick one), its SQL extension and its catalog. `session_settings`
 adds the last two to ``--conf``'s settings when a scenario writes Delta (``--sink delta``) or Delta's jars are given
 (``--packages io.delta:delta-spark…``, e.g. for a ``--foreach-batch`` function that MERGEs into a Delta table):
-Delta's extension beside any the user gave, its catalog unless the user gave ``spark.sql.catalog.spark_catalog``. A session already running without them (the
-harness called in a process that has one) is refused by `refuse_unapplied`.
+Delta's extension beside any the user gave, its catalog unless the user gave ``spark.sql.catalog.spark_catalog``. A
+session already running without them (the harness called in a process that has one) is refused by
+`refuse_unapplied`. It also sets ``spark.databricks.delta.snapshotPartitions`` (unless given) to the session's
+shuffle partitions, as the harness sets those: Delta rebuilds the table's state after each commit in 50 tasks by
+default, which on ``local[2]`` made a micro-batch of 200 rows take 20 s instead of 2.
 
 `probe` writes one row to a Delta table in a temporary folder and reads it back, on the session, before the load:
 a Delta that is missing, or built for another Spark (Delta 4.4.0 on Spark 4.3 fails its first read with a
@@ -20,7 +23,7 @@ import tempfile
 from typing import Iterable, Mapping
 
 from impulse.loadtest.settings.units import LoadError
-from impulse.session import is_remote
+from impulse.session import SHUFFLE_PARTITIONS, is_remote
 
 __all__ = ["FORMAT", "EXTENSION", "CATALOG", "PACKAGE_EXAMPLE", "session_settings", "refuse_unapplied", "probe"]
 
@@ -29,6 +32,7 @@ EXTENSIONS_KEY = "spark.sql.extensions"
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG_KEY = "spark.sql.catalog.spark_catalog"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+SNAPSHOT_PARTITIONS_KEY = "spark.databricks.delta.snapshotPartitions"
 #: the group and artifact of Delta's Spark jars (Scala 2.13), its Maven coordinates without the version
 ARTIFACT = "io.delta:delta-spark_"
 #: the coordinates of a Delta known to run here: Delta 4.4.0 is built for Spark 4.2
@@ -49,13 +53,17 @@ def session_settings(sinks: Iterable[str], conf: Mapping[str, str], packages: It
     extensions = [e.strip() for e in merged.get(EXTENSIONS_KEY, "").split(",") if e.strip()]
     merged[EXTENSIONS_KEY] = ",".join(extensions if EXTENSION in extensions else [*extensions, EXTENSION])
     merged.setdefault(CATALOG_KEY, CATALOG)
+    merged.setdefault(SNAPSHOT_PARTITIONS_KEY, merged.get("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS)))
     return merged
 
 
 def refuse_unapplied(spark, settings: Mapping[str, str]) -> None:
     """`LoadError` naming ``--sink delta`` when `spark`, a session already running, lacks one of Delta's `settings`
-    the harness added (`session_settings`): a static setting cannot change once the session runs."""
+    the harness added (`session_settings`): a static setting cannot change once the session runs (Delta's snapshot
+    partitions, a runtime one, is set on it like any other)."""
     for key, value in settings.items():
+        if key == SNAPSHOT_PARTITIONS_KEY:
+            continue
         try:
             held = spark.conf.get(key, None) or ""
         except Exception:  # noqa: BLE001 - a setting the session cannot read counts as not held
