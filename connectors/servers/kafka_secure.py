@@ -23,7 +23,7 @@ class SecuredKafkaBroker(KafkaBroker):
     ``{name: password}``) and an ``SSL`` listener requiring a client certificate signed by `ca`
     (`mtls_bootstrap`). ACLs are enforced (KRaft's ``StandardAuthorizer``), but a resource without any ACL is open
     to every principal, and the PLAINTEXT and controller listeners' principal (``User:ANONYMOUS``) is a super user:
-    `deny_write` takes a topic from a user.
+    `deny_write` takes a topic from a user, `deny_prefixed` the transactional ids or groups of a prefix.
 
     `sasl_ssl_config(user, password)` and `mtls_config(client)` are the librdkafka settings of a client of each
     (`client` an `Issued` client certificate of `ca`).
@@ -74,6 +74,24 @@ class SecuredKafkaBroker(KafkaBroker):
                                                   *([(AclOperation.DESCRIBE, AclPermissionType.ALLOW)] if describe else [])]]
         admin = self.admin()  # kept until the result: a client that is collected cancels its requests
         for done in admin.create_acls(bindings, request_timeout=timeout).values():
+            done.result(timeout)
+
+    def deny_prefixed(self, resource: str, prefix: str, user: str, operation: str, timeout: float = 30.0) -> None:
+        """An ACL that denies `user` (a SCRAM user) `operation` (``WRITE``, ``READ`` …) on every `resource`
+        (``TRANSACTIONAL_ID``, ``GROUP``, ``TOPIC``) whose name starts with `prefix`; other principals are not
+        affected."""
+        from confluent_kafka.admin import (  # noqa: PLC0415 - the kafka extra's client
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        binding = AclBinding(ResourceType[resource], prefix, ResourcePatternType.PREFIXED, f"User:{user}", "*",
+                             AclOperation[operation], AclPermissionType.DENY)
+        admin = self.admin()  # kept until the result: a client that is collected cancels its requests
+        for done in admin.create_acls([binding], request_timeout=timeout).values():
             done.result(timeout)
 
     def _start(self) -> None:

@@ -15,6 +15,7 @@ from connectors.errors import OptionError
 from connectors.options import OptionReader
 from sinks.kafka.adapter import KafkaAdapter
 from sinks.kafka.options import KafkaOptions
+from sinks.kafka.security import authenticated
 from sinks.kafka.sink import Columns, KafkaSink
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.secured]
@@ -102,3 +103,35 @@ def test_a_topic_the_acls_forbid_fails_at_start_naming_the_user_and_topic(kafka_
     message = str(err.value)
     assert err.value.option == "topic" and f"User:{credentials.user}" in message and f"'{topic}'" in message, message
     assert "Write on the topic" in message and credentials.password not in message, message
+
+
+@pytest.mark.parametrize("denied", ["TRANSACTIONAL_ID:WRITE", "GROUP:READ"])
+def test_transactional_ids_or_groups_the_acls_forbid_fail_at_start_naming_the_prefix_and_user(
+        kafka_secured, credentials, denied):
+    """exactly_once needs Write on the transactional ids ``<transactionalIdPrefix>-*`` and Read on the groups of the
+    same names (its progress offsets): the start-of-query check tries both on a probe id and aborts, so a principal
+    refused either fails before any task, naming the option and the user."""
+    resource, operation = denied.split(":")
+    prefix = "sec-tx-" + secrets.token_hex(4)
+    kafka_secured.deny_prefixed(resource, prefix, credentials.user, operation)
+    topic = kafka_secured.create_topic("sec-" + secrets.token_hex(4))
+    options = {**_kafka_options(kafka_secured.sasl_ssl_config(credentials.user, credentials.password)),
+               "topic": topic, "transactionalIdPrefix": prefix}
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+    with pytest.raises(OptionError) as err:
+        KafkaSink(KafkaOptions.read(OptionReader(options, name="kafka sink")), Columns.of(schema)).check()
+    message = str(err.value)
+    words = {"TRANSACTIONAL_ID": f"Write on transactional id '{prefix}-check'", "GROUP": f"Read on group '{prefix}-check'"}
+    assert err.value.option == "transactionalIdPrefix" and f"User:{credentials.user}" in message, message
+    assert words[resource] in message and "--resource-pattern-type prefixed" in message, message
+    assert credentials.password not in message, message
+    # the prefix another user may use: nothing was taken from it
+    other = {**options, "transactionalIdPrefix": "sec-tx-" + secrets.token_hex(4)}
+    KafkaSink(KafkaOptions.read(OptionReader(other, name="kafka sink")), Columns.of(schema)).check()
+
+
+def test_the_transactions_probe_asks_only_for_an_authenticated_principal(kafka_secured, throwaway_ca, credentials):
+    """An anonymous (PLAINTEXT) client's broker is never probed: ACLs name authenticated principals."""
+    assert not authenticated({"bootstrap.servers": "127.0.0.1:9092"})
+    assert authenticated(kafka_secured.sasl_ssl_config(credentials.user, credentials.password))
+    assert authenticated(kafka_secured.mtls_config(_client_cert(throwaway_ca, "probe")))
