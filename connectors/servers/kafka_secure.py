@@ -77,9 +77,11 @@ class SecuredKafkaBroker(KafkaBroker):
             done.result(timeout)
 
     def deny_prefixed(self, resource: str, prefix: str, user: str, operation: str, timeout: float = 30.0) -> None:
-        """An ACL that denies `user` (a SCRAM user) `operation` (``WRITE``, ``READ`` …) on every `resource`
-        (``TRANSACTIONAL_ID``, ``GROUP``, ``TOPIC``) whose name starts with `prefix`; other principals are not
-        affected."""
+        """ACLs that deny `user` (a SCRAM user's name, or ``CN=…`` for a client certificate) `operation`
+        (``WRITE``, ``READ``, ``DESCRIBE`` …) on every `resource` (``TRANSACTIONAL_ID``, ``GROUP``, ``TOPIC``) whose
+        name starts with `prefix`, and allow every other principal everything there (a resource with an ACL is no
+        longer open to all). A denied READ or WRITE leaves the DESCRIBE it implies to the allowance: deny ``DESCRIBE``
+        too for a principal that may not even look a group up."""
         from confluent_kafka.admin import (  # noqa: PLC0415 - the kafka extra's client
             AclBinding,
             AclOperation,
@@ -88,10 +90,12 @@ class SecuredKafkaBroker(KafkaBroker):
             ResourceType,
         )
 
-        binding = AclBinding(ResourceType[resource], prefix, ResourcePatternType.PREFIXED, f"User:{user}", "*",
-                             AclOperation[operation], AclPermissionType.DENY)
+        bindings = [AclBinding(ResourceType[resource], prefix, ResourcePatternType.PREFIXED, principal, "*",
+                               AclOperation[op], permission)
+                    for principal, op, permission in [(f"User:{user}", operation, AclPermissionType.DENY),
+                                                      ("User:*", "ALL", AclPermissionType.ALLOW)]]
         admin = self.admin()  # kept until the result: a client that is collected cancels its requests
-        for done in admin.create_acls([binding], request_timeout=timeout).values():
+        for done in admin.create_acls(bindings, request_timeout=timeout).values():
             done.result(timeout)
 
     def _start(self) -> None:

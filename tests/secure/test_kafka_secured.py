@@ -8,11 +8,14 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from confluent_kafka import KafkaException
 from pyspark.sql.types import LongType, StructField, StructType
 
 from connectors.conformance import expected_events, run_query
 from connectors.errors import OptionError
+from connectors.kafka_topics import read_topic
 from connectors.options import OptionReader
+from connectors.readback import CannotReadBack
 from sinks.kafka.adapter import KafkaAdapter
 from sinks.kafka.options import KafkaOptions
 from sinks.kafka.security import authenticated
@@ -135,3 +138,27 @@ def test_the_transactions_probe_asks_only_for_an_authenticated_principal(kafka_s
     assert not authenticated({"bootstrap.servers": "127.0.0.1:9092"})
     assert authenticated(kafka_secured.sasl_ssl_config(credentials.user, credentials.password))
     assert authenticated(kafka_secured.mtls_config(_client_cert(throwaway_ca, "probe")))
+
+
+def test_a_check_reader_refused_its_consumer_groups_is_refused_when_built_naming_the_principal(
+        kafka_secured, throwaway_ca):
+    """The ``--check`` reader (`KafkaAdapter.reader`) reads by assignment and commits nothing, but librdkafka's
+    consumer takes a group ``impulse-read-<random>`` and looks it up: a principal refused those groups is refused
+    when the reader is built (before any load), naming the principal and the grant, not after the run."""
+    name = "reader-" + secrets.token_hex(4)
+    kafka_secured.deny_prefixed("GROUP", "impulse-read-", f"CN={name}", "DESCRIBE")
+    topic = kafka_secured.create_topic("sec-read-" + secrets.token_hex(4))
+    producer = kafka_secured.producer()
+    producer.produce(topic, b"{}")
+    assert producer.flush(30) == 0
+    cert = _client_cert(throwaway_ca, name)
+    config = kafka_secured.mtls_config(cert)
+    with pytest.raises(CannotReadBack) as err:
+        KafkaAdapter.reader({**_kafka_options(config), "topic": topic})
+    message = str(err.value)
+    assert str(cert.cert) in message and "Group authorization failed" in message, message
+    assert "--operation Describe --group impulse-" in message, message
+    with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED"):  # what the read would meet
+        read_topic(config, topic, timeout_s=30)
+    other = kafka_secured.mtls_config(_client_cert(throwaway_ca, "reader-" + secrets.token_hex(4)))
+    assert KafkaAdapter.reader({**_kafka_options(other), "topic": topic}).values() == [b"{}"]
