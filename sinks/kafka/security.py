@@ -143,9 +143,9 @@ def transactions_denied(producer, prefix: str, progress_topic: str, client: Mapp
     `producer` (a transactional producer whose ``transactional.id`` is `prefix`'s probe, ``<prefix>-check``):
     ``init_transactions`` (Write on the transactional id), then a transaction that adds the offset of the probe's
     group (the id again) on `progress_topic` and is aborted (Read on the group, Read on the topic). Nothing is
-    committed; ask it for an `authenticated` client only (a broker's ACLs name such principals). None when each is allowed, and when the probe fails for another reason (a coordinator still
-    loading, a timeout): the write itself tells then. `client` names the principal (the settings without the
-    ``kafka.`` prefix)."""
+    committed; ask it for an `authenticated` client only (a broker's ACLs name such principals). None when each is
+    allowed, and when the probe fails for another reason (a coordinator still loading, a timeout): the write itself
+    tells then. `client` names the principal (the settings without the ``kafka.`` prefix)."""
     from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
 
     probe, begun = f"{prefix}-check", False

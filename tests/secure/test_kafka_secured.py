@@ -124,7 +124,8 @@ def test_transactional_ids_or_groups_the_acls_forbid_fail_at_start_naming_the_pr
     with pytest.raises(OptionError) as err:
         KafkaSink(KafkaOptions.read(OptionReader(options, name="kafka sink")), Columns.of(schema)).check()
     message = str(err.value)
-    words = {"TRANSACTIONAL_ID": f"Write on transactional id '{prefix}-check'", "GROUP": f"Read on group '{prefix}-check'"}
+    words = {"TRANSACTIONAL_ID": f"Write on transactional id '{prefix}-check'",
+             "GROUP": f"Read on group '{prefix}-check'"}
     assert err.value.option == "transactionalIdPrefix" and f"User:{credentials.user}" in message, message
     assert words[resource] in message and "--resource-pattern-type prefixed" in message, message
     assert credentials.password not in message, message
