@@ -11,7 +11,11 @@ import time
 import uuid
 from typing import Any, Mapping
 
-__all__ = ["create_topic", "end_offsets", "read_topic"]
+__all__ = ["create_topic", "end_offsets", "read_topic", "READER_GROUPS", "group_refused"]
+
+#: the prefix of the consumer groups the readers here take (``impulse-<purpose>-<random>``): librdkafka's consumer
+#: needs a group id and looks its coordinator up, although they read by assignment and commit nothing
+READER_GROUPS = "impulse-"
 
 
 def create_topic(admin: Any, name: str, partitions: int, replication_factor: int = -1,
@@ -62,8 +66,27 @@ def end_offsets(config: Mapping[str, Any], topic: str, isolation: str = "read_co
 def _consumer(config: Mapping[str, Any], purpose: str, isolation: str, **extra: Any) -> Any:
     from confluent_kafka import Consumer  # noqa: PLC0415 - the kafka extra's client
 
-    return Consumer({**config, "group.id": f"impulse-{purpose}-{uuid.uuid4().hex}", "isolation.level": isolation,
+    return Consumer({**config, "group.id": f"{READER_GROUPS}{purpose}-{uuid.uuid4().hex}", "isolation.level": isolation,
                      "enable.auto.commit": False, **extra})
+
+
+def group_refused(config: Mapping[str, Any], timeout_s: float = 10.0) -> str | None:
+    """The broker's words when the principal of `config` (a client's settings) may not use a group of
+    `READER_GROUPS` (Describe, asked for a group of a reader's form); None when it may, or when that cannot be told
+    (an unreachable broker is the reader's own error)."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - the kafka extra's client
+
+    group = f"{READER_GROUPS}read-{uuid.uuid4().hex}"
+    admin = AdminClient(dict(config))
+    try:
+        admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        return error.str() if error.name() == "GROUP_AUTHORIZATION_FAILED" else None
+    except Exception:  # noqa: BLE001 - a timeout: the read itself tells
+        return None
+    return None
 
 
 def _ends(consumer: Any, topic: str, timeout_s: float) -> dict[int, int]:

@@ -6,10 +6,19 @@ import re
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["redact_url", "redact_options", "is_secret"]
+__all__ = ["redact_url", "redact_options", "is_secret", "SPARK_DEFAULT_REDACTION", "SPARK_REDACTION_REGEX"]
 
 HIDDEN = "<hidden>"
 _SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|sasl\.|api[-_.]?key|ssl\.key", re.IGNORECASE)
+
+#: Spark's own default of ``spark.redaction.regex`` (a Java regex)
+SPARK_DEFAULT_REDACTION = r"(?i)secret|password|token|access[.]?key"
+#: ``spark.redaction.regex`` hiding what Spark hides by default and every name `is_secret` hides: Spark hides the
+#: value of a property, environment variable or data source option whose name *or value* it matches, in its UI,
+#: event log, ``SET`` and the options its plans show (``spark.sql.redaction.options.regex`` adds to it). Spark's
+#: default misses ``schema.registry.basic.auth.user.info``, a ``kafka.sasl.jaas.config`` without ``password=``,
+#: ``kafka.sasl.oauthbearer.*``; the same text is a Python and a Java regex.
+SPARK_REDACTION_REGEX = f"{SPARK_DEFAULT_REDACTION}|{_SECRET_KEY.pattern}"
 
 
 def redact_url(url: str) -> str:

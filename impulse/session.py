@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Mapping
 
 from connectors import register_all
+from connectors.redact import SPARK_REDACTION_REGEX
 from connectors.session import local_session, spark_kafka_session
 
-__all__ = ["SHUFFLE_PARTITIONS", "make_session", "is_remote", "deployment", "describe"]
+__all__ = ["SHUFFLE_PARTITIONS", "make_session", "harness_settings", "is_remote", "deployment", "describe"]
 
+REDACTION = "spark.redaction.regex"
 #: the harness's ``spark.sql.shuffle.partitions`` unless ``--conf`` gives it: Spark's 200 cost each stateful
 #: micro-batch 200 tasks, which on a few local cores is most of its time
 SHUFFLE_PARTITIONS = 2
@@ -31,18 +33,33 @@ def make_session(master: str = "local[*]", app_name: str = "impulse-load", remot
     With `remote` (``sc://host:port``) a Spark Connect client session instead, `master` unused: the server
     must have this package where its Python workers run; the data sources are registered from here too.
     """
-    conf = {"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS, "spark.sql.streaming.numRecentProgressUpdates": 1000, **(settings or {})}
     if remote is None:
+        conf = harness_settings(settings)
         if kafka:
             return spark_kafka_session(master, app_name, **conf)[0]
         return local_session(master, app_name, **conf)
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession  # noqa: PLC0415 - the connect extra (grpcio)
 
     spark = RemoteSparkSession.builder.remote(remote).create()
+    given = settings or {}
+    conf = {key: value for key, value in harness_settings(given).items() if key != REDACTION or key in given}
     for key, value in conf.items():  # session-level settings: a Connect client cannot change static ones
         spark.conf.set(key, str(value))
     register_all(spark)
     return spark
+
+
+def harness_settings(settings: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The settings `make_session` builds a session with: the harness's own, then `settings` over them.
+
+    The harness's own: `SHUFFLE_PARTITIONS` shuffle partitions, 1 000 progress updates kept, and ``spark.redaction.regex`` =
+    `connectors.redact.SPARK_REDACTION_REGEX` (Spark's default pattern and the option names this project hides), so
+    the Spark UI, event log, ``SET`` and plans hide a secret-looking option or setting Spark's default would show
+    (a registry's ``basic.auth.user.info``, a JAAS config). A Spark Connect session cannot change it (a setting of
+    the server's context): the server's own applies there, unless `settings` gives one.
+    """
+    return {"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS, "spark.sql.streaming.numRecentProgressUpdates": 1000,
+            REDACTION: SPARK_REDACTION_REGEX, **(settings or {})}
 
 
 def is_remote(spark) -> bool:

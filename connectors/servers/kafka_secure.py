@@ -23,7 +23,7 @@ class SecuredKafkaBroker(KafkaBroker):
     ``{name: password}``) and an ``SSL`` listener requiring a client certificate signed by `ca`
     (`mtls_bootstrap`). ACLs are enforced (KRaft's ``StandardAuthorizer``), but a resource without any ACL is open
     to every principal, and the PLAINTEXT and controller listeners' principal (``User:ANONYMOUS``) is a super user:
-    `deny_write` takes a topic from a user.
+    `deny_write` takes a topic from a user, `deny_prefixed` the transactional ids or groups of a prefix.
 
     `sasl_ssl_config(user, password)` and `mtls_config(client)` are the librdkafka settings of a client of each
     (`client` an `Issued` client certificate of `ca`).
@@ -72,6 +72,28 @@ class SecuredKafkaBroker(KafkaBroker):
                                permission)
                     for operation, permission in [(AclOperation.WRITE, AclPermissionType.DENY),
                                                   *([(AclOperation.DESCRIBE, AclPermissionType.ALLOW)] if describe else [])]]
+        admin = self.admin()  # kept until the result: a client that is collected cancels its requests
+        for done in admin.create_acls(bindings, request_timeout=timeout).values():
+            done.result(timeout)
+
+    def deny_prefixed(self, resource: str, prefix: str, user: str, operation: str, timeout: float = 30.0) -> None:
+        """ACLs that deny `user` (a SCRAM user's name, or ``CN=…`` for a client certificate) `operation`
+        (``WRITE``, ``READ``, ``DESCRIBE`` …) on every `resource` (``TRANSACTIONAL_ID``, ``GROUP``, ``TOPIC``) whose
+        name starts with `prefix`, and allow every other principal everything there (a resource with an ACL is no
+        longer open to all). A denied READ or WRITE leaves the DESCRIBE it implies to the allowance: deny ``DESCRIBE``
+        too for a principal that may not even look a group up."""
+        from confluent_kafka.admin import (  # noqa: PLC0415 - the kafka extra's client
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        bindings = [AclBinding(ResourceType[resource], prefix, ResourcePatternType.PREFIXED, principal, "*",
+                               AclOperation[op], permission)
+                    for principal, op, permission in [(f"User:{user}", operation, AclPermissionType.DENY),
+                                                      ("User:*", "ALL", AclPermissionType.ALLOW)]]
         admin = self.admin()  # kept until the result: a client that is collected cancels its requests
         for done in admin.create_acls(bindings, request_timeout=timeout).values():
             done.result(timeout)

@@ -6,7 +6,9 @@ security options by hand — a throwaway CA (`connectors.servers.tls.ThrowawayCA
   certificate is issued);
 - ``redis`` and ``redis-cluster``: TLS only, the ACL user ``impulse`` (every key; the ``default`` user stays open
   to the server's own helpers);
-- ``http``: the reference receiver over HTTPS requiring a client certificate (one is issued).
+- ``http``: the reference receiver over HTTPS requiring a client certificate (one is issued);
+- ``schema-registry``: Apicurio Registry (plain HTTP on loopback) behind `BasicAuthProxy`, HTTPS with basic auth
+  as the user ``impulse`` (`RegistryBehindProxy`; Apicurio enforces basic auth only with an identity server).
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from connectors.servers.kafka_secure import SecuredKafkaBroker
 from connectors.servers.receiver import Receiver
 from connectors.servers.redis import RedisServer
 from connectors.servers.redis_cluster import RedisCluster
-from connectors.servers.tls import ThrowawayCA
+from connectors.servers.registry_proxy import BasicAuthProxy
+from connectors.servers.schema_registry import SchemaRegistry
+from connectors.servers.tls import ServerTls, ThrowawayCA
 
-__all__ = ["SECURED_KINDS", "USER", "secured_server"]
+__all__ = ["SECURED_KINDS", "USER", "secured_server", "RegistryBehindProxy"]
 
 USER = "impulse"
-SECURED_KINDS = ("kafka", "redis", "redis-cluster", "http")
+SECURED_KINDS = ("kafka", "redis", "redis-cluster", "http", "schema-registry")
 
 
 def secured_server(kind: str, directory: Path) -> tuple[Any, Callable[[], list[str]]]:
@@ -54,8 +58,55 @@ def secured_server(kind: str, directory: Path) -> tuple[Any, Callable[[], list[s
         return receiver, lambda: [_line("webhook-sink over mutual TLS", {
             "url": f"{receiver.url}/events", "verify": str(ca.ca), "clientCert": str(client.cert),
             "clientKey": str(client.key)})]
+    if kind == "schema-registry":
+        registry = RegistryBehindProxy(ca.server_tls("registry"), {USER: password})
+        return registry, lambda: [_line("the registry formats (value.format or key.format avro, protobuf, json-schema) "
+                                        "over HTTPS with basic auth", {
+            "schema.registry.url": registry.url, "schema.registry.basic.auth.user.info": f"{USER}:{password}",
+            "schema.registry.ssl.ca.location": str(ca.ca)})]
     raise ValueError(f"serve --secured runs {', '.join(SECURED_KINDS)}, not {kind!r}")
 
 
 def _line(what: str, options: dict[str, str]) -> str:
     return f"{what}: " + " ".join(f"-o {key}={value}" for key, value in options.items())
+
+
+class RegistryBehindProxy:
+    """``with RegistryBehindProxy(tls, {"user": "password"}) as registry: … registry.url …``: a `SchemaRegistry`
+    and, once it answers, a `BasicAuthProxy` in front of it with `tls` and `users`; `url` is the proxy's (the
+    registry's Confluent API path over HTTPS). Stopped in the reverse order."""
+
+    name = "schema-registry"
+    client_library = SchemaRegistry.client_library
+
+    def __init__(self, tls: ServerTls, users: dict[str, str]) -> None:
+        self.registry = SchemaRegistry()
+        self.tls, self.users = tls, dict(users)
+        self.proxy: BasicAuthProxy | None = None
+
+    @property
+    def url(self) -> str:
+        if self.proxy is None:
+            raise RuntimeError("schema-registry: not started")
+        return self.proxy.url
+
+    def start(self) -> "RegistryBehindProxy":
+        self.registry.start()
+        try:
+            self.proxy = BasicAuthProxy(self.registry.url, self.tls, self.users).start()
+        except BaseException:
+            self.registry.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        proxy, self.proxy = self.proxy, None
+        if proxy is not None:
+            proxy.stop()
+        self.registry.close()
+
+    def __enter__(self) -> "RegistryBehindProxy":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -11,10 +11,11 @@ from typing import Iterator, Mapping
 
 from connectors.conformance.adapter import Poison, SinkAdapter, events_from_json, unused_port
 from connectors.errors import OptionError
-from connectors.kafka_topics import create_topic, read_topic
+from connectors.kafka_topics import READER_GROUPS, create_topic, group_refused, read_topic
 from connectors.readback import CannotReadBack, TargetReader
 from sinks.kafka.client import import_kafka_admin
 from sinks.kafka.formats import split_header
+from sinks.kafka.security import authenticated, principal
 
 __all__ = ["KafkaAdapter", "KafkaReader"]
 
@@ -97,6 +98,16 @@ class KafkaAdapter(SinkAdapter):
         if not topic:
             raise OptionError("topic", topic, "the topic the sink writes to (it is read back)")
         value_format = next((str(v) for k, v in options.items() if k.lower() == "value.format"), "raw")
+        if authenticated(config):  # a broker's ACLs name such principals: may it use the reader's groups?
+            refused = group_refused(config)
+            if refused is not None:
+                raise CannotReadBack(
+                    f"{principal(config)} may not use the consumer groups '{READER_GROUPS}*' at "
+                    f"{config.get('bootstrap.servers')} ({refused}): the reader of topic '{topic}' reads by "
+                    f"assignment and commits nothing, but its consumer takes a group '{READER_GROUPS}read-<random>' "
+                    f"and looks it up; grant the principal of the 'kafka.*' options Describe on these groups "
+                    f"(kafka-acls --add --allow-principal … --operation Describe --group {READER_GROUPS} "
+                    "--resource-pattern-type prefixed)")
         return KafkaReader(config, topic, value_column=value_format == "raw")
 
     def read_back(self, namespace: str) -> list[tuple[int, int]]:

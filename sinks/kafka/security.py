@@ -11,7 +11,8 @@ from typing import Any, Mapping
 from connectors.errors import OptionError
 from connectors.redact import HIDDEN
 
-__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure", "name_mismatch", "principal", "write_denied"]
+__all__ = ["HandshakeWatch", "handshake_error", "is_handshake_failure", "name_mismatch", "principal", "write_denied",
+           "authenticated", "transactions_denied"]
 
 # librdkafka's words for a handshake the broker refused because of the client's certificate (it reports them as a
 # transport failure: the broker closes the connection with a TLS alert)
@@ -127,4 +128,58 @@ def write_denied(admin, topics: Mapping[str, str], client: Mapping[str, Any], bo
         return OptionError(topics[topic], topic, f"a topic {who} may write to: the ACLs of the broker at {bootstrap} "
                            f"allow it only {names} on topic '{topic}'; grant it Write on the topic (kafka-acls "
                            f"--add --allow-principal … --operation Write --topic {topic}), or write to another")
+    return None
+
+
+def authenticated(client: Mapping[str, Any]) -> bool:
+    """Whether the client settings `client` (without the ``kafka.`` prefix) authenticate a principal of their own
+    (SASL, or a client certificate): a broker's ACLs name such principals; a PLAINTEXT client is ANONYMOUS."""
+    return not principal(client).startswith("the anonymous")
+
+
+def transactions_denied(producer, prefix: str, progress_topic: str, client: Mapping[str, Any], bootstrap: str,
+                        timeout_s: float) -> OptionError | None:
+    """The `OptionError` when the broker's ACLs refuse the client what an exactly-once write does, tried with
+    `producer` (a transactional producer whose ``transactional.id`` is `prefix`'s probe, ``<prefix>-check``):
+    ``init_transactions`` (Write on the transactional id), then a transaction that adds the offset of the probe's
+    group (the id again) on `progress_topic` and is aborted (Read on the group, Read on the topic). Nothing is
+    committed; ask it for an `authenticated` client only (a broker's ACLs name such principals). None when each is
+    allowed, and when the probe fails for another reason (a coordinator still loading, a timeout): the write itself
+    tells then. `client` names the principal (the settings without the ``kafka.`` prefix)."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415 - the kafka extra's client
+
+    probe, begun = f"{prefix}-check", False
+    try:
+        producer.init_transactions(timeout_s)
+        producer.begin_transaction()
+        begun = True
+        producer.send_offsets_to_transaction(progress_topic, 0, 0, probe, timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        who, name = principal(client), error.name()
+        if name == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
+            return OptionError("transactionalIdPrefix", prefix,
+                               f"a prefix of transactional ids {who} may write with: the ACLs of the broker at "
+                               f"{bootstrap} refuse it Write on transactional id '{probe}' ({error.str()}); an "
+                               f"exactly_once writer uses the ids '{prefix}-*': grant it Write on them (kafka-acls "
+                               f"--add --allow-principal … --operation Write --transactional-id {prefix} "
+                               "--resource-pattern-type prefixed), or give a transactionalIdPrefix it may use")
+        if name == "GROUP_AUTHORIZATION_FAILED":
+            return OptionError("transactionalIdPrefix", prefix,
+                               f"a prefix of consumer groups {who} may read: the ACLs of the broker at {bootstrap} "
+                               f"refuse it Read on group '{probe}' ({error.str()}); an exactly_once writer keeps its "
+                               f"progress as the offsets of the groups '{prefix}-*': grant it Read on them "
+                               f"(kafka-acls --add --allow-principal … --operation Read --group {prefix} "
+                               "--resource-pattern-type prefixed), or give a transactionalIdPrefix it may use")
+        if name == "TOPIC_AUTHORIZATION_FAILED":
+            return OptionError("progressTopic", progress_topic,
+                               f"a topic {who} may read: the ACLs of the broker at {bootstrap} refuse it Read on "
+                               f"topic '{progress_topic}' ({error.str()}), which an exactly_once writer commits its "
+                               "progress offsets on: grant it Read (and Write) on the topic, or give another")
+    finally:
+        if begun:
+            try:
+                producer.abort_transaction(timeout_s)
+            except KafkaException:  # best effort: the probe's id is fenced by its next use, or times out
+                pass
     return None

@@ -48,7 +48,14 @@ from sinks.kafka.options import (
     log,
     transactional_id,
 )
-from sinks.kafka.security import HandshakeWatch, handshake_error, principal, write_denied
+from sinks.kafka.security import (
+    HandshakeWatch,
+    authenticated,
+    handshake_error,
+    principal,
+    transactions_denied,
+    write_denied,
+)
 
 __all__ = ["KafkaSinkDataSource", "KafkaSink", "KafkaOptions", "transactional_id", "GUARANTEES", "create_topic",
            "DEFAULT_TRANSACTIONAL_ID_PREFIX", "TopicLimits"]
@@ -208,6 +215,7 @@ class _Connection:
 
 
 _topic_limits: dict[tuple, tuple["TopicLimits", float]] = {}  # (settings, topic) → (limits, when read)
+_transactions_allowed: set[tuple] = set()  # (settings, prefix, progress topic) whose probe passed in this process
 
 
 class KafkaSink(Sink):
@@ -229,7 +237,9 @@ class KafkaSink(Sink):
         Every check sends a metadata request; a client that answered is kept for the next check in
         this Python process (`idle_checkers`), one that failed is closed. An unreachable cluster is a
         `TransientError` (the protocol retries the check with backoff, so a broker restarting under a
-        running query does not fail it); an unknown topic an `OptionError`.
+        running query does not fail it); an unknown topic an `OptionError`. With exactly_once, an authenticated
+        client's transactional ids and groups are tried once per prefix in a process (`transactions_denied`): a
+        principal the broker's ACLs refuse them is an `OptionError` naming ``transactionalIdPrefix``.
         """
         kafka = import_kafka()
         try:
@@ -274,6 +284,13 @@ class KafkaSink(Sink):
                                       opts.client, opts.bootstrap, CHECK_TIMEOUT_S)
                 if denied is not None:
                     raise denied
+            if opts.exactly_once:  # the transactional ids and groups it needs, once per prefix in this process
+                probed = (self._idle_key, opts.transactional_id_prefix, opts.progress_topic)
+                if probed not in _transactions_allowed:
+                    denied = self._transactions_denied()
+                    if denied is not None:
+                        raise denied
+                    _transactions_allowed.add(probed)
         except kafka.KafkaException as exc:
             producer.poll(0)  # serve the error callbacks librdkafka queued meanwhile
             handshake = handshake_errors.pop(self._idle_key, None)
@@ -284,6 +301,19 @@ class KafkaSink(Sink):
                                  "right?") from exc
         else:
             idle_checkers.keep(self._idle_key, producer)  # it answered: the next check asks it again
+
+    def _transactions_denied(self) -> OptionError | None:
+        """`transactions_denied` with a probe producer of this sink's settings (closed afterwards), for a client that
+        authenticates (`authenticated`); None for an anonymous one, whose broker is not asked."""
+        opts = self.options
+        if not authenticated(opts.client):
+            return None
+        probe = ArrowProducer(opts.producer_config(f"{opts.transactional_id_prefix}-check"))
+        try:
+            return transactions_denied(probe, opts.transactional_id_prefix, opts.progress_topic, opts.client,
+                                       opts.bootstrap, CHECK_TIMEOUT_S)
+        finally:
+            probe.close()
 
     def committed_beyond(self, commit_id: str, batch_id: int, partitions: int) -> list[int]:
         """The progress records (consumer groups ``<prefix>-<commit id>-<partition>``) of partitions ≥ `partitions`

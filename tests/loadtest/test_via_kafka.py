@@ -199,6 +199,29 @@ def test_a_filter_through_kafka_gives_exactly_the_filtered_events(runs):
     assert 0 < run["latencyMs"]["p50"] <= run["latencyMs"]["p99"] <= run["latencyMs"]["max"]
 
 
+def _series(scrape: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of series `name` in a Prometheus text scrape: (labels, value)."""
+    return [(dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value))
+            for labels, value in re.findall(rf"^{name}\{{([^}}]*)\}} (\S+)$", scrape, re.M)]
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_the_metrics_endpoint_serves_the_producer_and_the_pipelines_lag_during_a_via_run(runs):
+    """``--metrics-port`` through Kafka: scraped while the filter's run went on (`tests.loadtest.via_kafka_runs`)."""
+    run = runs["filter"]
+    scrapes = run["scrapes"]
+    assert scrapes, "the metrics endpoint served no series during the run"
+    labels = {"sink": "kafka-sink", "run_id": run["report"]["queryId"]}
+    delivered = [_series(s, "impulse_load_events_delivered_total") for s in scrapes]
+    assert all([found for found, _ in d] == [labels] for d in delivered), (labels, delivered[-1])
+    counts = [value for d in delivered for _, value in d]
+    assert counts == sorted(counts) and 0 < counts[-1] <= run["summary"]["targetEvents"], counts
+    lags = [value for s in scrapes for _, value in _series(s, "impulse_load_pipeline_lag_events")]
+    assert lags and all(v >= 0 for v in lags), "no pipeline lag served"
+
+
 @pytest.mark.integration
 @pytest.mark.kafka
 @pytest.mark.slow

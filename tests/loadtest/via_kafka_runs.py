@@ -11,11 +11,15 @@ import json
 import os
 import sys
 import tempfile
+import threading
+import urllib.request
 import uuid
+from contextlib import ExitStack
 from dataclasses import replace
 
 from connectors.kafka_topics import read_topic
 from impulse.loadtest.measure.metrics import percentiles_ms
+from impulse.loadtest.reports.prometheus import Exporter
 from impulse.loadtest.reports.report import report_document, summary_text
 from impulse.loadtest.settings.config import LoadConfig
 from impulse.loadtest.via.kafka import run_via_kafka
@@ -80,6 +84,27 @@ def runs(bootstrap: str) -> dict:
     }
 
 
+SCRAPED = "filter"   # the run whose Prometheus endpoint is scraped while it runs (``--metrics-port``)
+
+
+def _scraping(exporter: Exporter, scrapes: list[str], done: threading.Event) -> threading.Thread:
+    """A thread that scrapes `exporter` until `done`, keeping every answer that holds a series."""
+    def scrape() -> None:
+        while not done.is_set():
+            try:
+                with urllib.request.urlopen(exporter.url, timeout=2) as answer:
+                    text = answer.read().decode()
+            except OSError:
+                text = ""
+            if "impulse_load_" in text:
+                scrapes.append(text)
+            done.wait(0.2)
+
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str]) -> None:
     bootstrap, out, *names = argv
     spark = make_session("local[4]", "via-kafka-tests", kafka=True)
@@ -87,8 +112,15 @@ def main(argv: list[str]) -> None:
     table = runs(bootstrap)
     for name in names or list(table):
         config, transform, mode, column = table[name]
-        result = run_via_kafka(replace(config, warmup=not results), transform=transform, output_mode=mode,
-                               event_time_column=column, spark=spark)
+        scrapes: list[str] = []
+        with ExitStack() as stack:
+            exporter = stack.enter_context(Exporter(0)) if name == SCRAPED else None
+            if exporter is not None:
+                done = threading.Event()
+                stack.callback(_scraping(exporter, scrapes, done).join, 10)
+                stack.callback(done.set)
+            result = run_via_kafka(replace(config, warmup=not results), transform=transform, output_mode=mode,
+                                   event_time_column=column, spark=spark, exporter=exporter)
         input_topic = config.via.rsplit("/", 1)[1]
         results[name] = {
             "summary": result.summary(), "via": result.via, "latencyMs": percentiles_ms(result.latency),
@@ -98,7 +130,7 @@ def main(argv: list[str]) -> None:
             "checkLines": result.check.lines() if result.check is not None else None,
             "input": _records(bootstrap, input_topic),
             "output": _records(bootstrap, config.options["topic"]) if "topic" in config.options else None,
-            "summaryText": summary_text(result), "report": report_document(result)[0],
+            "summaryText": summary_text(result), "report": report_document(result)[0], "scrapes": scrapes,
         }
         with open(out, "w") as sink:
             json.dump(results, sink)

@@ -11,12 +11,12 @@ import logging
 import sys
 from pathlib import Path
 
+from connectors.redact import SPARK_REDACTION_REGEX
 from connectors.session import local_session
 
-#: what Spark hides in its plans, UI and event log: its own patterns (``url``; ``secret|password|token|access.key``)
-#: and the option names of this project's sinks that hold a secret without saying so
-REDACTION = {"spark.sql.redaction.options.regex": "(?i)url|jaas|basic\\.auth|signing|sasl\\.",
-             "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas|basic\\.auth|sasl\\."}
+#: what Spark hides in its plans, UI and event log: as impulse-load's session has it (Spark's default patterns and
+#: the option names of this project's sinks that hold a secret without saying so)
+REDACTION = {"spark.redaction.regex": SPARK_REDACTION_REGEX}
 
 
 def main(argv: list[str]) -> int:

@@ -173,3 +173,20 @@ def test_refused_redis_credentials_exit_2_naming_the_option_before_anything_is_w
     assert password not in printed
     admin = redis_tls.client(username=credentials.user, password=credentials.password)
     assert not list(admin.scan_iter(match=f"*{namespace}*"))
+
+
+def test_a_check_reader_refused_its_consumer_groups_exits_2_naming_the_principal(kafka_secured, throwaway_ca,
+                                                                                   tmp_path, capsys):
+    """kafka-sink over mutual TLS as a principal the broker refuses the groups ``impulse-read-*`` that ``--check``'s
+    reader takes: exit 2 before any load (the sink's own check passes), the certificate and the grant named."""
+    name = "reader-" + secrets.token_hex(4)
+    kafka_secured.deny_prefixed("GROUP", "impulse-read-", f"CN={name}", "DESCRIBE")
+    topic = kafka_secured.create_topic("sec-" + secrets.token_hex(4))
+    cert = throwaway_ca.issue(name, client=True)
+    options = [f"-okafka.{key}={value}" for key, value in kafka_secured.mtls_config(cert).items()]
+    code, printed, report = run_cli(capsys, tmp_path, "--sink", "kafka-sink", *options, f"-otopic={topic}", *RUN,
+                                    "--check")
+    assert code == 2 and report is None, printed[-3000:]
+    assert "--check cannot read kafka-sink's target back" in printed and str(cert.cert) in printed, printed
+    assert "--operation Describe --group impulse-" in printed, printed
+    assert kafka_secured.end_offsets(topic) == {0: 0}, "something was written"

@@ -8,13 +8,17 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from confluent_kafka import KafkaException
 from pyspark.sql.types import LongType, StructField, StructType
 
 from connectors.conformance import expected_events, run_query
 from connectors.errors import OptionError
+from connectors.kafka_topics import read_topic
 from connectors.options import OptionReader
+from connectors.readback import CannotReadBack
 from sinks.kafka.adapter import KafkaAdapter
 from sinks.kafka.options import KafkaOptions
+from sinks.kafka.security import authenticated
 from sinks.kafka.sink import Columns, KafkaSink
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.secured]
@@ -102,3 +106,60 @@ def test_a_topic_the_acls_forbid_fails_at_start_naming_the_user_and_topic(kafka_
     message = str(err.value)
     assert err.value.option == "topic" and f"User:{credentials.user}" in message and f"'{topic}'" in message, message
     assert "Write on the topic" in message and credentials.password not in message, message
+
+
+@pytest.mark.parametrize("denied", ["TRANSACTIONAL_ID:WRITE", "GROUP:READ"])
+def test_transactional_ids_or_groups_the_acls_forbid_fail_at_start_naming_the_prefix_and_user(
+        kafka_secured, credentials, denied):
+    """exactly_once needs Write on the transactional ids ``<transactionalIdPrefix>-*`` and Read on the groups of the
+    same names (its progress offsets): the start-of-query check tries both on a probe id and aborts, so a principal
+    refused either fails before any task, naming the option and the user."""
+    resource, operation = denied.split(":")
+    prefix = "sec-tx-" + secrets.token_hex(4)
+    kafka_secured.deny_prefixed(resource, prefix, credentials.user, operation)
+    topic = kafka_secured.create_topic("sec-" + secrets.token_hex(4))
+    options = {**_kafka_options(kafka_secured.sasl_ssl_config(credentials.user, credentials.password)),
+               "topic": topic, "transactionalIdPrefix": prefix}
+    schema = StructType([StructField("counter", LongType()), StructField("subtask_index", LongType())])
+    with pytest.raises(OptionError) as err:
+        KafkaSink(KafkaOptions.read(OptionReader(options, name="kafka sink")), Columns.of(schema)).check()
+    message = str(err.value)
+    words = {"TRANSACTIONAL_ID": f"Write on transactional id '{prefix}-check'",
+             "GROUP": f"Read on group '{prefix}-check'"}
+    assert err.value.option == "transactionalIdPrefix" and f"User:{credentials.user}" in message, message
+    assert words[resource] in message and "--resource-pattern-type prefixed" in message, message
+    assert credentials.password not in message, message
+    # the prefix another user may use: nothing was taken from it
+    other = {**options, "transactionalIdPrefix": "sec-tx-" + secrets.token_hex(4)}
+    KafkaSink(KafkaOptions.read(OptionReader(other, name="kafka sink")), Columns.of(schema)).check()
+
+
+def test_the_transactions_probe_asks_only_for_an_authenticated_principal(kafka_secured, throwaway_ca, credentials):
+    """An anonymous (PLAINTEXT) client's broker is never probed: ACLs name authenticated principals."""
+    assert not authenticated({"bootstrap.servers": "127.0.0.1:9092"})
+    assert authenticated(kafka_secured.sasl_ssl_config(credentials.user, credentials.password))
+    assert authenticated(kafka_secured.mtls_config(_client_cert(throwaway_ca, "probe")))
+
+
+def test_a_check_reader_refused_its_consumer_groups_is_refused_when_built_naming_the_principal(
+        kafka_secured, throwaway_ca):
+    """The ``--check`` reader (`KafkaAdapter.reader`) reads by assignment and commits nothing, but librdkafka's
+    consumer takes a group ``impulse-read-<random>`` and looks it up: a principal refused those groups is refused
+    when the reader is built (before any load), naming the principal and the grant, not after the run."""
+    name = "reader-" + secrets.token_hex(4)
+    kafka_secured.deny_prefixed("GROUP", "impulse-read-", f"CN={name}", "DESCRIBE")
+    topic = kafka_secured.create_topic("sec-read-" + secrets.token_hex(4))
+    producer = kafka_secured.producer()
+    producer.produce(topic, b"{}")
+    assert producer.flush(30) == 0
+    cert = _client_cert(throwaway_ca, name)
+    config = kafka_secured.mtls_config(cert)
+    with pytest.raises(CannotReadBack) as err:
+        KafkaAdapter.reader({**_kafka_options(config), "topic": topic})
+    message = str(err.value)
+    assert str(cert.cert) in message and "Group authorization failed" in message, message
+    assert "--operation Describe --group impulse-" in message, message
+    with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED"):  # what the read would meet
+        read_topic(config, topic, timeout_s=30)
+    other = kafka_secured.mtls_config(_client_cert(throwaway_ca, "reader-" + secrets.token_hex(4)))
+    assert KafkaAdapter.reader({**_kafka_options(other), "topic": topic}).values() == [b"{}"]

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 import requests
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
 
@@ -61,3 +63,26 @@ def test_serve_http_secured_requires_the_client_certificate_it_prints():
             requests.post(options["url"], data=b"[]", verify=options["verify"], timeout=10)
     finally:
         _stopped(serve, Path(options["verify"]).parent)
+
+
+@pytest.mark.schema_registry
+def test_serve_schema_registry_secured_answers_the_credentials_it_prints_and_refuses_others():
+    """Apicurio behind the HTTPS proxy: confluent-kafka's registry client (the sinks' own) with the printed options
+    lists subjects; a wrong password is answered 401, plain HTTP is refused. Its cost: Apicurio's start (about 26 s
+    on the CI machine; a JVM of its own beside the tests' shared registry)."""
+    serve, options = _served("schema-registry")
+    url, ca = options.get("schema.registry.url", ""), options.get("schema.registry.ssl.ca.location", "")
+    try:
+        assert url.startswith("https://") and url.endswith("/apis/ccompat/v7") and ca, options
+        user_info = options["schema.registry.basic.auth.user.info"]
+        assert user_info.startswith("impulse:"), options
+        assert SchemaRegistryClient({"url": url, "basic.auth.user.info": user_info,
+                                     "ssl.ca.location": ca}).get_subjects() == []
+        with pytest.raises(SchemaRegistryError) as refused:
+            SchemaRegistryClient({"url": url, "basic.auth.user.info": "impulse:wrong",
+                                  "ssl.ca.location": ca}).get_subjects()
+        assert refused.value.http_status_code == 401
+        with pytest.raises(requests.exceptions.ConnectionError):
+            requests.get(url.replace("https://", "http://") + "/subjects", timeout=10)
+    finally:
+        _stopped(serve, Path(ca).parent)

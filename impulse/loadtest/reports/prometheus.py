@@ -14,13 +14,18 @@ from the running `impulse.loadtest.measure.metrics.Collector`:
   ``impulse_load_schedule_delay_seconds`` and ``impulse_load_delivery_seconds`` (its two parts),
   cut from the run's HdrHistograms, and ``impulse_load_batch_phase_seconds{phase=…}`` (Spark's
   per-phase durations of each micro-batch).
+
+Through Kafka (``--via``) the series are the producer's, impulse → the input topic (`run_id` the pipeline's query
+id; the producer's for an ``availableNow`` pipeline, which starts later), and the gauge
+``impulse_load_pipeline_lag_events`` says how far the user's pipeline is behind: the input topic's committed
+events it had not read at its last micro-batch (absent before its first).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from impulse.loadtest.measure.metrics import PHASES, recent_rate
 from impulse.loadtest.settings.units import LoadError
@@ -50,7 +55,7 @@ class Exporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         self._lock = threading.Lock()
-        self._run: tuple | None = None   # (collector, config, run_id)
+        self._run: tuple | None = None   # (collector, config, run_id, pipeline_lag)
         self._server = None
 
     @property
@@ -80,10 +85,11 @@ class Exporter:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def attach(self, collector, config, run_id: str) -> None:
-        """From now on, serve the metrics of this run (a ramp attaches each step in turn)."""
+    def attach(self, collector, config, run_id: str, pipeline_lag: Callable[[], int | None] | None = None) -> None:
+        """From now on, serve the metrics of this run (a ramp attaches each step in turn); `pipeline_lag` (through
+        Kafka) gives the pipeline's lag in events at each scrape, None while it has none."""
         with self._lock:
-            self._run = (collector, config, run_id)
+            self._run = (collector, config, run_id, pipeline_lag)
 
     # -- prometheus_client's custom-collector protocol ------------------------------------------------
     def collect(self) -> Iterator:
@@ -93,7 +99,7 @@ class Exporter:
             run = self._run
         if run is None:
             return
-        collector, config, run_id = run
+        collector, config, run_id, pipeline_lag = run
         labels, values = ["sink", "run_id"], [config.sink, run_id]
         now_us = time.time_ns() // 1_000
         with collector.lock:
@@ -122,6 +128,10 @@ class Exporter:
                                     "stages' rate now)", labels=labels), collector.target_rate(now_us, config.rate))
         yield one(GaugeMetricFamily("impulse_load_achieved_rate", "events/s delivered over the last 5 s",
                                     labels=labels), recent_rate(batches, now_us) or 0.0)
+        lag = pipeline_lag() if pipeline_lag is not None else None
+        if lag is not None:
+            yield one(GaugeMetricFamily("impulse_load_pipeline_lag_events", "through Kafka: events of the input "
+                                        "topic the pipeline had not read at its last micro-batch", labels=labels), lag)
         for part, doc in _PARTS:
             buckets, total_s = histograms[part]
             family = HistogramMetricFamily(f"impulse_load_{part}_seconds", doc, labels=labels)

@@ -487,6 +487,9 @@ class ThroughKafka:
                                   commit_id=str(producer.id), stages=config.stages)
             watch = Watch(config, via, self.trigger, collector, producer, pipeline, run.display, run.stop, prefilled,
                           started_us, config.prefill)
+            if run.exporter is not None:  # --metrics-port: the producer's series and the pipeline's lag
+                run.exporter.attach(collector, config, run_id=str((pipeline or producer).id),
+                                    pipeline_lag=watch.last_lag)
             outcome, error = watch.run(start_pipeline, queries)
             with _quiet_jvm_logs(spark, outcome == "completed"):
                 for query in reversed(queries):
@@ -519,7 +522,7 @@ class ThroughKafka:
 
 def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, output_mode: str | None = None,
                   event_time_column: str | None = None, spark=None, display=None, stop: Any = None,
-                  label: str | None = None, receiver=None) -> ViaResult:
+                  label: str | None = None, receiver=None, exporter: Any = None) -> ViaResult:
     """Run the topology of the module docstring (`ThroughKafka` in `impulse.loadtest.load.orchestrate.orchestrate`);
     raises `LoadError` before any load for a bad value, a missing topic or an unreachable cluster.
 
@@ -535,9 +538,10 @@ def run_via_kafka(config: LoadConfig, *, transform: Transform | None = None, out
     (`ViaResult.producer_options`, `ViaResult.prefill_options`) and the output topic (``via["outputTopic"]``,
     read back with `impulse.loadtest.via.output_latency.read_output`): what an exact check of the output needs.
     With ``config.check`` the result's ``check`` is that check (`impulse.loadtest.via.check`); `receiver`: the
-    embedded receiver a webhook-sink without url writes to (recording requests), read back by the check."""
+    embedded receiver a webhook-sink without url writes to (recording requests), read back by the check. `exporter`:
+    a `impulse.loadtest.reports.prometheus.Exporter` serving the producer's live metrics and the pipeline's lag."""
     return orchestrate(config, ThroughKafka(), spark=spark, display=display, stop=stop, receiver=receiver,
-                       label=label, query=transform, output_mode=output_mode, event_time_column=event_time_column)
+                       label=label, exporter=exporter, query=transform, output_mode=output_mode, event_time_column=event_time_column)
 
 
 def _prefill_options(config: LoadConfig) -> dict[str, str]:

@@ -66,6 +66,11 @@ class Watch:
         self.rows_read: dict[int, int] = {}   # pipeline batch id → input rows
         self.progress: list[dict] = []        # the pipeline's progress records (`via_report.compact_progress`)
 
+    def last_lag(self) -> int | None:
+        """The pipeline's lag (events of the input topic not yet read) at its last micro-batch; None before."""
+        samples = self.lag_samples
+        return samples[-1][1] if samples else None
+
     def drain_info(self) -> dict | None:
         if not self.prefill:
             return None
