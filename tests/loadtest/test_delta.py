@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PIPELINES = "tests.loadtest.pipelines"
 #: Delta 4.4.0 is built for Spark 4.2 (measured: it fails on 4.3)
 DELTA_RUNS_HERE = pyspark.__version__.startswith("4.2.")
+#: no warm-up: it warms Python's workers into noop, not Delta, and costs each run's process ~40 s under CI's load
 RUN = ["--rate", "200", "--duration", "3s", "--partitions", "2", "--trigger", "500ms", "--drain-timeout", "5m",
-       "--master", "local[2]"]
+       "--no-warmup", "--master", "local[2]"]
 
 
 def delta_flags() -> list[str]:
