@@ -36,6 +36,24 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -weight[item.path])  # stable: each file's own order is kept
 
 
+#: seconds spent per test file (setup, call and teardown), summed from every worker's reports
+_FILE_SECONDS: collections.Counter = collections.Counter()
+
+
+def pytest_runtest_logreport(report):
+    _FILE_SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The files that took longest, beside the run's worker time: what CI's time budget is spent on."""
+    total = sum(_FILE_SECONDS.values())
+    if total < 300:
+        return
+    terminalreporter.write_sep("=", f"slowest files (of {total / 60:.1f} worker-minutes)")
+    for path, seconds in _FILE_SECONDS.most_common(25):
+        terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {path}")
+
+
 # Spark's Python workers must run this interpreter (with the project installed), not whatever is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
