@@ -80,6 +80,7 @@ def query_row(spark, name: str, args, cores: int, out: Path) -> dict:
     """One query's figures: steady per core, the search's sustainable rate and its probes, latency at 50/90 %."""
     result = run_query(spark, query(name), source_options(args.rows, args.partitions, 10_000, args.per_trigger, 0),
                        cores)
+    # a run too short to settle has no steady micro-batches: its whole-run rate stands in, and the table says so
     steady = result.steady / cores if result.steady else result.events_per_second / cores
     whole = steady * cores
     common = ["--source", "nexmark", "--transform", f"nexmark:{name}", "--sink", "noop",
@@ -88,7 +89,7 @@ def query_row(spark, name: str, args, cores: int, out: Path) -> dict:
     ramp = load_report([*common, "--ramp", f"search:{lo:.0f}:{hi:.0f}", "--ramp-precision", args.precision,
                         "--step-duration", args.step_duration], out / name / "search")
     sustainable = ramp["highestSustainedRate"]
-    row = {"steady_per_core": steady, "search": f"{lo:.0f}:{hi:.0f}", "sustainable": sustainable,
+    row = {"steady_per_core": steady, "steady_is_whole_run": not result.steady, "search": f"{lo:.0f}:{hi:.0f}", "sustainable": sustainable,
            "at_hi": sustainable is not None and sustainable >= hi,
            "probes": [(s["summary"]["targetRate"], s["summary"]["achievedRate"], s["summary"].get("latencyP99Ms"),
                        s["summary"]["sustained"], s.get("role")) for s in ramp["steps"]],
@@ -148,8 +149,11 @@ def table(summary: dict) -> str:
         rate = row["sustainable"]
         found = "none" if rate is None else ("≥ " if row["at_hi"] else "") + f"{rate:,.0f}"
         per_core = "—" if rate is None else f"{rate / cores:,.0f}"
-        lines.append(f"| {name} | {row['steady_per_core']:,.0f} | {found} | {per_core} | "
+        whole_run = " ¹" if row["steady_is_whole_run"] else ""
+        lines.append(f"| {name} | {row['steady_per_core']:,.0f}{whole_run} | {found} | {per_core} | "
                      f"{FLINK_PER_CORE[name]:,} | {ms(row, '50%')} | {ms(row, '90%')} |")
+    if any(row["steady_is_whole_run"] for row in summary["queries"].values()):
+        lines.append("¹ the whole run's rate: the run had no steady micro-batches (give more --rows)")
     lines.append(f"{summary['date']}, {summary['machine']}, {cores} Spark cores, PySpark {summary['pyspark']}, "
                  f"Python {summary['python']}, load average {summary['load_average']['min']:.1f}–"
                  f"{summary['load_average']['max']:.1f}; Flink: {summary['flink_source']} (not measured here)")
