@@ -590,8 +590,6 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if given:
             raise LoadError(f"--source-option {curve_keys[0]} sets the rate (the curve's, over --duration): leave "
                             f"out {' and '.join(given)}")
-    if "foreach-batch" in values and get("via") is not None:
-        raise LoadError(f"--foreach-batch {get('foreach-batch')} runs in the direct topology: leave out --via")
     if "foreach-batch" in values and "sink" in values:
         raise LoadError(f"--foreach-batch {get('foreach-batch')} writes the output itself, in place of a sink: leave "
                         f"out --sink {get('sink')}")
