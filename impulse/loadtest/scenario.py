@@ -192,6 +192,10 @@ KEYS: tuple[Key, ...] = (
         minimum=0),
     Key("trigger", "interval", _D.trigger, "processing-time trigger interval, e.g. 1s, 500ms; 0 = back to back",
         "load", "INTERVAL"),
+    Key("checkpoint", "text", _D.checkpoint_dir, "the query's checkpoint directory, kept after the run (default: a "
+        "new temporary one, deleted): a rerun of the same command on it resumes the query where the last committed "
+        "micro-batch left it, the source's schedule kept (events due while it was down come at once), and its --check "
+        "covers the events of every run on it", "load", "DIR"),
     Key("schema", "text", _D.schema, "realistic events: impulse's user schema, e.g. 'user_id BIGINT, amount "
         "DOUBLE' (generated as the source options fields.<column>.* say; counter, subtask_index, timestamp and "
         "payload are added when missing)", "load", "DDL"),
@@ -590,8 +594,6 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         if given:
             raise LoadError(f"--source-option {curve_keys[0]} sets the rate (the curve's, over --duration): leave "
                             f"out {' and '.join(given)}")
-    if "foreach-batch" in values and get("via") is not None:
-        raise LoadError(f"--foreach-batch {get('foreach-batch')} runs in the direct topology: leave out --via")
     if "foreach-batch" in values and "sink" in values:
         raise LoadError(f"--foreach-batch {get('foreach-batch')} writes the output itself, in place of a sink: leave "
                         f"out --sink {get('sink')}")
@@ -599,6 +601,7 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
         sink=FOREACH_BATCH if "foreach-batch" in values else get("sink").strip(), options=dict(get("options")), rate=get("rate"), duration_s=get("duration"),
         partitions=get("partitions"), payload_bytes=get("payload-bytes"), trigger=get("trigger"),
         max_events_per_trigger=get("max-events-per-trigger"), max_latency_s=get("max-latency"),
+        checkpoint_dir=get("checkpoint"),
         drain_timeout_s=get("drain-timeout"), warmup=get("warmup"), master=get("master"), schema=get("schema"),
         source_options=source, thresholds=tuple(get("thresholds")), abort_on_fail=get("abort-on-fail"),
         remote=get("remote"), create_topic=get("create-topic"), source=get("source-format"),
@@ -620,6 +623,9 @@ def _scenario(values: Mapping[str, Any], name: str | None) -> Scenario:
     if get("ramp") is not None and config.via is not None:
         raise LoadError("--ramp runs impulse into the sink directly; with --via run one rate at a time")
     if get("ramp") is not None:
+        if config.checkpoint_dir is not None:
+            raise LoadError(f"--checkpoint {config.checkpoint_dir} resumes one query; with --ramp each step is a new "
+                            "query on a new checkpoint: leave out --checkpoint")
         if config.thresholds:
             raise LoadError("--threshold checks a single run; with --ramp the highest sustained rate is the result "
                             "(bound it with --max-latency)")

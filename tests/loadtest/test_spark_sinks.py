@@ -83,6 +83,21 @@ def test_a_transform_into_parquet_passes_the_check(spark, tmp_path, capsys):
 
 
 @pytest.mark.integration
+def test_an_event_time_column_lands_no_column_of_the_harness_in_the_target(spark, tmp_path, capsys):
+    """The target holds the user's query's output as it is: --event-time-column is read, not written as a
+    ``timestamp`` column (only the project's sinks, which measure latency from it, get that copy)."""
+    target = tmp_path / "windows"
+    code, out, report = run_cli(capsys, tmp_path, *RUN, "--duration", "4s", "--max-events-per-trigger", "400",
+                                "--transform", f"{PIPELINES}:per_second", "--event-time-column", "window_end",
+                                "--check", "--sink", "parquet", "-o", f"path={target}")
+    assert code == 0, out
+    assert report["check"]["passed"] and report["check"]["delivered"] > 0, report["check"]
+    files = list(target.glob("part-*.parquet"))
+    assert files and {tuple(pq.read_schema(f).names) for f in files} == {
+        ("window_start", "window_end", "subtask_index", "events")}
+
+
+@pytest.mark.integration
 def test_a_lossy_transform_into_parquet_fails_the_check_with_exit_99(spark, tmp_path, capsys):
     code, out, report = run_cli(capsys, tmp_path, *RUN, "--transform", f"{PIPELINES}:loses_and_duplicates",
                                 "--check", "--sink", "parquet", "-o", f"path={tmp_path / 'lossy'}")

@@ -392,3 +392,25 @@ def test_a_pipeline_writing_parquet_through_kafka_passes_the_check_read_back_wit
     thirds = sum(1 for _, counter in _expected(run["producerOptions"]) if counter % 3 == 0)
     assert run["check"] == {"passed": True, "expected": thirds, "delivered": thirds, "lost": 0, "duplicated": 0,
                             "unexpected": 0}, run["checkLines"]
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_a_foreach_batch_behind_kafka_passes_the_check_through_check_read_and_a_wrong_one_fails_it(kafka_broker,
+                                                                                                  tmp_path):
+    """The production shape ending in the user's writer: impulse → Kafka → the user's query → ``--foreach-batch``,
+    the target read back by ``--check-read``; a writer appending every batch twice fails the check (exit 99)."""
+    from tests.loadtest.test_delta import impulse_load
+
+    run = ["--rate", "200", "--duration", "3s", "--partitions", "2", "--trigger", "500ms", "--drain-timeout", "5m",
+           "--master", "local[2]", "--create-topic", "2", "--decode", "--transform", "tests.loadtest.pipelines:evens",
+           "--check", "--check-read", "tests.loadtest.pipelines:read_parquet"]
+    for writer, code, duplicated in (("append_to_parquet", 0, 0), ("append_twice", 99, 300)):
+        target = tmp_path / f"{writer}-target"
+        got, out, report = impulse_load(tmp_path, *run, "--via", f"kafka://{kafka_broker.bootstrap}/fb-{writer}",
+                                        "--foreach-batch", f"tests.loadtest.pipelines:{writer}",
+                                        env={"IMPULSE_TEST_FOREACH_TARGET": str(target)})
+        assert got == code, out
+        assert report["check"] == {"passed": code == 0, "expected": 300, "delivered": 300 + duplicated, "lost": 0,
+                                   "duplicated": duplicated, "unexpected": 0}, report["check"]
+        assert report["summary"]["via"].endswith(f"/fb-{writer}")

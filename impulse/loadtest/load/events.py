@@ -29,7 +29,9 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
     """The options of the run's source, ``impulse`` or ``nexmark`` (validated like the source will): the
     ``--source-option`` settings with the run's pace (``eventsPerSecond``, ``limit`` = rate × duration,
     ``numPartitions``, ``maxEventsPerTrigger``; with ``rateStages`` or ``rateCurve`` their own rate) and impulse's
-    ``payloadBytes``."""
+    ``payloadBytes``; with ``--checkpoint`` ``downtime=catchup`` unless given (a query resumed from the checkpoint
+    keeps the schedule its offsets hold: every event keeps its scheduled time, those due while it was down come at
+    once)."""
     for key in config.source_options:
         if key.lower() in _HARNESS_SOURCE_OPTIONS:
             raise LoadError(f"--source-option {key}: set by the harness from {_HARNESS_SOURCE_OPTIONS[key.lower()]}")
@@ -41,6 +43,8 @@ def impulse_options(config: LoadConfig) -> dict[str, str]:
         options["eventsPerSecond"] = repr(float(config.rate))
     if config.max_events_per_trigger:
         options["maxEventsPerTrigger"] = str(config.max_events_per_trigger)
+    if config.checkpoint_dir is not None and not any(k.lower() == "downtime" for k in options):
+        options["downtime"] = "catchup"   # a rerun on the checkpoint keeps the schedule its offsets hold
     try:
         _READERS[config.source].from_options(options)
     except ConnectorError as exc:

@@ -43,6 +43,7 @@ class LoadResult:
     latency_definition: str = "end-to-end"   # or event-time / micro-batch (`impulse.loadtest.query.transform`)
     check: Any = None                  # `impulse.answer.CheckResult` of --check (None without it)
     warm_s: float | None = None        # seconds the warm pipeline ran before the load (None: it did not run)
+    resumed: dict | None = None        # a query resumed from --checkpoint (`impulse.loadtest.load.resume`)
     _histograms: dict = field(default_factory=dict, repr=False)   # merged histograms (and stages), computed once
 
     @property
@@ -177,6 +178,8 @@ class LoadResult:
         out["warmupS"] = None if self.warm_s is None else round(self.warm_s, 2)
         if self.receiver is not None:
             out["receiverRows"] = self.receiver["rows"]
+        if self.resumed is not None:
+            out["resumed"] = self.resumed
         return out
 
     def to_dict(self) -> dict:

@@ -14,9 +14,10 @@ writes (the project's sinks' metrics files; Spark's batch times for other sinks)
    (`impulse.loadtest.load.warm_pipeline`: the run's own query on a short slice of events into ``noop``).
 3. The query: ``impulse`` with ``eventsPerSecond``, ``numPartitions``, ``payloadBytes`` and
    ``limit`` = rate × duration (``startTime`` unset: the schedule starts when the first batch is
-   planned; ``downtime`` default), or the ``nexmark`` source paced the same way, through the user's
+   planned; ``downtime`` default, with ``--checkpoint`` ``catchup``), or the ``nexmark`` source paced the same way, through the user's
    query if there is one (`impulse.loadtest.query.transform`: ``--transform`` / ``--sql``, its output mode),
-   written to the sink with a new checkpoint, a processing-time trigger, and for the project's sinks
+   written to the sink with a new checkpoint (or ``--checkpoint``'s, resumed by a rerun:
+   `impulse.loadtest.load.resume`), a processing-time trigger, and for the project's sinks
    ``metricsPath``.
 4. Watching, a few times a second: new batches (`impulse.loadtest.measure.metrics.Collector`), the display,
    and the end: every event delivered (the normal end: the stream ran dry, the query is idle), the
@@ -47,6 +48,7 @@ from impulse.loadtest.load.display import Display
 from impulse.loadtest.load.events import impulse_options, impulse_schema_for
 from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
 from impulse.loadtest.load.result import LATENCY_PARTS, LoadResult
+from impulse.loadtest.load.resume import committed_events, resumed_info, resumes
 from impulse.loadtest.measure.commit_time import commit_clock
 from impulse.loadtest.measure.metrics import Collector
 from impulse.loadtest.query.foreach_batch import resolve as resolve_foreach_batch
@@ -117,6 +119,7 @@ class Direct:
     frame: Any = None                  # the DataFrame the run writes (the probe is the run's own stream)
     foreach: Any = None                # --foreach-batch's resolved `Transform` (None: a sink)
     writer: Any = None                 # --foreach-batch's function, loaded on the session
+    resumed: bool = False              # the query resumes an earlier run's --checkpoint (`impulse.loadtest.load.resume`)
 
     def preflight(self, run: Run, given_query: bool) -> None:
         config = run.config
@@ -129,6 +132,12 @@ class Direct:
                                     output_known=run.resolved is None and not given_query)
         run.reader = readback(config.sink, self.target.options, run.mode, run.receiver, check_read=config.check_read,
                               check_key=config.check_key) if config.check else None
+        self.resumed = resumes(config.checkpoint_dir)
+        done = committed_events(config.checkpoint_dir) if self.resumed else None
+        if done is not None and done >= config.total_events:
+            raise LoadError(f"--checkpoint {config.checkpoint_dir}: its query already committed all {done:,} events "
+                            f"of the schedule ({config.total_events:,} asked), so a rerun has nothing to resume: give "
+                            "a new --checkpoint DIR (and a new target) for a new run")
 
     def session(self, run: Run):
         return make_session(run.config.master, remote=run.config.remote)
@@ -188,7 +197,7 @@ class Direct:
             .trigger(processingTime=f"{round(config.trigger_s * 1000)} milliseconds")
         )
         started_us = now_us()
-        if run.reader is not None:
+        if run.reader is not None and not self.resumed:   # resumed: the target holds the earlier runs' rows
             run.reader.prepare()
         query = start_query(writer, run.mode, run.resolved, table)
         collector = Collector(query, total_events=config.total_events, partitions=config.partitions,
@@ -202,7 +211,7 @@ class Direct:
             run.exporter.attach(collector, config, run_id=str(query.id))
         outcome, error = "completed", None
         try:
-            outcome, error = _watch(query, collector, config, display, run.stop, started_us)
+            outcome, error = _watch(query, collector, config, display, run.stop, started_us, self.resumed)
         except KeyboardInterrupt:
             outcome = "interrupted"
         finally:
@@ -221,7 +230,8 @@ class Direct:
         return Execution(collector, outcome, error, query, started_us)
 
     def result(self, run: Run, execution: Execution, common: dict) -> LoadResult:
-        return LoadResult(**common, latency_definition=self.definition)
+        resumed = resumed_info(run.config.checkpoint_dir, execution.collector.batches) if self.resumed else None
+        return LoadResult(**common, latency_definition=self.definition, resumed=resumed)
 
     def check(self, run: Run, execution: Execution):
         return run_check(run.spark, run.config, run.resolved, run.mode, run.source_options,
@@ -263,8 +273,9 @@ def _label(config: LoadConfig) -> str:
 
 
 def _watch(query, collector: Collector, config: LoadConfig, display: Display | None, stop: Any,
-           started_us: int) -> tuple[str, str | None]:
-    """Poll until the run ends; returns (outcome, error)."""
+           started_us: int, resumed: bool = False) -> tuple[str, str | None]:
+    """Poll until the run ends; returns (outcome, error). `resumed`: the query resumes an earlier run's checkpoint
+    (`_drain_origin`)."""
     abort_checks = config.parsed_thresholds() if config.abort_on_fail else []
     while True:
         collector.poll()
@@ -286,13 +297,21 @@ def _watch(query, collector: Collector, config: LoadConfig, display: Display | N
         if collector.schedule_start_us is None:
             if now - started_us > _FIRST_BATCH_S * 1e6:
                 return "timed out", f"no micro-batch completed within {_FIRST_BATCH_S:g}s of the query's start"
-        elif now - collector.schedule_start_us > (config.duration_s + config.drain_s) * 1e6:
+        elif now - _drain_origin(collector.schedule_start_us, started_us, resumed) > \
+                (config.duration_s + config.drain_s) * 1e6:
+            origin = "the resumed run's start" if resumed else "the start"
             return "timed out", (f"{collector.delivered:,} of {collector.total:,} events delivered "
-                                 f"{config.duration_s + config.drain_s:g}s after the start")
+                                 f"{config.duration_s + config.drain_s:g}s after {origin}")
         if stop is not None and hasattr(stop, "wait"):
             stop.wait(_POLL_S)
         else:
             time.sleep(_POLL_S)
+
+
+def _drain_origin(schedule_start_us: int, started_us: int, resumed: bool) -> int:
+    """Where the run's time (duration + drain) counts from: the schedule's start, or for a resumed query, whose
+    schedule started in an earlier run, this run's start if later (the downtime is not the rerun's to drain)."""
+    return max(schedule_start_us, started_us) if resumed else schedule_start_us
 
 
 def _stop_between_batches(query, stop: Any) -> None:

@@ -339,9 +339,10 @@ def apply(spark, transform: Transform | None, events):
 
 
 def with_event_time(config: LoadConfig, out, remote: bool = False):
-    """`out`, plus, when it has no ``timestamp`` and ``--event-time-column`` names one, that column again as
-    ``timestamp`` (the sinks measure latency from it); `LoadError` when the column is missing or not a timestamp.
-    `remote`: `out` is a Spark Connect DataFrame."""
+    """`out`, plus, when it has no ``timestamp``, ``--event-time-column`` names one and the sink is one of the
+    project's (which measure latency from each row's ``timestamp``), that column again as ``timestamp``; any other
+    target (Spark's sinks, a table, ``--foreach-batch``) gets the user's output as it is. `LoadError` when the
+    column is missing or not a timestamp. `remote`: `out` is a Spark Connect DataFrame."""
     column = config.event_time_column
     if not column:
         return out
@@ -353,7 +354,9 @@ def with_event_time(config: LoadConfig, out, remote: bool = False):
                             f"{reason(exc)}") from None
         if kind not in ("timestamp", "timestamp_ntz"):
             raise LoadError(f"--event-time-column {column}: a {kind} column, not a timestamp")
-        return out if "timestamp" in out.columns else out.withColumn("timestamp", F.col(column))
+        if "timestamp" in out.columns or config.sink not in project_sinks():
+            return out
+        return out.withColumn("timestamp", F.col(column))
 
 
 def start(writer, mode: str, transform: Transform | None, table: str | None = None):

@@ -235,7 +235,7 @@ class LoadConfig:
     max_events_per_trigger: int | None = None
     max_latency_s: float = 5.0            # the p99 bound of `impulse.loadtest.measure.bound.assess`
     drain_timeout_s: float | None = None
-    checkpoint_dir: str | None = None     # default: a temporary directory, deleted after the run
+    checkpoint_dir: str | None = None     # kept, and resumed when it holds a checkpoint; default: a temporary one
     warmup: bool = True                   # warm Python workers, then the pipeline itself (`warm_pipeline`)
     master: str = "local[*]"              # used only when the harness makes the Spark session
     spark_conf: Mapping[str, str] = field(default_factory=dict)  # --conf: settings of the session the harness makes
@@ -328,6 +328,9 @@ class LoadConfig:
             return
         if self.abort_on_fail:
             raise LoadError("--abort-on-fail watches a direct run; with --via the thresholds are checked after the run")
+        if self.checkpoint_dir is not None:
+            raise LoadError(f"--checkpoint {self.checkpoint_dir} resumes a direct run; with --via the producer and the "
+                            "pipeline are two queries, each on a new checkpoint: leave out --checkpoint")
         if self.source != "impulse":
             raise LoadError(f"--source {self.source} with --via: the producer writes impulse events into the topic; "
                             "run a Nexmark query without --via")

@@ -77,13 +77,15 @@ class OutputTopicReadback(Readback):
 
 def via_readback(config: LoadConfig, sink_options: Mapping[str, str], mode: str, receiver=None) -> Readback | None:
     """How the pipeline's target is read back (None for Spark's ``kafka`` sink: `OutputTopicReadback` once the
-    output topic's starting offsets are known); `LoadError` before any load when it cannot be."""
+    output topic's starting offsets are known), or through the user's ``--check-read`` (a ``--foreach-batch`` target,
+    ``--check-key`` its key); `LoadError` before any load when it cannot be."""
     if config.sink == "kafka":
         if mode != "append":
             raise LoadError(f"--check of output mode {mode} with --sink kafka: a topic keeps every update, not the "
                             "final state per key; use append, or redis-sink with keyColumn")
         return None
-    return readback(config.sink, sink_options, mode, receiver)
+    return readback(config.sink, sink_options, mode, receiver, check_read=config.check_read,
+                    check_key=config.check_key)
 
 
 def expected_input(spark, via: Via, *, decode_schema, read_schema, runs: list[tuple[Mapping[str, str], int]],

@@ -18,8 +18,9 @@ Two streaming queries in one Spark session (`run_via_kafka`):
   the run, ``kafka.isolation.level=read_committed`` (the producer's aborted attempts are never read), the
   ``--via-option`` settings; with `decode` the events parsed back from the values (``from_json`` with the
   producer's schema: the same columns the direct topology gives a transform); then the user's `transform`;
-  written to the run's sink with `PipelineTrigger` (a processing-time interval, ``0``, ``availableNow`` or
-  ``realTime``). Real-time mode takes Spark's ``kafka`` format (and ``foreach``) as sink only.
+  written to the run's sink, or handed to the user's ``--foreach-batch`` function (Spark's ``foreachBatch``), with
+  `PipelineTrigger` (a processing-time interval, ``0``, ``availableNow`` or ``realTime``). Real-time mode takes
+  Spark's ``kafka`` format (and ``foreach``) as sink only.
 
 The run ends when the producer delivered every event and the pipeline has read the input topic up to the
 end (then, for micro-batches, once it is idle: the last no-data batch that closes windows has run).
@@ -56,6 +57,8 @@ from impulse.loadtest.load.events import impulse_options, impulse_schema_for
 from impulse.loadtest.load.orchestrate import Execution, Run, now_us, orchestrate
 from impulse.loadtest.load.result import LoadResult
 from impulse.loadtest.measure.metrics import Collector, percentiles_ms, phase_stats
+from impulse.loadtest.query.foreach_batch import resolve as resolve_foreach_batch
+from impulse.loadtest.query.foreach_batch import writer_function
 from impulse.loadtest.query.plan import refuse_real_time
 from impulse.loadtest.query.transform import exception_text
 from impulse.loadtest.settings.config import DEFAULT_MASTER, OUTPUT_MODES, LoadConfig, LoadError
@@ -351,6 +354,8 @@ class ThroughKafka:
     sink_options: dict = field(default_factory=dict)
     producer_options: dict = field(default_factory=dict)
     prefill_options: dict | None = None
+    foreach: Any = None                # --foreach-batch's resolved `Transform` (None: a sink)
+    writer: Any = None                 # --foreach-batch's function, loaded on the session
 
     def preflight(self, run: Run, given_query: bool) -> None:
         config = run.config
@@ -372,7 +377,10 @@ class ThroughKafka:
         if config.prefill:
             self.prefill_options = _prefill_options(config)
         self.output_kind = prepare_topics(self.via, config)
-        if config.sink != "kafka":
+        if config.foreach_batch is not None:   # the user's writer: nothing to check but its module and function
+            self.foreach = resolve_foreach_batch(config.foreach_batch)
+            self.sink_options = {}
+        elif config.sink != "kafka":
             target = preflight(config.sink, config.options, config.payload_bytes, None,
                                output_known=run.resolved is None and not given_query)
             self.sink_options = dict(target.options)
@@ -391,7 +399,10 @@ class ThroughKafka:
         return _output_frame(applied, run.config.sink)
 
     def inspect(self, run: Run, applied, output) -> None:
-        check_format(run.spark, run.config.sink)
+        if self.foreach is not None:
+            self.writer = writer_function(run.spark, self.foreach)
+        else:
+            check_format(run.spark, run.config.sink)
         if self.trigger.kind == "realTime":
             refuse_real_time(run.spark, applied, f"--pipeline-trigger {self.trigger.text}")
             _check_slots(run.spark, self.via, run.config)
@@ -461,8 +472,10 @@ class ThroughKafka:
             frame = pipeline_source(spark, via, input_start, self._decode_schema(run))
             if run.query is not None:
                 frame = run.query(frame)
-            writer = (_output_frame(frame, config.sink).writeStream.format(config.sink).options(**sink_options)
-                      .outputMode(run.mode)
+            stream = _output_frame(frame, config.sink).writeStream
+            stream = (stream.foreachBatch(self.writer) if self.writer is not None
+                      else stream.format(config.sink).options(**sink_options))
+            writer = (stream.outputMode(run.mode)
                       .option("checkpointLocation", os.path.join(workdir, "pipeline"))
                       .queryName(f"impulse-load-pipeline-{os.getpid()}-{int(time.time() * 1000)}"))
             return self.trigger.apply(writer).start()
@@ -477,7 +490,9 @@ class ThroughKafka:
                 except Exception as exc:  # noqa: BLE001 - Spark refused the query (analysis): before any load
                     if isinstance(exc, LoadError):
                         raise
-                    raise LoadError(f"the pipeline (--sink {config.sink}, trigger {self.trigger.text}, output mode "
+                    target = (f"--foreach-batch {config.foreach_batch}" if self.writer is not None
+                              else f"--sink {config.sink}")
+                    raise LoadError(f"the pipeline ({target}, trigger {self.trigger.text}, output mode "
                                     f"{run.mode}): {exception_text(exc)}") from None
                 queries.append(pipeline)
             producer = start_producer()
