@@ -97,7 +97,8 @@ def test_impulse_load_sigkilled_mid_run_and_rerun_on_its_checkpoint_passes_the_c
 @pytest.mark.skipif(not DELTA_RUNS_HERE, reason="Delta 4.4.0 runs on PySpark 4.2 only (bash tests/run --lowest)")
 def test_impulse_load_sigkilled_mid_run_and_rerun_on_its_checkpoint_passes_the_check_of_a_delta_target(tmp_path):
     log = tmp_path / "target" / "_delta_log"
-    argv = _argv(tmp_path, "--sink", "delta", "-o", f"path={tmp_path / 'target'}", *delta_flags())
+    # no warm-up (the Parquet test has it): it warms Python's workers, not Delta, and costs each run ~40 s in CI
+    argv = _argv(tmp_path, "--sink", "delta", "-o", f"path={tmp_path / 'target'}", "--no-warmup", *delta_flags())
     _kill_once(_impulse_load(tmp_path, argv), lambda: log.is_dir() and len(list(log.glob("*.json"))) >= 2)
     _passed_after_the_kill(tmp_path, *_rerun(tmp_path, argv))
 
