@@ -48,7 +48,8 @@ distribution the knots were read from is at most about 1/K, and integers (DATE, 
 rounded half to even, DECIMAL to its scale. `impulse.profile` writes it from a sample.
 
 ``ref`` refers to the entities of another impulse stream on the same pinned timeline (the same
-``startTime``) whose key is a ``sequence`` from 0: that stream's entity ``g`` (its global index) is
+``startTime``, or ``refStartTime`` = the referenced stream's ``startTime``) whose key is a ``sequence``
+from 0: that stream's entity ``g`` (its global index) is
 created at ``start + ⌊(g // P) · P · 10⁶ / R⌋`` µs (R = ``refEventsPerSecond``, P =
 ``refNumPartitions``, `impulse.schedule`), so the entities created by a time t are exactly
 ``0 .. E(t) − 1`` with ``E(t) = P · (events due per partition by t)`` (at most ``refLimit``). An event at
@@ -170,7 +171,8 @@ class Column:
         """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`; with `keep` (bool,
         one per event) only those where it is true (the same values as without it: `impulse.nested`'s slots).
 
-        `since_start_us`: each event's scheduled time (before disorder) minus the stream's start time, µs;
+        `since_start_us`: each event's scheduled time (before disorder) minus the referenced streams' start time
+        (``refStartTime``, default the stream's own start), µs;
         only ``kind=ref`` reads it (`refers`).
         """
         values = _BY_NAME[self.kind].generate(self, subtask, first, count, partitions, since_start_us, keep)

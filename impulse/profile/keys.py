@@ -6,7 +6,9 @@ made it a ``sequence``, its ``start`` and ``step`` the keys' first value and mea
 
 - ``a.x`` becomes ``kind=ref`` on ``b``: ``refEventsPerSecond`` = b's rate, ``refLimit`` = b's sampled rows,
   ``refStart``/``refStep`` = b's sequence (so every value is a key b's spec generates), ``a.x``'s null rate kept;
-- both specs get the same ``startTime`` (`PINNED_START`): a reference needs one pinned timeline.
+- the child's spec gets ``refStartTime`` = `PINNED_START`: a reference needs one pinned timeline, the parent's,
+  which this pins apart from the child's own start, so the child runs whenever it starts (``impulse-load`` sets
+  ``startTime`` itself) and every value is still one of the keys the parent's spec generates.
 
 So a join of the generated ``a`` and ``b`` finds a match for every non-null ``a.x``, as in the sample: the
 match rate (rows of ``a`` with a match / rows of ``a``) is kept. The values' own distribution is not: a
@@ -29,8 +31,8 @@ from impulse.profile.spec import Block
 
 __all__ = ["ForeignKey", "find", "apply", "match_rate", "PINNED_START"]
 
-#: the ``startTime`` every spec joined by a foreign key shares (set another in both files, e.g. a time just
-#: ahead, for a paced streaming run of both)
+#: the referenced stream's timeline a referring spec's ``refStartTime`` names (give the parent this ``startTime``
+#: too for a stream-stream join in which every key exists by the time of the row that refers to it)
 PINNED_START = "2026-01-01T00:00:00Z"
 
 
