@@ -751,8 +751,10 @@ KIND_TABLE: tuple[Kind, ...] = (
 )
 _BY_NAME = {kind.name: kind for kind in KIND_TABLE}
 KINDS = tuple(_BY_NAME)
-#: every property of a column: the ones of all kinds, in table order, after those any column takes
-PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties))))
+#: every property of a column: the ones of all kinds, in table order, after those any column takes, then an ARRAY's
+#: or MAP's own (`impulse.nested`: ``length``, ``minLength``, ``maxLength`` are random STRING's too)
+PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties),
+                                  "lengthWeights")))
 
 
 def _format(values: np.ndarray, fmt: tuple) -> pa.Array:

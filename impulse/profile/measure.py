@@ -85,7 +85,8 @@ class Stats:
     nulls: int
     distinct: int                  #: distinct non-null values (containers: 0)
     quantiles: tuple[float, ...]   #: of the measured numbers at 0, 1/K, …, 1 (empty: none measured)
-    dictionary: tuple[tuple[object, int], ...] = ()  #: (value, count), most frequent first, when few distinct
+    #: (value, count), most frequent first, when few distinct; an ARRAY's or MAP's: (size, count) by size
+    dictionary: tuple[tuple[object, int], ...] = ()
     patterns: tuple[tuple[str, float], ...] = ()     #: STRING: (pattern name, share of non-null values matching)
 
     @property
@@ -118,5 +119,8 @@ def leaf_stats(sample: DataFrame, leaf: Leaf, knots: int, max_dictionary: int) -
         counts = (frame.where(v.isNotNull()).groupBy(value.alias("value")).count()
                   .orderBy(F.desc("count"), F.asc("value")).collect())
         dictionary = tuple((r["value"], int(r["count"])) for r in counts)
+    elif kind in ("array", "map") and row["non_null"]:  # the sizes' counts, at most one per size up to MAX_SIZE
+        counts = frame.where(v.isNotNull()).groupBy(m.cast("int").alias("value")).count().orderBy("value").collect()
+        dictionary = tuple((int(r["value"]), int(r["count"])) for r in counts)
     return Stats(leaf, kind, int(row["rows"]), int(row["rows"] - row["non_null"]), int(row["distinct"]), quantiles,
                  dictionary, patterns)

@@ -97,6 +97,15 @@ def test_a_collection_gets_its_size_range_and_map_keys_no_weights():
     assert dict(infer(key, map_key=True).properties) == {"kind": "values", "values": "a,b"}
 
 
+def test_a_collection_s_sizes_are_weighted_by_their_counts_unless_too_many():
+    counts = ((1, 90), (3, 6), (4, 4))  # most arrays hold one element; no array holds 2
+    arr = _stats("tags", ArrayType(StringType()), quantiles=(1.0, 1.0, 4.0), dictionary=counts)
+    inferred = infer(arr)
+    assert dict(inferred.properties) == {"minLength": "1", "maxLength": "4", "lengthWeights": "90,0,6,4"}
+    assert "weighted as seen" in inferred.comment
+    assert "lengthWeights" not in dict(infer(arr, max_dictionary=3).properties)  # 4 sizes over 3: uniform
+
+
 def test_a_type_impulse_cannot_generate_is_named_with_its_column():
     with pytest.raises(OptionError) as err:
         infer(_stats("t", DayTimeIntervalType()))
