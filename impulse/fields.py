@@ -26,7 +26,7 @@ zipf            integers, STRING                            cardinality (require
 values          all but BINARY                              values (required, comma-separated), weights,
                                                             jointWith
 uuid            STRING                                      —
-ref             integers                                    refEventsPerSecond (required), refNumPartitions
+ref             integers, STRING                            refEventsPerSecond (required), refNumPartitions
                                                             (1), refLimit, refStart (0), refStep (1), pick
                                                             (uniform), cardinality and exponent (1) with
                                                             pick=recent, window with pick=window
@@ -744,7 +744,7 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights", "jointWith"),
          _parse_values, _values, numbers_with=()),
     Kind("uuid", ("string",), (), _parse_nothing, _uuid, numbers_with=()),
-    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
+    Kind("ref", ("int", "string"), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
                            "cardinality", "exponent", "window"), _parse_ref, _ref, refers=True),
     Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
     Kind("empirical", _NUMBERS + ("date", "timestamp"), ("quantiles",), _parse_empirical, _empirical),

@@ -11,7 +11,8 @@ The rules, first match wins:
   once when they hold ≥ 95 % of the values (a value seen once is never copied; with ``keep_values`` all are
   kept); not for a STRING value holding a comma, which ``values`` cannot write;
 - every value distinct: an integer ``sequence`` from the minimum (its step the mean gap), a UUID-looking STRING
-  ``uuid``;
+  ``uuid``, a STRING of numbered keys (one prefix then a number, ``C-0042``: `impulse.profile.measure.Numbered`) a
+  ``sequence`` of its numbers written with ``format`` (``C-{:04d}``; ``{}`` when the widths vary);
 - a STRING with many distinct values is never copied: ``faker`` with a provider when the column's name or ≥ 90 %
   of its values say which (`PROVIDERS_BY_NAME`, `PROVIDERS_BY_PATTERN`; a pool sized so that as many rows see
   the sample's distinct ratio, `faker_cardinality`), else ``random`` text of the observed length range; BINARY: ``random`` of the median length;
@@ -154,6 +155,13 @@ def infer(stats: Stats, max_dictionary: int = 1000, keep_values: bool = False, m
     if fam == "string":
         if unique and patterns.get("uuid", 0) >= _PATTERN_SHARE:
             return Inference(tuple(props + [("kind", "uuid")]), ", ".join(seen) + ", unique UUIDs")
+        if unique and stats.numbered is not None and "{" not in stats.numbered.prefix and "}" not in stats.numbered.prefix:
+            n = stats.numbered
+            step = max(1, round((n.high - n.low) / (stats.non_null - 1)))
+            fmt = n.prefix + (f"{{:0{n.width}d}}" if n.width else "{}")
+            props += [("kind", "sequence"), ("start", str(n.low)), ("step", str(step)), ("format", fmt)]
+            return Inference(tuple(props), ", ".join(seen) + f": unique numbered keys {fmt.format(n.low)}.."
+                             f"{fmt.format(n.high)}")
         provider = _provider(leaf.path[-1], patterns)
         if provider is not None:
             props += [("kind", "faker"), ("provider", provider),

@@ -31,9 +31,9 @@ PICKS = {
 
 
 def refs(properties: dict, events_per_second: float = 5000, *, partitions: int = PARTITIONS,
-         events: int = EVENTS, disorder: Disorder | None = None) -> tuple[np.ndarray, np.ndarray]:
+         events: int = EVENTS, disorder: Disorder | None = None, data_type=LongType()) -> tuple[np.ndarray, np.ndarray]:
     """(ids, scheduled times µs) of every event of a stream at `events_per_second` with one ``ref`` column."""
-    rows = row_spec(StructType([StructField("customer_id", LongType())]), {"customer_id": properties}, seed=5,
+    rows = row_spec(StructType([StructField("customer_id", data_type)]), {"customer_id": properties}, seed=5,
                     payload_bytes=0)
     schedule = Schedule(START, partitions * 1e6 / events_per_second)
     layout = EventLayout(START, schedule, 0, None, 0, rows, partitions, disorder)
@@ -149,6 +149,15 @@ def test_ref_start_time_keeps_the_referenced_timeline_whatever_the_stream_starts
     assert (own_ids < existing(times - 3_600_000_000)).all()
 
 
+def test_a_string_ref_writes_the_referenced_key_with_its_format():
+    """A STRING reference writes ``refStart + refStep × id`` with its ``format``, as the referenced STRING key (a
+    ``sequence`` with that format) writes its entities: the same ids as a BIGINT reference, formatted."""
+    props = {**REF, "refstart": "1", "refstep": "2"}
+    ids, _ = refs(props, events=3000, partitions=1)
+    texts, _ = refs({**props, "format": "C-{:05d}"}, events=3000, partitions=1, data_type=StringType())
+    assert list(texts) == [f"C-{i:05d}" for i in ids] and (ids % 2 == 1).all()
+
+
 def test_ref_start_time_needs_a_ref_column():
     with pytest.raises(OptionError) as err:
         ImpulseOptions.from_options({"eventsPerSecond": "10", "refStartTime": "0"})
@@ -162,7 +171,6 @@ def test_ref_start_time_needs_a_ref_column():
     (LongType(), {**REF, "pick": "oldest"}, "fields.c.pick", "'uniform', 'recent', 'window'"),
     (LongType(), {**REF, "refnumpartitions": "0"}, "fields.c.refNumPartitions", "an integer from 1"),
     (LongType(), {**REF, "refstep": "0"}, "fields.c.refStep", "an integer from 1"),
-    (StringType(), REF, "fields.c.kind", "a kind for a STRING column"),
 ])
 def test_bad_ref_properties_are_refused(data_type, props, option, words):
     with pytest.raises(OptionError) as err:
