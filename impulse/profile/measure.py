@@ -149,9 +149,10 @@ def _numbered(values: DataFrame, v: SparkColumn) -> Numbered | None:
     """`Numbered` of a unique STRING's non-null values (one aggregate), or None when one value is not numbered, the
     prefixes differ, or the widths differ while a number has a leading zero."""
     prefix, digits = F.regexp_extract(v, NUMBERED, 1), F.regexp_extract(v, NUMBERED, 2)
+    number = F.when(v.rlike(NUMBERED), digits).cast("bigint")  # '' (no match) is null, not an ANSI cast error
     row = values.agg(F.min(v.rlike(NUMBERED).cast("int")).alias("all"), F.count_distinct(prefix).alias("prefixes"),
-                     F.first(prefix).alias("prefix"), F.min(digits.cast("bigint")).alias("low"),
-                     F.max(digits.cast("bigint")).alias("high"), F.min(F.length(digits)).alias("narrow"),
+                     F.first(prefix).alias("prefix"), F.min(number).alias("low"),
+                     F.max(number).alias("high"), F.min(F.length(digits)).alias("narrow"),
                      F.max(F.length(digits)).alias("wide"),
                      F.max((digits.rlike("^0[0-9]")).cast("int")).alias("zeros")).first()
     if row["all"] != 1 or row["prefixes"] != 1 or (row["narrow"] != row["wide"] and row["zeros"]):
