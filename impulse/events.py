@@ -77,6 +77,7 @@ class EventLayout:
     partitions: int = 1
     disorder: Disorder | None = None
     duplicates: Duplicates | None = None
+    ref_start_us: int | None = None  # the timeline kind=ref columns refer on (``refStartTime``); None: start_us
 
     def __post_init__(self) -> None:
         if self.rows is None:
@@ -90,6 +91,12 @@ class EventLayout:
             timestamps += self.start_us
             return timestamps
         return self.schedule.times_us(counters, self.base_counter, subtask)
+
+    @property
+    def ref_origin_us(self) -> int:
+        """Where the referenced streams start (``refStartTime``, else this stream's own start): a ``kind=ref``
+        column is given each event's scheduled time minus it."""
+        return self.start_us if self.ref_start_us is None else self.ref_start_us
 
     def timestamps_us(self, counters: np.ndarray, subtask: int = 0) -> np.ndarray:
         timestamps = self.scheduled_us(counters, subtask)
@@ -139,7 +146,7 @@ def _events(subtask_index: int, lo: int, count: int, layout: EventLayout, end: i
             columns.append(pa.array(changes[0]) if column.role == "key" else Changelog.op_array(changes[1]))
         elif column.refers:
             columns.append(column.array(subtask_index, lo, count, layout.partitions,
-                                        layout.scheduled_us(counters, subtask_index) - layout.start_us))
+                                        layout.scheduled_us(counters, subtask_index) - layout.ref_origin_us))
         else:
             columns.append(column.array(subtask_index, lo, count, layout.partitions))
     return pa.RecordBatch.from_arrays(columns, schema=layout.rows.arrow)

@@ -26,7 +26,7 @@ zipf            integers, STRING                            cardinality (require
 values          all but BINARY                              values (required, comma-separated), weights,
                                                             jointWith
 uuid            STRING                                      —
-ref             integers                                    refEventsPerSecond (required), refNumPartitions
+ref             integers, STRING                            refEventsPerSecond (required), refNumPartitions
                                                             (1), refLimit, refStart (0), refStep (1), pick
                                                             (uniform), cardinality and exponent (1) with
                                                             pick=recent, window with pick=window
@@ -48,7 +48,8 @@ distribution the knots were read from is at most about 1/K, and integers (DATE, 
 rounded half to even, DECIMAL to its scale. `impulse.profile` writes it from a sample.
 
 ``ref`` refers to the entities of another impulse stream on the same pinned timeline (the same
-``startTime``) whose key is a ``sequence`` from 0: that stream's entity ``g`` (its global index) is
+``startTime``, or ``refStartTime`` = the referenced stream's ``startTime``) whose key is a ``sequence``
+from 0: that stream's entity ``g`` (its global index) is
 created at ``start + ⌊(g // P) · P · 10⁶ / R⌋`` µs (R = ``refEventsPerSecond``, P =
 ``refNumPartitions``, `impulse.schedule`), so the entities created by a time t are exactly
 ``0 .. E(t) − 1`` with ``E(t) = P · (events due per partition by t)`` (at most ``refLimit``). An event at
@@ -170,7 +171,8 @@ class Column:
         """The values of events ``counter ∈ [first, first + count)`` of partition `subtask`; with `keep` (bool,
         one per event) only those where it is true (the same values as without it: `impulse.nested`'s slots).
 
-        `since_start_us`: each event's scheduled time (before disorder) minus the stream's start time, µs;
+        `since_start_us`: each event's scheduled time (before disorder) minus the referenced streams' start time
+        (``refStartTime``, default the stream's own start), µs;
         only ``kind=ref`` reads it (`refers`).
         """
         values = _BY_NAME[self.kind].generate(self, subtask, first, count, partitions, since_start_us, keep)
@@ -742,15 +744,17 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("values", _NUMBERS + ("boolean", "string", "date", "timestamp"), ("values", "weights", "jointWith"),
          _parse_values, _values, numbers_with=()),
     Kind("uuid", ("string",), (), _parse_nothing, _uuid, numbers_with=()),
-    Kind("ref", ("int",), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
+    Kind("ref", ("int", "string"), ("refEventsPerSecond", "refNumPartitions", "refLimit", "refStart", "refStep", "pick",
                            "cardinality", "exponent", "window"), _parse_ref, _ref, refers=True),
     Kind("faker", ("string",), ("provider", "locale", "cardinality"), _parse_faker, _faker, numbers_with=()),
     Kind("empirical", _NUMBERS + ("date", "timestamp"), ("quantiles",), _parse_empirical, _empirical),
 )
 _BY_NAME = {kind.name: kind for kind in KIND_TABLE}
 KINDS = tuple(_BY_NAME)
-#: every property of a column: the ones of all kinds, in table order, after those any column takes
-PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties))))
+#: every property of a column: the ones of all kinds, in table order, after those any column takes, then an ARRAY's
+#: or MAP's own (`impulse.nested`: ``length``, ``minLength``, ``maxLength`` are random STRING's too)
+PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties),
+                                  "lengthWeights")))
 
 
 def _format(values: np.ndarray, fmt: tuple) -> pa.Array:

@@ -8,7 +8,9 @@ by ``element`` (``items.element.price``), a map's keys and values by ``key`` and
 written in backquotes (``fields.`a.b`.kind``). Each scalar leaf takes every property of `impulse.fields`.
 
 **Sizes.** An array's or a map's size is ``length`` (fixed) or uniform in ``minLength``..``maxLength``
-(default 0..4), drawn from the stream (seed, path, ``length``). Its ``nullRate`` (stream (seed, path,
+(default 0..4), drawn from the stream (seed, path, ``length``). ``lengthWeights`` (one weight ≥ 0 per size from
+``minLength`` to ``maxLength``, not all 0) makes it weighted instead: a uniform u of that stream takes the first size
+whose cumulative share exceeds u (``impulse-profile`` writes the sizes' observed counts). Its ``nullRate`` (stream (seed, path,
 ``null``)) makes the whole array, map or struct null.
 
 **Slots.** With at most M elements, event c's element j is generated as *slot* ``c·M + j`` of the element's
@@ -150,6 +152,7 @@ class Repeated:
     size: tuple[int, int]          # minLength, maxLength (equal: a fixed length)
     null_rate: float
     keys: tuple[int, int]          # stream keys: length, null
+    length_weights: tuple[float, ...] | None = None  # cumulative shares of the sizes low..high (None: uniform)
 
     @property
     def refers(self) -> bool:
@@ -160,6 +163,12 @@ class Repeated:
         low, high = self.size
         if low == high:
             lengths = np.full(count, high, dtype=np.int64)
+        elif self.length_weights is not None:
+            shares = np.asarray(self.length_weights)
+            lengths = np.searchsorted(shares, draws.uniform(draws.words(self.keys[0], subtask, first, count)),
+                                      side="right").astype(np.int64)
+            np.minimum(lengths, high - low, out=lengths)
+            lengths += low
         else:
             lengths = draws.integers(draws.words(self.keys[0], subtask, first, count), low, high)
         nulls = _nulls(self.null_rate, self.keys[1], subtask, first, count)
@@ -308,8 +317,8 @@ def _build(path: Path, display: str, data_type: DataType, nullable: bool, option
         what, parts = (("a MAP", f"keys and values are set as fields.{display}.key.<property> and "
                                  f"fields.{display}.value.<property>") if is_map else
                        ("an ARRAY", f"elements are set as fields.{display}.element.<property>"))
-        _only(props, prefix, ("nullrate", "length", "minlength", "maxlength"),
-              f"{what}: nullRate, length, minLength, maxLength; its {parts}")
+        _only(props, prefix, ("nullrate", "length", "minlength", "maxlength", "lengthweights"),
+              f"{what}: nullRate, length, minLength, maxLength, lengthWeights; its {parts}")
         null_rate = _null_rate(props, prefix, nullable, display)
         map_keys = None
         if is_map:
@@ -324,7 +333,8 @@ def _build(path: Path, display: str, data_type: DataType, nullable: bool, option
             arrow = pa.list_(pa.field("element", element.arrow, nullable=data_type.containsNull))
         size = _size(props, prefix, None if map_keys is None else map_keys.size)
         return Repeated(display, arrow, element, map_keys, size, null_rate,
-                        (draws.stream_key(seed, lower, "length"), draws.stream_key(seed, lower, "null")))
+                        (draws.stream_key(seed, lower, "length"), draws.stream_key(seed, lower, "null")),
+                        _length_weights(props, prefix, size))
     return generated_column(display, data_type, nullable, props, seed)
 
 
@@ -368,6 +378,26 @@ def _size(props: Mapping[str, str], prefix: str, key_set: int | None) -> tuple[i
         raise OptionError(prefix + option, high, f"at most {key_set}: a map's keys are distinct and its key set "
                           f"({prefix}key.*) has {key_set} values")
     return (low, high)
+
+
+def _length_weights(props: Mapping[str, str], prefix: str, size: tuple[int, int]) -> tuple[float, ...] | None:
+    """``lengthWeights`` → the cumulative shares of the sizes ``minLength..maxLength`` (None without it)."""
+    text = props.get("lengthweights")
+    if text is None:
+        return None
+    low, high = size
+    expected = (f"{high - low + 1} weights ≥ 0, not all 0, comma-separated: one per size from minLength {low} to "
+                f"maxLength {high}")
+    if "length" in props:
+        raise OptionError(prefix + "lengthWeights", text, "no weights with a fixed 'length'; set minLength and "
+                          "maxLength instead")
+    try:
+        weights = np.array([float(w) for w in text.split(",")], dtype=np.float64)
+    except ValueError:
+        raise OptionError(prefix + "lengthWeights", text, expected) from None
+    if len(weights) != high - low + 1 or not np.isfinite(weights).all() or (weights < 0).any() or not weights.sum() > 0:
+        raise OptionError(prefix + "lengthWeights", text, expected)
+    return tuple(float(c) for c in np.cumsum(weights) / weights.sum())
 
 
 _KEY_KINDS = ("values", "faker", "random")

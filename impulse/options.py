@@ -61,6 +61,7 @@ class ImpulseOptions:
     poisson: bool = False            # arrival=poisson (`impulse.schedule`)
     scd2: bool = False               # changelog.history=scd2: the changelog's SCD2 history (`impulse.history`)
     changelog_image: str | None = None  # changelog.image: the row image's DDL (envelope or history)
+    ref_start_time_us: int | None = None  # refStartTime: the timeline kind=ref columns refer on (default startTime)
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> "ImpulseOptions":
@@ -137,6 +138,7 @@ class ImpulseOptions:
                               f"at most the run's length, {max(limits) * delay_us / 1e6:g} s (limit events per "
                               "partition at the rate): a copy later than that is never delivered")
         start_time_us = reader.time_us("startTime")
+        ref_start_time_us = reader.time_us("refStartTime")
         interval_us = reader.duration_us("interval")
         pinned = start_time_us is not None or interval_us is not None
         seed = reader.integer("seed", 0, minimum=-2 ** 63, maximum=2 ** 64 - 1)
@@ -168,6 +170,7 @@ class ImpulseOptions:
             poisson=reader.choice("arrival", ARRIVALS, "uniform") == "poisson",
             scd2=reader.choice("changelog.history", HISTORIES, "none") == SCD2,
             changelog_image=reader.string("changelog.image"),
+            ref_start_time_us=ref_start_time_us,
         )
         if parsed.changelog_image is not None and parsed.debezium is None and not parsed.scd2:
             raise OptionError("changelog.image", parsed.changelog_image, "no row image without 'changelog.envelope' "
@@ -180,13 +183,18 @@ class ImpulseOptions:
                               "counter, evenly spaced); leave 'interval' out for Poisson event times")
         reader.finish()
         for column, properties in parsed.fields.items():
-            if properties.get("kind", "").strip().lower() == "ref":
+            if properties.get("kind", "").strip().lower() == "ref" and ref_start_time_us is None:
                 if start_time_us is None or parsed.downtime == DOWNTIME_SKIP:
                     given = {"startTime": options.get("startTime"), "downtime": options.get("downtime")}
                     raise OptionError(f"fields.{column}.kind", "ref",
-                                      "a pinned timeline for kind=ref: set 'startTime' (the same as the referenced "
-                                      "stream's) and no downtime=skip, so that events and entities keep their "
-                                      f"scheduled times (given: {given})")
+                                      "a pinned timeline for kind=ref: set 'refStartTime' (the referenced stream's "
+                                      "startTime), or 'startTime' (the same as the referenced stream's) and no "
+                                      "downtime=skip, so that events and entities keep their scheduled times "
+                                      f"(given: {given})")
+        if ref_start_time_us is not None and not any(p.get("kind", "").strip().lower() == "ref"
+                                                     for p in parsed.fields.values()):
+            raise OptionError("refStartTime", options.get("refStartTime"), "only with a kind=ref column (the "
+                              "timeline its references are on); leave it out")
         return parsed
 
     @property

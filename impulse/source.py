@@ -118,7 +118,12 @@ class ImpulseDataSource(DataSource):
     fields.<path>.<property> : see `impulse.fields` (and `impulse.nested`: ARRAY, MAP, STRUCT columns by path,
         e.g. ``fields.items.element.price.mean``; `impulse.faker_pool`: ``kind=faker`` text)
         ``kind=ref`` refers to the entities of another impulse stream that exist at each event's
-        scheduled time; it needs ``startTime`` (the referenced stream's) and refuses ``downtime=skip``.
+        scheduled time; it needs ``refStartTime``, or ``startTime`` (the referenced stream's) without
+        ``downtime=skip``.
+    refStartTime : ISO-8601 or epoch milliseconds, optional
+        The ``startTime`` of the streams the ``kind=ref`` columns refer to, when this stream's own start is
+        another (e.g. when it runs now, under ``impulse-load``): an event scheduled at t picks among the
+        entities created by t on that timeline, whatever this stream's start. Default: ``startTime``.
     changelog.key, changelog.weights, changelog.liveKeys : see `impulse.changelog`
         The stream becomes the change log of the entities keyed by a BIGINT column, with an ``op``
         STRING column (insert, update, delete, and read with ``changelog.snapshot``).
@@ -386,7 +391,7 @@ class _Refused(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _layout(opts: ImpulseOptions, rows: RowSpec, start_us: int, schedule: Schedule, base: int) -> EventLayout:
     disorder = Disorder(opts.out_of_orderness_us, opts.late_rate, opts.late_by_us, opts.seed) if opts.disordered else None
     return EventLayout(start_us, schedule, base, opts.interval_us, opts.payload_bytes, rows, opts.num_partitions,
-                       disorder, opts.duplicates)
+                       disorder, opts.duplicates, opts.ref_start_time_us)
 
 
 def _admit(counters: list[int], ends: list[int], max_rows: int) -> list[int]:

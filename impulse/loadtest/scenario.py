@@ -209,8 +209,9 @@ KEYS: tuple[Key, ...] = (
     Key("drain-timeout", "duration", _D.drain_timeout_s, "how long after the duration to wait for the last events "
         "(default max(30s, duration))", "load", "DURATION", zero=True),
     # -- your own query
-    Key("source-format", "text", _D.source, "the events: impulse or nexmark (the Nexmark auction stream; "
-        "--source-option then sets the nexmark source's options)", "your own query", "NAME", flag="--source"),
+    Key("source-format", "text", _D.source, "the events: impulse, nexmark (the Nexmark auction stream) or "
+        "replay (a recording at --rate: --source-option path=…); --source-option then sets that source's options",
+        "your own query", "NAME", flag="--source"),
     Key("transform", "text", _D.transform, "your query between source and sink: MODULE:FUNCTION, called with the "
         "events DataFrame, returning the DataFrame to write (MODULE from the working directory or PYTHONPATH, "
         "shipped to the executors); nexmark:q0 … nexmark:q22 are the Nexmark queries", "your own query",

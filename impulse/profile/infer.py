@@ -3,14 +3,16 @@
 
 The rules, first match wins:
 
-- a container (ARRAY, MAP, STRUCT): its ``nullRate``; an ARRAY's or MAP's size uniform in the observed
-  ``minLength``..``maxLength``;
+- a container (ARRAY, MAP, STRUCT): its ``nullRate``; an ARRAY's or MAP's size in the observed
+  ``minLength``..``maxLength``, weighted by each size's count (``lengthWeights``; uniform when more than
+  ``max_dictionary`` sizes span that range);
 - BOOLEAN: ``random`` with the observed ``probability`` of true;
 - at most ``max_dictionary`` distinct values: ``values`` with the counts as ``weights``, those seen more than
   once when they hold ≥ 95 % of the values (a value seen once is never copied; with ``keep_values`` all are
   kept); not for a STRING value holding a comma, which ``values`` cannot write;
 - every value distinct: an integer ``sequence`` from the minimum (its step the mean gap), a UUID-looking STRING
-  ``uuid``;
+  ``uuid``, a STRING of numbered keys (one prefix then a number, ``C-0042``: `impulse.profile.measure.Numbered`) a
+  ``sequence`` of its numbers written with ``format`` (``C-{:04d}``; ``{}`` when the widths vary);
 - a STRING with many distinct values is never copied: ``faker`` with a provider when the column's name or ≥ 90 %
   of its values say which (`PROVIDERS_BY_NAME`, `PROVIDERS_BY_PATTERN`; a pool sized so that as many rows see
   the sample's distinct ratio, `faker_cardinality`), else ``random`` text of the observed length range; BINARY: ``random`` of the median length;
@@ -99,6 +101,15 @@ def check_type(leaf: Leaf) -> str:
     return fam
 
 
+def _size_weights(counts: tuple[tuple[object, int], ...], low: int, high: int, max_sizes: int) -> str | None:
+    """An ARRAY's or MAP's ``lengthWeights``: each size's count from `low` to `high` (0 for one not seen); None
+    when the sizes are too many (more than `max_sizes`) or none was counted."""
+    if not counts or high - low + 1 > max_sizes:
+        return None
+    seen = {int(size): count for size, count in counts}
+    return ",".join(str(seen.get(size, 0)) for size in range(low, high + 1))
+
+
 def infer(stats: Stats, max_dictionary: int = 1000, keep_values: bool = False, map_key: bool = False) -> Inference:
     """The generator of one leaf (module docstring); raises `OptionError` for a type impulse cannot generate."""
     fam, leaf = stats.family, stats.leaf
@@ -114,7 +125,11 @@ def infer(stats: Stats, max_dictionary: int = 1000, keep_values: bool = False, m
         if q:
             low, high = int(q[0]), min(int(q[-1]), MAX_SIZE)
             props += [("minLength", str(low)), ("maxLength", str(high))]
-            seen.append(f"sizes {int(q[0])}..{int(q[-1])}, median {q[len(q) // 2]:g}")
+            weights = _size_weights(stats.dictionary, low, high, max_dictionary)
+            if weights is not None:
+                props.append(("lengthWeights", weights))
+            seen.append(f"sizes {int(q[0])}..{int(q[-1])}, median {q[len(q) // 2]:g}"
+                        + (", weighted as seen" if weights is not None else ", uniform"))
         return Inference(tuple(props), ", ".join(seen))
     if stats.non_null == 0:
         return Inference(tuple(props) or (("nullRate", "1"),), "only nulls")
@@ -140,6 +155,13 @@ def infer(stats: Stats, max_dictionary: int = 1000, keep_values: bool = False, m
     if fam == "string":
         if unique and patterns.get("uuid", 0) >= _PATTERN_SHARE:
             return Inference(tuple(props + [("kind", "uuid")]), ", ".join(seen) + ", unique UUIDs")
+        if unique and stats.numbered is not None and "{" not in stats.numbered.prefix and "}" not in stats.numbered.prefix:
+            n = stats.numbered
+            step = max(1, round((n.high - n.low) / (stats.non_null - 1)))
+            fmt = n.prefix + (f"{{:0{n.width}d}}" if n.width else "{}")
+            props += [("kind", "sequence"), ("start", str(n.low)), ("step", str(step)), ("format", fmt)]
+            return Inference(tuple(props), ", ".join(seen) + f": unique numbered keys {fmt.format(n.low)}.."
+                             f"{fmt.format(n.high)}")
         provider = _provider(leaf.path[-1], patterns)
         if provider is not None:
             props += [("kind", "faker"), ("provider", provider),

@@ -32,7 +32,21 @@ from pyspark.sql.types import (
 from impulse.fields import column_type
 from impulse.profile.leaves import Leaf
 
-__all__ = ["Stats", "family", "measured", "leaf_stats", "PATTERNS"]
+__all__ = ["Stats", "Numbered", "family", "measured", "leaf_stats", "PATTERNS", "NUMBERED"]
+
+#: a numbered text: a prefix without digits, then the number's digits (at most 18: a BIGINT)
+NUMBERED = r"^(\D*)(\d{1,18})$"
+
+
+@dataclass(frozen=True)
+class Numbered:
+    """The values of a unique STRING that are all `prefix` then a number: the numbers' range, and their width when
+    every number is written with the same count of digits (zero-padded), else 0 (no value has a leading zero)."""
+
+    prefix: str
+    low: int
+    high: int
+    width: int
 
 #: what a STRING's values may look like, as Java regular expressions: the share of values matching each is measured
 PATTERNS = {
@@ -85,8 +99,11 @@ class Stats:
     nulls: int
     distinct: int                  #: distinct non-null values (containers: 0)
     quantiles: tuple[float, ...]   #: of the measured numbers at 0, 1/K, …, 1 (empty: none measured)
-    dictionary: tuple[tuple[object, int], ...] = ()  #: (value, count), most frequent first, when few distinct
+    #: (value, count), most frequent first, when few distinct; an ARRAY's or MAP's: (size, count) by size
+    dictionary: tuple[tuple[object, int], ...] = ()
     patterns: tuple[tuple[str, float], ...] = ()     #: STRING: (pattern name, share of non-null values matching)
+    #: a unique STRING whose every value is one text then a number (``C-0042``): `Numbered`; else None
+    numbered: "Numbered | None" = None
 
     @property
     def non_null(self) -> int:
@@ -118,5 +135,26 @@ def leaf_stats(sample: DataFrame, leaf: Leaf, knots: int, max_dictionary: int) -
         counts = (frame.where(v.isNotNull()).groupBy(value.alias("value")).count()
                   .orderBy(F.desc("count"), F.asc("value")).collect())
         dictionary = tuple((r["value"], int(r["count"])) for r in counts)
+    elif kind in ("array", "map") and row["non_null"]:  # the sizes' counts, at most one per size up to MAX_SIZE
+        counts = frame.where(v.isNotNull()).groupBy(m.cast("int").alias("value")).count().orderBy("value").collect()
+        dictionary = tuple((int(r["value"]), int(r["count"])) for r in counts)
+    numbered = None
+    if kind == "string" and row["non_null"] > 1 and row["distinct"] == row["non_null"]:
+        numbered = _numbered(frame.where(v.isNotNull()), v)
     return Stats(leaf, kind, int(row["rows"]), int(row["rows"] - row["non_null"]), int(row["distinct"]), quantiles,
-                 dictionary, patterns)
+                 dictionary, patterns, numbered)
+
+
+def _numbered(values: DataFrame, v: SparkColumn) -> Numbered | None:
+    """`Numbered` of a unique STRING's non-null values (one aggregate), or None when one value is not numbered, the
+    prefixes differ, or the widths differ while a number has a leading zero."""
+    prefix, digits = F.regexp_extract(v, NUMBERED, 1), F.regexp_extract(v, NUMBERED, 2)
+    number = F.when(v.rlike(NUMBERED), digits).cast("bigint")  # '' (no match) is null, not an ANSI cast error
+    row = values.agg(F.min(v.rlike(NUMBERED).cast("int")).alias("all"), F.count_distinct(prefix).alias("prefixes"),
+                     F.first(prefix).alias("prefix"), F.min(number).alias("low"),
+                     F.max(number).alias("high"), F.min(F.length(digits)).alias("narrow"),
+                     F.max(F.length(digits)).alias("wide"),
+                     F.max((digits.rlike("^0[0-9]")).cast("int")).alias("zeros")).first()
+    if row["all"] != 1 or row["prefixes"] != 1 or (row["narrow"] != row["wide"] and row["zeros"]):
+        return None
+    return Numbered(row["prefix"], int(row["low"]), int(row["high"]), int(row["wide"]) if row["narrow"] == row["wide"] else 0)

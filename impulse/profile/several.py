@@ -3,7 +3,7 @@
 
 The report's columns are named ``<source>.<path>``; its ``keys`` give, per foreign key, the share of the
 referring source's rows that find their row in the sample, beside the same share between the generated
-sources (each generated from its spec, as many rows as its sample, on their shared ``startTime``). The
+sources (each generated from its spec, as many rows as its sample; the references on their ``refStartTime``). The
 ``MATCH`` bound of ``--min-fidelity`` gates the difference.
 """
 
@@ -41,8 +41,7 @@ def profile_many(sources: list[tuple[DataFrame, Settings]], output, bounds: dict
         child = measured[fk.child]
         child.blocks = keys.apply(fk, child.blocks, sides[fk.parent], parent.rows, parent.rate)
         child.generators[fk.column] = "ref"
-        for m in (child, parent):
-            m.source_options["startTime"] = keys.PINNED_START
+        child.source_options["refStartTime"] = keys.PINNED_START
     generated: list[DataFrame] = []
     rows: list[fidelity.Row] = []
     results = []

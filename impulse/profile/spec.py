@@ -2,7 +2,7 @@
 for byte for the same sample and seed.
 
 Its top-level keys are ``name``, ``schema`` (the sample's schema as DDL) and ``rate`` (events/s; `impulse-load`'s
-``--rate`` overrides it), then ``[source]``: ``seed`` (and ``startTime`` for specs joined by a foreign key) and
+``--rate`` overrides it), then ``[source]``: ``seed`` (and ``refStartTime`` for a spec that refers to another) and
 each leaf's ``fields.<path>.<property>``, in schema order, each leaf's block after a comment saying what was
 seen. Every value is a TOML string (JSON's escapes, which TOML's basic strings share).
 """
@@ -31,7 +31,7 @@ def _string(value: str) -> str:
 def render(name: str, schema_ddl: str, rate: float, rate_comment: str, seed: int, blocks: list[Block],
            header: str, source: tuple[tuple[str, str], ...] = ()) -> str:
     """The load file's text (module docstring). `header` is the first comment (where the sample came from);
-    `source`: [source] keys written after ``seed`` (``startTime`` of streams that refer to each other)."""
+    `source`: [source] keys written after ``seed`` (``refStartTime`` of a stream that refers to another)."""
     lines = [f"# {line}" for line in header.splitlines()]
     lines += [
         "#   impulse-load run THIS_FILE                  # a load test at the observed rate (--rate overrides it)",

@@ -130,7 +130,12 @@ class ReplayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return max(start["position"], end)
 
     def initialOffset(self) -> dict:
-        return {"position": 0, "startTime": _now_us()}
+        start = _now_us()
+        if self._available_now_us is not None:
+            # Spark prepares AvailableNow before asking a new query for its initial offset: "now" is then at least
+            # the start, so the rows due at the start are read
+            self._available_now_us = max(self._available_now_us, start)
+        return {"position": 0, "startTime": start}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_events_per_trigger:

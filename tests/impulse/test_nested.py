@@ -128,6 +128,34 @@ def test_sizes_stay_within_bounds_and_reach_both(orders):
     assert all(within_5_sigma(c, len(items), 0.2) for c in counts), counts
 
 
+def test_length_weights_give_each_size_its_share_within_5_sigma():
+    layout = rows_of(struct(("tags", ArrayType(StringType()), True), ("m", MapType(IntegerType(), LongType()), True)),
+                     {"fields.tags.minLength": 1, "fields.tags.maxLength": 4, "fields.tags.lengthWeights": "90,0,6,4",
+                      "fields.m.maxLength": 2, "fields.m.lengthWeights": "1,1,2", "fields.m.key.min": 0,
+                      "fields.m.key.max": 9})
+    t = table(layout)
+    for name, low, shares in (("tags", 1, [0.9, 0, 0.06, 0.04]), ("m", 0, [0.25, 0.25, 0.5])):
+        sizes = lengths(t.column(name).combine_chunks())
+        counts = np.bincount(sizes - low, minlength=len(shares))
+        assert len(counts) == len(shares) and all(within_5_sigma(c, len(sizes), p) for c, p in zip(counts, shares)), \
+            (name, counts)
+    again = table(layout, first=777, end=2000, rows_per_batch=100)  # a pure function of (seed, path, event)
+    assert again.column("tags").equals(t.column("tags").slice(777, 2000 - 777))
+
+
+@pytest.mark.parametrize("props,words", [
+    ({"minLength": 1, "maxLength": 3, "lengthWeights": "1,2"}, "3 weights ≥ 0, not all 0"),
+    ({"minLength": 1, "maxLength": 2, "lengthWeights": "0,0"}, "2 weights ≥ 0, not all 0"),
+    ({"minLength": 1, "maxLength": 2, "lengthWeights": "1,-1"}, "2 weights ≥ 0"),
+    ({"minLength": 1, "maxLength": 2, "lengthWeights": "a,b"}, "one per size from minLength 1 to maxLength 2"),
+    ({"length": 2, "lengthWeights": "1"}, "no weights with a fixed 'length'"),
+])
+def test_bad_length_weights_are_refused_naming_the_property(props, words):
+    with pytest.raises(OptionError) as err:
+        rows_of(struct(("tags", ArrayType(StringType()), True)), {f"fields.tags.{k}": v for k, v in props.items()})
+    assert err.value.option == "fields.tags.lengthWeights" and words in str(err.value), str(err.value)
+
+
 def test_default_sizes_are_0_to_4():
     layout = rows_of(struct(("tags", ArrayType(StringType()), True), ("m", MapType(IntegerType(), LongType()), True)), {})
     t = table(layout, end=5000)

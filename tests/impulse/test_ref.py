@@ -31,9 +31,9 @@ PICKS = {
 
 
 def refs(properties: dict, events_per_second: float = 5000, *, partitions: int = PARTITIONS,
-         events: int = EVENTS, disorder: Disorder | None = None) -> tuple[np.ndarray, np.ndarray]:
+         events: int = EVENTS, disorder: Disorder | None = None, data_type=LongType()) -> tuple[np.ndarray, np.ndarray]:
     """(ids, scheduled times µs) of every event of a stream at `events_per_second` with one ``ref`` column."""
-    rows = row_spec(StructType([StructField("customer_id", LongType())]), {"customer_id": properties}, seed=5,
+    rows = row_spec(StructType([StructField("customer_id", data_type)]), {"customer_id": properties}, seed=5,
                     payload_bytes=0)
     schedule = Schedule(START, partitions * 1e6 / events_per_second)
     layout = EventLayout(START, schedule, 0, None, 0, rows, partitions, disorder)
@@ -118,7 +118,7 @@ def test_recent_pick_wraps_ranks_when_fewer_entities_exist():
 
 
 @pytest.mark.parametrize("options,option,words", [
-    ({"eventsPerSecond": "10"}, "fields.customer_id.kind", "a pinned timeline for kind=ref: set 'startTime'"),
+    ({"eventsPerSecond": "10"}, "fields.customer_id.kind", "a pinned timeline for kind=ref: set 'refStartTime'"),
     ({"eventsPerSecond": "10", "startTime": "0", "downtime": "skip"}, "fields.customer_id.kind", "no downtime=skip"),
 ])
 def test_ref_needs_a_pinned_timeline(options, option, words):
@@ -128,6 +128,42 @@ def test_ref_needs_a_pinned_timeline(options, option, words):
     assert err.value.option == option and words in str(err.value), str(err.value)
 
 
+def test_ref_start_time_keeps_the_referenced_timeline_whatever_the_stream_starts_at():
+    """A stream starting an hour after the referenced one, with ``refStartTime`` = the referenced stream's start,
+    writes the ids that stream's own events would on the shared timeline: each event picks among the entities
+    created by its scheduled time counted from ``refStartTime``, not from its own start (no startTime needed)."""
+    options = ImpulseOptions.from_options({"eventsPerSecond": "500", "refStartTime": "2026-01-01T00:00:00Z",
+                                           "fields.customer_id.kind": "ref",
+                                           "fields.customer_id.refEventsPerSecond": "100"})
+    assert options.ref_start_time_us == START and options.start_time_us is None
+    rows = row_spec(StructType([StructField("customer_id", LongType())]), {"customer_id": {**REF}}, seed=5,
+                    payload_bytes=0)
+    later = START + 3_600_000_000
+    shifted = EventLayout(later, Schedule(later, 1e6 / 500), 0, None, 0, rows, ref_start_us=START)
+    ids = pa.Table.from_batches(list(event_batches(0, 0, 5000, shifted))).column(0).to_numpy()
+    times = shifted.scheduled_us(np.arange(5000, dtype=np.int64))
+    assert (created_us(ids) <= times).all() and existing(times).min() >= 360_000
+    assert ids.mean() > 150_000  # uniform over the hour's entities, not over the 10 s since the stream's start
+    own = EventLayout(later, Schedule(later, 1e6 / 500), 0, None, 0, rows)  # refStartTime left out: its own start
+    own_ids = pa.Table.from_batches(list(event_batches(0, 0, 5000, own))).column(0).to_numpy()
+    assert (own_ids < existing(times - 3_600_000_000)).all()
+
+
+def test_a_string_ref_writes_the_referenced_key_with_its_format():
+    """A STRING reference writes ``refStart + refStep × id`` with its ``format``, as the referenced STRING key (a
+    ``sequence`` with that format) writes its entities: the same ids as a BIGINT reference, formatted."""
+    props = {**REF, "refstart": "1", "refstep": "2"}
+    ids, _ = refs(props, events=3000, partitions=1)
+    texts, _ = refs({**props, "format": "C-{:05d}"}, events=3000, partitions=1, data_type=StringType())
+    assert list(texts) == [f"C-{i:05d}" for i in ids] and (ids % 2 == 1).all()
+
+
+def test_ref_start_time_needs_a_ref_column():
+    with pytest.raises(OptionError) as err:
+        ImpulseOptions.from_options({"eventsPerSecond": "10", "refStartTime": "0"})
+    assert err.value.option == "refStartTime" and "only with a kind=ref column" in str(err.value)
+
+
 @pytest.mark.parametrize("data_type,props,option,words", [
     (LongType(), {"kind": "ref"}, "fields.c.refEventsPerSecond", "the eventsPerSecond of the referenced stream"),
     (LongType(), {**REF, "pick": "recent"}, "fields.c.cardinality", "how many of the newest"),
@@ -135,7 +171,6 @@ def test_ref_needs_a_pinned_timeline(options, option, words):
     (LongType(), {**REF, "pick": "oldest"}, "fields.c.pick", "'uniform', 'recent', 'window'"),
     (LongType(), {**REF, "refnumpartitions": "0"}, "fields.c.refNumPartitions", "an integer from 1"),
     (LongType(), {**REF, "refstep": "0"}, "fields.c.refStep", "an integer from 1"),
-    (StringType(), REF, "fields.c.kind", "a kind for a STRING column"),
 ])
 def test_bad_ref_properties_are_refused(data_type, props, option, words):
     with pytest.raises(OptionError) as err:

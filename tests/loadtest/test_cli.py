@@ -165,7 +165,7 @@ def test_cli_errors_exit_2_with_one_line(capsys):
     assert "option 'url'" in _error_of(capsys, "--sink", "webhook-sink", "-o", "url=ftp://example.com")
     assert "--rate" in _error_of(capsys, "--rate", "fast")
     assert "--ramp" in _error_of(capsys, "--sink", "noop", "--ramp", "10k:10k")
-    assert "--source 'replay': not a source of impulse-load" in _error_of(capsys, "--source", "replay", "--check")
+    assert "replay: invalid value None for option 'path'" in _error_of(capsys, "--source", "replay", "--check")
 
 
 @pytest.mark.integration

@@ -23,7 +23,7 @@ from impulse.profile.infer import faker_cardinality, infer
 from impulse.profile.joint import Pair, cramers_v
 from impulse.profile.joint import apply as joint_apply
 from impulse.profile.leaves import Leaf, leaves
-from impulse.profile.measure import Stats, family
+from impulse.profile.measure import Numbered, Stats, family
 from impulse.profile.spec import Block, render
 
 try:
@@ -95,6 +95,25 @@ def test_a_collection_gets_its_size_range_and_map_keys_no_weights():
     assert dict(infer(arr).properties) == {"minLength": "0", "maxLength": "7"}
     key = _stats("k", StringType(), rows=5, distinct=2, dictionary=(("a", 3), ("b", 2)), steps=("key",))
     assert dict(infer(key, map_key=True).properties) == {"kind": "values", "values": "a,b"}
+
+
+def test_unique_numbered_strings_become_a_formatted_sequence():
+    padded = _stats("id", StringType(), rows=40, distinct=40)
+    padded = Stats(padded.leaf, "string", 40, 0, 40, (6.0, 6.0, 6.0), numbered=Numbered("C-", 1, 40, 4))
+    assert dict(infer(padded).properties) == {"kind": "sequence", "start": "1", "step": "1", "format": "C-{:04d}"}
+    plain = Stats(padded.leaf, "string", 40, 0, 40, (2.0, 3.0, 4.0), numbered=Numbered("u", 10, 400, 0))
+    assert dict(infer(plain).properties) == {"kind": "sequence", "start": "10", "step": "10", "format": "u{}"}
+    braces = Stats(padded.leaf, "string", 40, 0, 40, (2.0, 3.0, 4.0), numbered=Numbered("{x}", 1, 40, 0))
+    assert dict(infer(braces).properties)["kind"] == "random"  # a prefix format cannot write: text as before
+
+
+def test_a_collection_s_sizes_are_weighted_by_their_counts_unless_too_many():
+    counts = ((1, 90), (3, 6), (4, 4))  # most arrays hold one element; no array holds 2
+    arr = _stats("tags", ArrayType(StringType()), quantiles=(1.0, 1.0, 4.0), dictionary=counts)
+    inferred = infer(arr)
+    assert dict(inferred.properties) == {"minLength": "1", "maxLength": "4", "lengthWeights": "90,0,6,4"}
+    assert "weighted as seen" in inferred.comment
+    assert "lengthWeights" not in dict(infer(arr, max_dictionary=3).properties)  # 4 sizes over 3: uniform
 
 
 def test_a_type_impulse_cannot_generate_is_named_with_its_column():

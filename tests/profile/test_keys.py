@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from impulse.loadtest.cli import main as load_main
 from impulse.loadtest.scenario import load_plan
 from impulse.profile.cli import EXIT_OK, EXIT_USAGE, main
 from impulse.profile.keys import PINNED_START, Side, find
@@ -50,7 +51,8 @@ def test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate(spar
     specs = {n: tomllib.loads((folder / f"{n}.toml").read_text()) for n in ("cars", "driving")}
     year = {k.split(".")[-1]: v for k, v in specs["cars"]["source"].items() if k.startswith("fields.Year.")}
     assert year == {"kind": "ref", "refEventsPerSecond": "1000", "refLimit": "55", "refStart": "1956", "refStep": "1"}
-    assert specs["cars"]["source"]["startTime"] == specs["driving"]["source"]["startTime"] == PINNED_START
+    assert specs["cars"]["source"]["refStartTime"] == PINNED_START  # the parent's timeline, apart from its own start
+    assert not any("startTime" in s["source"] for s in specs.values())  # impulse-load owns startTime
     assert specs["cars"]["source"]["fields.Cylinders.kind"] == "values"  # 3..8 cylinders: no key of driving holds them
     assert "(Cramér's V 0.479)" in (folder / "cars.toml").read_text()    # as the tutorial says
     rows = {r["path"]: r for r in report["columns"]}
@@ -63,14 +65,60 @@ def test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate(spar
     exec(python_block("## Run your pipeline on the generated stream", page=TUTORIAL), names)
     cars, driving = names["cars"], names["driving"]
     assert cars.count() == 2000 and cars.join(driving, cars["Year"] == driving["year"], "left_semi").count() == 2000
-    for name in specs:
-        assert load_plan(folder / f"{name}.toml").scenarios[0].config.source_options["startTime"] == PINNED_START
+    assert load_plan(folder / "cars.toml").scenarios[0].config.source_options["refStartTime"] == PINNED_START
     keep = os.environ.get("IMPULSE_FIDELITY_SCREENSHOT")  # where to keep the report's screenshot (the tutorial's)
     if keep:
         subprocess.run([chromium_path(), "--headless", "--no-sandbox", "--hide-scrollbars", f"--screenshot={keep}",
                         "--window-size=1400,1000", (folder / "fidelity.html").as_uri()], check=True, timeout=120,
                        capture_output=True)
         assert Path(keep).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.webhook
+def test_a_spec_with_a_reference_runs_under_impulse_load_and_its_check_is_exact(spark, tmp_path, capsys):
+    """The referring spec (cars, whose Year refers to driving.year) under ``impulse-load run`` with ``--check``: the
+    run starts now, its references stay on the parent's pinned timeline (``refStartTime``), and the batch twin made
+    with the run's schedule start writes the same years, so every delivered row is an expected one."""
+    exec(python_block("## The sample", page=TUTORIAL).replace('"sample/', f'"{tmp_path}/sample/'), {})
+    folder = tmp_path / "profile"
+    assert main([f"{tmp_path}/sample/driving", f"{tmp_path}/sample/cars", "--output", str(folder)]) == EXIT_OK
+    code = load_main(["run", str(folder / "cars.toml"), "--rate", "300", "--duration", "3s", "--trigger", "500ms",
+                      "--check", "--output", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    check = json.loads((tmp_path / "out" / "report.json").read_text())["scenarios"][0]["check"]
+    assert check["passed"] and check["expected"] == 900 == check["delivered"], check
+    years = {r["year"] for r in spark.read.parquet(f"{tmp_path}/sample/driving").select("year").collect()}
+    generated = spark.read.format("impulse").schema(tomllib.loads((folder / "cars.toml").read_text())["schema"]) \
+        .options(**tomllib.loads((folder / "cars.toml").read_text())["source"]).option("eventsPerSecond", 300) \
+        .option("limit", 900).load().select("Year").distinct().collect()
+    assert {r["Year"] for r in generated if r["Year"] is not None} <= years
+
+
+def test_numbered_string_keys_become_a_formatted_reference_that_keeps_the_join(spark, tmp_path, capsys):
+    """Customers keyed by numbered texts (``C-0001`` … ``C-0040``) and orders naming them: the key is a ``sequence``
+    written with ``format``, the orders' column a reference with the same format, and every generated order finds
+    its customer."""
+    customers = spark.createDataFrame([(f"C-{i:04d}", f"name {i % 7}") for i in range(1, 41)], "id STRING, name STRING")
+    orders = spark.createDataFrame([(i, f"C-{(i * 7) % 40 + 1:04d}", float(i % 13)) for i in range(300)],
+                                   "order_id BIGINT, customer STRING, amount DOUBLE")
+    for name, frame in (("customers", customers), ("orders", orders)):
+        frame.coalesce(1).write.parquet(str(tmp_path / name))
+    folder = tmp_path / "profile"
+    assert main([str(tmp_path / "customers"), str(tmp_path / "orders"), "--output", str(folder)]) == EXIT_OK
+    assert "foreign key orders.customer -> customers.id: match rate 1.0000 in the sample, 1.0000 generated" in \
+        capsys.readouterr().out
+    specs = {n: tomllib.loads((folder / f"{n}.toml").read_text()) for n in ("customers", "orders")}
+    key = {k.split(".")[-1]: v for k, v in specs["customers"]["source"].items() if k.startswith("fields.id.")}
+    assert key == {"kind": "sequence", "start": "1", "step": "1", "format": "C-{:04d}"}
+    ref = {k.split(".")[-1]: v for k, v in specs["orders"]["source"].items() if k.startswith("fields.customer.")}
+    assert ref == {"kind": "ref", "refEventsPerSecond": "1000", "refLimit": "40", "refStart": "1", "refStep": "1",
+                   "format": "C-{:04d}"}
+    made = {n: spark.read.format("impulse").schema(s["schema"]).options(**s["source"])
+            .option("eventsPerSecond", s["rate"]).option("limit", rows).load()
+            for (n, s), rows in zip(specs.items(), (40, 500))}
+    assert made["orders"].join(made["customers"], made["orders"]["customer"] == made["customers"]["id"],
+                               "left_semi").count() == 500
 
 
 def test_a_one_to_one_pair_refers_from_the_later_source_only(spark, tmp_path):

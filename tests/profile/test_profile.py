@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import vega_datasets
 from pyspark.sql import functions as F
@@ -14,6 +15,7 @@ from pyspark.sql import functions as F
 from impulse.loadtest.scenario import load_plan
 from impulse.profile import joint
 from impulse.profile.cli import EXIT_FIDELITY, EXIT_OK, EXIT_USAGE, main
+from impulse.profile.fidelity import ks
 from impulse.profile.run import Settings, profile
 
 try:
@@ -87,6 +89,31 @@ def test_the_cli_profiles_a_csv_and_gates_on_fidelity(spark, tmp_path, capsys):
     assert "Bay Springs" not in spec                         # a city name is never copied
     assert main(args + ["--min-fidelity", "TV=0"]) == EXIT_FIDELITY
     assert "missed: state TV" in capsys.readouterr().err
+
+
+def test_an_array_s_sizes_are_generated_as_seen_not_uniform(spark, tmp_path):
+    """Vega's cars with a tags array (its origin, then "efficient" past 30 mpg): most cars hold one tag. The sizes'
+    counts become lengthWeights and the size KS is small; the same spec with uniform sizes (1 or 2 tags alike) is
+    off by about the share of one-tag cars less a half."""
+    cars = _cars(spark).select("Name", F.when(F.col("Miles_per_Gallon") > 30, F.array(F.lower("Origin"), F.lit("efficient")))
+                               .otherwise(F.array(F.lower("Origin"))).alias("tags"))
+    result = profile(cars, Settings(name="tags", output=tmp_path, bounds=BOUNDS))
+    spec = tomllib.loads((tmp_path / "tags.toml").read_text())
+    sizes = [r["n"] for r in cars.select(F.size("tags").alias("n")).collect()]
+    one = sizes.count(1)
+    assert 0.75 < one / len(sizes) < 1 and spec["source"]["fields.tags.lengthWeights"] == f"{one},{len(sizes) - one}"
+    weighted = {r.path: r for r in result.report}["tags"]
+    assert weighted.metric == "KS" and weighted.distance <= 0.05, weighted
+
+    def size_ks(source: dict) -> float:
+        made = (spark.read.format("impulse").schema(spec["schema"]).options(**source)
+                .option("eventsPerSecond", spec["rate"]).option("limit", len(sizes)).load())
+        return ks(np.array(sizes, dtype=float), np.array([r["n"] for r in made.select(F.size("tags").alias("n"))
+                                                          .collect()], dtype=float))
+
+    uniform = {k: v for k, v in spec["source"].items() if k != "fields.tags.lengthWeights"}
+    assert size_ks(spec["source"]) == pytest.approx(weighted.distance, abs=1e-6)  # the report rounds to 6 digits
+    assert size_ks(uniform) > one / len(sizes) - 0.5 - 0.07 > 4 * weighted.distance
 
 
 def test_nested_columns_and_timestamp_ntz_are_profiled_down_to_each_leaf(spark, tmp_path):

@@ -29,18 +29,27 @@ __all__ = ["batch_events", "stream_events", "Expectation", "expectation", "probe
            "expected_answer", "run_check", "judge"]
 
 
-def _pinned(source_options: Mapping[str, str], schedule_start_us: int) -> dict[str, str]:
+#: sources whose rows do not depend on when they are read: the twin reads every position of the run at once
+_POSITIONAL = ("replay",)
+_AT_ONCE = "1e15"  # events/s: the run's whole limit is due the first µs after the twin's own start
+
+
+def _pinned(source: str, source_options: Mapping[str, str], schedule_start_us: int) -> dict[str, str]:
     """A run's source options with ``startTime`` pinned to `schedule_start_us` (µs since the epoch, UTC), without
-    ``maxEventsPerTrigger`` (a streaming pace): every event of the run, each with its own time."""
+    ``maxEventsPerTrigger`` (a streaming pace): every event of the run, each with its own time. A replay's rows are
+    its recording's at each position, whenever read: its twin keeps the run's ``limit`` and reads them at once."""
     options = {k: v for k, v in source_options.items() if k.lower() != "maxeventspertrigger"}
-    options["startTime"] = iso_us(schedule_start_us)
+    if source in _POSITIONAL:
+        options["eventsPerSecond"] = _AT_ONCE
+    else:
+        options["startTime"] = iso_us(schedule_start_us)
     return options
 
 
 def batch_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
     """A bounded batch read of a run's events: `source` with its options, ``startTime`` pinned to
     `schedule_start_us` (µs since the epoch, UTC), without ``maxEventsPerTrigger`` (a streaming pace)."""
-    reader = spark.read.format(source).options(**_pinned(source_options, schedule_start_us))
+    reader = spark.read.format(source).options(**_pinned(source, source_options, schedule_start_us))
     if schema is not None:
         reader = reader.schema(schema)
     return reader.load()
@@ -49,7 +58,7 @@ def batch_events(spark, source: str, source_options: Mapping[str, str], schedule
 def stream_events(spark, source: str, source_options: Mapping[str, str], schedule_start_us: int, schema=None):
     """The same events as `batch_events`, read as a stream: once the run is over every one is due, so a query with
     ``availableNow`` reads them all in one micro-batch."""
-    reader = spark.readStream.format(source).options(**_pinned(source_options, schedule_start_us))
+    reader = spark.readStream.format(source).options(**_pinned(source, source_options, schedule_start_us))
     if schema is not None:
         reader = reader.schema(schema)
     return reader.load()

@@ -206,7 +206,8 @@ class Direct:
                               commit_id=sink_option(sink_options, "commitId") or str(query.id), stages=config.stages,
                               batch_latency=self.definition == "micro-batch",
                               commit_clock=commit_clock(_commit_kind(config.sink), sink_option(sink_options, "path"),
-                                                        str(query.id)) if self.definition == "commit" else None)
+                                                        str(query.id)) if self.definition == "commit" else None,
+                              positional_rate=config.rate if config.source == "replay" else None)
         if run.exporter is not None:
             run.exporter.attach(collector, config, run_id=str(query.id))
         outcome, error = "completed", None

@@ -48,6 +48,14 @@ def warm_options(source_options: Mapping[str, str], rate: float, events: int, no
     return options
 
 
+def _positional_warm_options(source_options: Mapping[str, str], rate: float, events: int) -> dict:
+    """A replay's slice: its first `events` positions, all due at once (a replay starts when read, with no
+    ``startTime``), in `WARM_BATCHES` micro-batches."""
+    options = {k: v for k, v in source_options.items() if k.lower() not in _PACING}
+    options.update(eventsPerSecond="1e15", limit=str(events), maxEventsPerTrigger=str(max(1, -(-events // WARM_BATCHES))))
+    return options
+
+
 def warm_pipeline(spark, source: str, source_options: Mapping[str, str], rate: float, total_events: int,
                   build: Callable, mode: str, schema=None, transform=None) -> float:
     """Run `build` (events DataFrame → the DataFrame the run writes) over a slice of the run's events into ``noop``
@@ -55,7 +63,8 @@ def warm_pipeline(spark, source: str, source_options: Mapping[str, str], rate: f
     `impulse.loadtest.query.transform.start` says) or it fails on the slice. `transform`: the run's, for messages."""
     label = transform.label if transform is not None else "the query"
     events = min(WARM_EVENTS, max(1, total_events))
-    reader = spark.readStream.format(source).options(**warm_options(source_options, rate, events))
+    slice_options = (_positional_warm_options if source == "replay" else warm_options)(source_options, rate, events)
+    reader = spark.readStream.format(source).options(**slice_options)
     if schema is not None:
         reader = reader.schema(schema)
     frame = build(reader.load())

@@ -150,8 +150,12 @@ class Collector:
 
     def __init__(self, query, *, total_events: int, partitions: int, payload_bytes: int,
                  metrics_path: str | None = None, metrics_offset: int = 0, commit_id: str | None = None,
-                 stages=None, batch_latency: bool = False, commit_clock=None) -> None:
+                 stages=None, batch_latency: bool = False, commit_clock=None,
+                 positional_rate: float | None = None) -> None:
         self.query = query
+        # a replay's rate (its offsets are positions, `positional_offset`); None: the source's offsets are impulse's
+        self.positional_rate = positional_rate
+        partitions = 1 if positional_rate is not None else partitions
         # batch id → epoch µs of its commit in the target (`impulse.loadtest.measure.commit_time`): the ack of a
         # sink without metrics, in place of the micro-batch's end; None, or a batch it does not know: the end
         self.commit_clock = commit_clock
@@ -257,6 +261,8 @@ class Collector:
         source = data["sources"][0]
         start, end = _offset(source.get("startOffset")), _offset(source["endOffset"])
         latest = _offset(source.get("latestOffset")) or end
+        if self.positional_rate is not None:
+            start, end, latest = (positional_offset(o, self.positional_rate) for o in (start, end, latest))
         if start is None:  # the first batch of a new query: everything before its end was 0
             start = {**end, "counters": [0] * len(end["counters"])}
         if self.offsets is None:
@@ -301,6 +307,16 @@ class Collector:
                       retried, durations, latency.to_dict(), schedule.to_dict(), delivery.to_dict(), retried_rows,
                       dead_lettered, output_rows, tuple(int(c) for c in end["counters"]))
         return batch
+
+
+def positional_offset(offset: dict | None, rate: float) -> dict | None:
+    """A replay's offset (``position``, ``startTime``: position p is due (p + 1) / `rate` s after the start, at a fixed
+    ``eventsPerSecond``) as the impulse offset of one partition on the same schedule, which the measures read."""
+    if offset is None:
+        return None
+    delay_us = 1e6 / rate
+    return {"startTime": offset["startTime"], "anchorTime": offset["startTime"] + round(delay_us), "delayUs": delay_us,
+            "rampUs": 0, "anchorCounters": [0], "counters": [offset["position"]]}
 
 
 def _offset(value) -> dict | None:

@@ -33,13 +33,7 @@ __all__ = ["LoadConfig", "SourceSettings", "PipelineSettings", "SinkSettings", "
            "DEFAULT_SINK", "DEFAULT_RATE", "DEFAULT_DURATION_S", "DEFAULT_PARTITIONS", "DEFAULT_PAYLOAD_BYTES",
            "DEFAULT_TRIGGER", "DEFAULT_MAX_LATENCY_S", "DEFAULT_STEP_DURATION_S", "DEFAULT_MASTER"]
 
-SOURCES = ("impulse", "nexmark")
-#: why --source replay is refused: a run's events are --rate × --duration of a schedule the harness sets, which the
-#: check recomputes by a batch read pinned to the run's start; a recording has its own rows and pace
-_REPLAY_REFUSED = ("--source 'replay': not a source of impulse-load, whose runs generate --rate × --duration events "
-                   "on a schedule it sets and recomputes for --check; profile the recording into a load file "
-                   "(impulse-profile PATH) and run that, or read it with spark.readStream.format('replay') in your "
-                   "own job")
+SOURCES = ("impulse", "nexmark", "replay")
 OUTPUT_MODES = ("append", "update", "complete")
 FOREACH_BATCH = "foreachBatch"   # the sink of a run whose output goes to the user's --foreach-batch function
 
@@ -54,7 +48,8 @@ def _stages(source_options: Mapping[str, str], duration_s: float, partitions: in
 
 @dataclass(frozen=True)
 class SourceSettings:
-    """The run's events: `source` (impulse or nexmark) at `rate` for `duration_s` over `partitions`, each with a
+    """The run's events: `source` (impulse, nexmark, or replay: a recording's rows at `rate`) at `rate` for `duration_s`
+    over `partitions`, each with a
     payload of `payload_bytes` (impulse), at most `max_events_per_trigger` a micro-batch, impulse's user `schema`
     and more `source_options` (``rateStages`` among them: `impulse.loadtest.settings.stages`)."""
 
@@ -74,8 +69,6 @@ class SourceSettings:
             raise LoadError(f"--duration must be > 0, not {self.duration_s:g}s")
         if self.partitions < 1:
             raise LoadError(f"--partitions must be ≥ 1, not {self.partitions}")
-        if self.source == "replay":
-            raise LoadError(_REPLAY_REFUSED)
         if self.source not in SOURCES:
             raise LoadError(f"--source {self.source!r}: the sources are {', '.join(SOURCES)}")
         if self.payload_bytes < 0:
@@ -321,9 +314,9 @@ class LoadConfig:
         (`PARTS`), then the rules that join two parts."""
         for part in PARTS:
             _part(part, self)
-        if self.source == "nexmark" and self.schema:
-            raise LoadError("--schema shapes impulse events; Nexmark events have their own schema (leave --schema out "
-                            "with --source nexmark)")
+        if self.source != "impulse" and self.schema:
+            raise LoadError(f"--schema shapes impulse events; {self.source} events have their own schema (leave "
+                            f"--schema out with --source {self.source})")
         if self.via is None:
             return
         if self.abort_on_fail:
