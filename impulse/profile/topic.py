@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from connectors.errors import OptionError
+from impulse.profile import registry
 
 __all__ = ["parse", "read", "is_topic"]
 
@@ -44,20 +45,44 @@ def read(spark: SparkSession, url: str, sample: int, options: dict[str, str]) ->
     options of Spark's Kafka source (``kafka.security.protocol``, …). Raises `OptionError` for an unreachable
     topic or values that are not JSON objects."""
     servers, topic = parse(url)
+    conf = registry.registry_conf(options)
+    options = {k: v for k, v in options.items() if not k.lower().startswith("schema.registry.")}
     try:
         records = (spark.read.format("kafka").options(**options).option("kafka.bootstrap.servers", servers)
                    .option("subscribe", topic).option("startingOffsets", "earliest")
                    .option("endingOffsets", "latest").load())
         ranked = records.select(
             "partition", F.row_number().over(Window.partitionBy("partition").orderBy("offset")).alias("rank"),
-            F.col("value").cast("string").alias("value"))
+            "value")
         values = ranked.where(F.col("rank") <= sample).orderBy("rank", "partition").limit(sample).select("value")
         values = values.cache()
         if not values.limit(1).collect():
             raise OptionError("PATH", url, "a topic with records: it is empty")
+        ids, plain = registry.framed_ids(values)
+        if ids:
+            values, avro = _unframe(values, url, ids, plain, conf)
+            if avro is not None:
+                return registry.decode_avro(values, url, avro).cache()
+        values = values.select(F.col("value").cast("string").alias("value"))
         schema = spark.read.json(values.rdd.map(lambda row: row[0] or "")).schema
     except PySparkException as err:
         raise OptionError("PATH", url, f"a Kafka topic Spark can read ({str(err).splitlines()[0]})") from None
     if "_corrupt_record" in schema.fieldNames() or not schema.fields:
         raise OptionError("PATH", url, "a topic whose values are JSON objects (some are not)")
     return values.select(F.from_json("value", schema).alias("v")).select("v.*")
+
+
+def _unframe(values: DataFrame, url: str, ids: list[int], plain: int,
+             conf: dict[str, str]) -> tuple[DataFrame, dict[int, str] | None]:
+    """Framed values: (the values, the Avro schema texts by id) for Avro; (the JSON payloads, None) for JSON
+    Schema. ``OptionError`` without ``schema.registry.url``, for a mix of framed and plain values, for several
+    schema types or Protobuf."""
+    registry.check_framing(url, ids, plain, conf)
+    found = registry.schemas(url, conf, ids)
+    types = sorted({kind for kind, _ in found.values()})
+    if types == ["AVRO"]:
+        return values, {i: text for i, (_, text) in found.items()}
+    if types == ["JSON"]:
+        return values.select(F.expr("substring(value, 6)").alias("value")), None
+    raise OptionError("PATH", url, f"a topic whose values are Avro or JSON Schema, one of them (schema ids {ids} are "
+                                   f"{types}; Protobuf is not profiled yet)")
