@@ -44,7 +44,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connectors.errors import OptionError
+from connectors.env import resolve_env
+from connectors.errors import OptionError, SinkError
 
 __all__ = ["URL_OPTION", "avro_spark_type", "check_framing", "decode_avro", "framed_ids", "is_framed", "registry_conf", "schemas"]
 
@@ -86,8 +87,17 @@ def check_framing(url: str, ids: list[int], plain: int, conf: Mapping[str, str])
 
 
 def registry_conf(options: Mapping[str, str]) -> dict[str, str]:
-    """The ``SchemaRegistryClient`` configuration of the ``schema.registry.*`` options (``url`` included)."""
-    return {key[len(_PREFIX):]: value for key, value in options.items() if key.lower().startswith(_PREFIX)}
+    """The ``SchemaRegistryClient`` configuration of the ``schema.registry.*`` options (``url`` included), each
+    ``${ENV:NAME}`` read from the driver's environment. ``OptionError`` naming the option for an unset variable."""
+    conf = {}
+    for key, value in options.items():
+        if key.lower().startswith(_PREFIX):
+            try:
+                conf[key[len(_PREFIX):]] = resolve_env(value, sink="impulse-profile", what=f"option '{key}'",
+                                                       where="the driver")
+            except SinkError as exc:
+                raise OptionError(key, value, f"a value whose environment variables are set ({exc})") from None
+    return conf
 
 
 def schemas(url: str, conf: Mapping[str, str], ids: list[int]) -> dict[int, tuple[str, str]]:

@@ -1,9 +1,14 @@
-"""A Kafka topic as a source to profile: ``kafka://HOST:PORT/TOPIC`` with JSON values.
+"""A Kafka topic as a source to profile: ``kafka://HOST:PORT/TOPIC`` with JSON values, or values in Confluent's
+wire format decoded through the Schema Registry (Avro, JSON Schema: `impulse.profile.registry`).
 
 The sample is the topic's first N records, deterministically: each partition read from its earliest offset
 (Spark's Kafka batch source, bounded by the offsets at the read), its records ranked by offset, and the first
 N taken in (rank, partition) order — round-robin over the partitions, so records appended later never change
-it. Each value is a JSON document; its schema is inferred by Spark's JSON reader over the sampled values
+it. When the sample's values are framed (magic byte 0, a schema id), the registry options
+(``-o schema.registry.url=URL``, ``schema.registry.basic.auth.user.info``, ``schema.registry.ssl.ca.location``…,
+as kafka-sink names them) are required (else ``OptionError`` naming ``schema.registry.url``), framed and plain
+values may not be mixed, and Avro values become the rows of the newest schema id's Spark schema; a JSON Schema
+value's payload is read as a plain JSON value is. Otherwise each value is a JSON document; its schema is inferred by Spark's JSON reader over the sampled values
 (nested objects become STRUCTs, arrays ARRAYs; keys in Spark's order) and the values parsed with it. The
 record's own key, offset and Kafka timestamp are not profiled.
 
@@ -41,8 +46,8 @@ def parse(url: str) -> tuple[str, str]:
 
 
 def read(spark: SparkSession, url: str, sample: int, options: dict[str, str]) -> DataFrame:
-    """The first `sample` records of the topic, their JSON values parsed (module docstring). `options`: more
-    options of Spark's Kafka source (``kafka.security.protocol``, …). Raises `OptionError` for an unreachable
+    """The first `sample` records of the topic, their values decoded (module docstring). `options`: more
+    options of Spark's Kafka source (``kafka.security.protocol``, …) and the ``schema.registry.*`` options. Raises `OptionError` for an unreachable
     topic or values that are not JSON objects."""
     servers, topic = parse(url)
     conf = registry.registry_conf(options)

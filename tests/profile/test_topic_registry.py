@@ -111,6 +111,16 @@ def test_framed_values_without_the_registry_url_are_refused_naming_the_option():
     check_framing("kafka://b:9092/t", [3], 0, registry_conf({"schema.registry.url": "http://r"}))
 
 
+def test_registry_options_read_the_environment_and_name_an_unset_variable(monkeypatch):
+    monkeypatch.setenv("IMPULSE_TEST_AUTH", "u:p")
+    monkeypatch.delenv("IMPULSE_TEST_UNSET", raising=False)
+    assert registry_conf({"schema.registry.url": "http://r", "schema.registry.basic.auth.user.info":
+                          "${ENV:IMPULSE_TEST_AUTH}", "kafka.security.protocol": "SSL"}) == \
+        {"url": "http://r", "basic.auth.user.info": "u:p"}
+    with pytest.raises(OptionError, match=r"schema\.registry\.ssl\.ca\.location.*IMPULSE_TEST_UNSET"):
+        registry_conf({"schema.registry.ssl.ca.location": "${ENV:IMPULSE_TEST_UNSET}"})
+
+
 def test_avro_types_map_to_the_spark_types_kafka_sink_writes_them_from():
     record = {"type": "record", "name": "R", "namespace": "n", "fields": [
         {"name": "a", "type": "int"},
