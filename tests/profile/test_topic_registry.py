@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import vega_datasets
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     DateType,
@@ -55,8 +56,8 @@ def _rows() -> list[dict]:
             for i, c in enumerate(cars)]
 
 
-def _write(frame, kafka_broker, schema_registry, fmt: str) -> str:
-    topic = kafka_broker.create_topic(f"{fmt}-cars-{uuid.uuid4().hex[:8]}", partitions=2)
+def _write(frame, kafka_broker, schema_registry, fmt: str, topic: str | None = None) -> str:
+    topic = topic or kafka_broker.create_topic(f"{fmt}-cars-{uuid.uuid4().hex[:8]}", partitions=2)
     (frame.write.format("kafka-sink").mode("append").option("commitId", uuid.uuid4().hex)
      .option("kafka.bootstrap.servers", kafka_broker.bootstrap).option("topic", topic)
      .option("value.format", fmt).option("schema.registry.url", schema_registry.url).save())
@@ -76,18 +77,23 @@ def test_avro_and_json_schema_topics_are_profiled_through_the_registry(spark, ka
         StructField("tags", ArrayType(StringType()))])
     frame = spark.createDataFrame(_rows(), schema)
     avro = _write(frame, kafka_broker, schema_registry, "avro")
+    # then the schema evolves (a nullable column added, a second schema id): the older records are decoded with
+    # their own schema resolved to the newest, their new column null
+    evolved = frame.limit(40).withColumn("colour", F.when(F.col("id") >= 0, F.lit("red")))  # nullable
+    _write(evolved, kafka_broker, schema_registry, "avro", topic=avro)
     # no unique column in the second topic: no foreign key between the two
     jsons = _write(frame.select("origin", "mpg", "engine"), kafka_broker, schema_registry, "json-schema")
 
     # one command, both topics (one Spark start): the registry options apply to each
     run = subprocess.run([sys.executable, "-m", "impulse.profile.cli", f"kafka://{kafka_broker.bootstrap}/{avro}",
-                          f"kafka://{kafka_broker.bootstrap}/{jsons}", "--sample", "400", "--output", str(tmp_path),
+                          f"kafka://{kafka_broker.bootstrap}/{jsons}", "--sample", "500", "--output", str(tmp_path),
                           "--master", "local[2]", "--min-fidelity", "TV=0.1",
                           "-o", f"schema.registry.url={schema_registry.url}"],
                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert run.returncode == 0, run.stderr[-3000:]
     spec = tomllib.loads((tmp_path / f"{avro}.toml").read_text())
-    assert StructType.fromDDL(spec["schema"]) == frame.schema, spec["schema"]  # the writer's schema, exactly
+    assert StructType.fromDDL(spec["schema"]) == evolved.schema, spec["schema"]  # the newest writer's, exactly
+    assert "446 rows sampled" in (tmp_path / f"{avro}.toml").read_text()
     # JSON Schema values are parsed as JSON: their schema inferred from the values (Spark's JSON reader)
     inferred = StructType.fromDDL(tomllib.loads((tmp_path / f"{jsons}.toml").read_text())["schema"])
     assert inferred.fieldNames() == ["engine", "mpg", "origin"]
@@ -97,6 +103,7 @@ def test_avro_and_json_schema_topics_are_profiled_through_the_registry(spark, ka
     assert {f"{avro}.{p}" for p in ("engine.cylinders", "engine.horsepower", "built", "weight", "tags.element")} \
         | {f"{jsons}.engine.horsepower", f"{jsons}.origin"} <= set(paths), sorted(paths)
     assert paths[f"{avro}.origin"]["generator"] == "values" and paths[f"{avro}.engine.horsepower"]["null_sample"] > 0
+    assert paths[f"{avro}.colour"]["null_sample"] == pytest.approx(406 / 446, abs=1e-3)
     assert not report["missed"]
     # every scalar leaf within KS 0.1 (an array's size is generated uniform over its range: out of the gate)
     assert all(c["distance"] <= 0.1 for c in report["columns"] if c["metric"] == "KS" and c["path"] != f"{avro}.tags"), \
