@@ -2,8 +2,8 @@
 
 ``impulse-profile PATH --format parquet`` (any format Spark reads; ``-o KEY=VALUE`` its reader options),
 ``impulse-profile --table NAME`` or ``impulse-profile --sql QUERY``; see `impulse.profile` for what it writes.
-A PATH ``kafka://HOST:PORT/TOPIC`` is a topic of JSON values, or of Avro / JSON Schema values through the Schema
-Registry with ``-o schema.registry.url=URL`` (`impulse.profile.topic`). Several PATHs (or
+A PATH ``kafka://HOST:PORT/TOPIC`` is a topic of JSON values, or of Avro / JSON Schema / Protobuf values through
+the Schema Registry with ``-o schema.registry.url=URL`` (`impulse.profile.topic`). Several PATHs (or
 several ``--table``) are profiled at once: a spec each, foreign keys between them as
 references and one fidelity report (`impulse.profile.several`).
 Exit codes: `EXIT_CODES`.
@@ -42,8 +42,8 @@ def parser() -> argparse.ArgumentParser:
         prog="impulse-profile", description="Profile a sample of a table into an impulse load file and a fidelity "
         "report.", epilog="exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items()))
     p.add_argument("path", nargs="*", help="a file or folder Spark reads with --format, or a Kafka topic "
-                   "kafka://HOST:PORT/TOPIC of JSON values, or Avro / JSON Schema ones with -o schema.registry.url=URL (its first "
-                   "--sample records); several are profiled "
+                   "kafka://HOST:PORT/TOPIC of JSON values, or Avro / JSON Schema / Protobuf ones with "
+                   "-o schema.registry.url=URL (its first --sample records); several are profiled "
                    "together, foreign keys between them found")
     p.add_argument("--format", default="parquet", help="the reader's format for PATH (default parquet): json, csv, "
                    "orc, … any format Spark reads")

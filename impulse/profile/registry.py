@@ -10,7 +10,7 @@ The registry is asked on the driver, once per schema id found in the sample (``s
   evolution), with fastavro, a batch at a time into Arrow. Records whose schema cannot be resolved to the newest
   are refused, naming the topic and both ids (checked on the driver, one record of each id, before any decoding).
 - **JSON Schema**: the payload is a JSON document; the caller parses it as it parses plain JSON values.
-- **Protobuf** is refused, naming the topic and ids (not profiled yet).
+- **Protobuf**: decoded by `impulse.profile.protobuf` (the newest id's first message).
 
 Needs the ``avro`` extra (confluent-kafka's registry client, fastavro), imported when a framed value is found.
 """
@@ -47,7 +47,8 @@ from pyspark.sql.types import (
 from connectors.env import resolve_env
 from connectors.errors import OptionError, SinkError
 
-__all__ = ["URL_OPTION", "avro_spark_type", "check_framing", "decode_avro", "framed_ids", "is_framed", "registry_conf", "schemas"]
+__all__ = ["URL_OPTION", "avro_spark_type", "check_framing", "decode_avro", "framed_ids", "is_framed",
+           "registry_conf", "schemas"]
 
 URL_OPTION = "schema.registry.url"
 _PREFIX = "schema.registry."
@@ -101,7 +102,8 @@ def registry_conf(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def schemas(url: str, conf: Mapping[str, str], ids: list[int]) -> dict[int, tuple[str, str]]:
-    """Each id → (its schema type ``AVRO`` | ``JSON`` | ``PROTOBUF``, its schema text), asked from the registry.
+    """Each id → (its schema type ``AVRO`` | ``JSON`` | ``PROTOBUF``, its schema text: for Protobuf the serialized
+    file descriptor, base64), asked from the registry.
     ``OptionError`` naming ``schema.registry.url`` when the registry cannot answer."""
     try:
         from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415 - the avro extra
@@ -111,6 +113,8 @@ def schemas(url: str, conf: Mapping[str, str], ids: list[int]) -> dict[int, tupl
     try:
         client = SchemaRegistryClient(dict(conf))
         found = {i: client.get_schema(i) for i in ids}
+        found.update({i: client.get_schema(i, fmt="serialized") for i, schema in found.items()
+                      if (schema.schema_type or "").upper() == "PROTOBUF"})  # a descriptor, not .proto text
     except Exception as exc:  # noqa: BLE001 - the client raises its own errors and httpx's; all mean the same here
         raise OptionError(URL_OPTION, conf.get("url"),
                           f"a Schema Registry that knows the schema ids {ids} of topic {url} ({exc})") from None

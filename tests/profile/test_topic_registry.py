@@ -1,11 +1,13 @@
 """impulse-profile on a Kafka topic of Avro values in Confluent's wire format, written by kafka-sink through the
 real Schema Registry (Apicurio) from Vega's cars (a nested ``engine`` record, a ``tags`` array, timestamps,
-decimals, nulls), and a JSON Schema topic beside it, profiled by one command: the Avro spec's schema is the
-written frame's own and the generated data is within the fidelity bound. The refusals (no
-``schema.registry.url``, framed and plain values mixed) and the Avro → Spark type mapping have fast unit tests."""
+decimals, nulls; its schema then evolved), and a JSON Schema and a Protobuf topic beside it, profiled by one
+command: the Avro and Protobuf specs' schemas are the written frames' own and the generated data is within the
+fidelity bound. The refusals (no ``schema.registry.url``, framed and plain values mixed) and the Avro and
+Protobuf → Spark type mappings have fast unit tests."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import os
@@ -34,7 +36,9 @@ from pyspark.sql.types import (
 )
 
 from connectors.errors import OptionError
+from impulse.profile.protobuf import spark_type
 from impulse.profile.registry import avro_spark_type, check_framing, registry_conf
+from sinks.kafka.formats import protobuf_descriptor, protobuf_message_class
 
 try:
     import tomllib
@@ -73,7 +77,8 @@ def test_avro_and_json_schema_topics_are_profiled_through_the_registry(spark, ka
         StructField("id", LongType(), False), StructField("name", StringType()), StructField("origin", StringType()),
         StructField("built", TimestampType()), StructField("weight", DecimalType(8, 1)),
         StructField("mpg", DoubleType()),
-        StructField("engine", StructType([StructField("cylinders", LongType()), StructField("horsepower", LongType())])),
+        StructField("engine", StructType([StructField("cylinders", LongType()),
+                                          StructField("horsepower", LongType())])),
         StructField("tags", ArrayType(StringType()))])
     frame = spark.createDataFrame(_rows(), schema)
     avro = _write(frame, kafka_broker, schema_registry, "avro")
@@ -83,10 +88,12 @@ def test_avro_and_json_schema_topics_are_profiled_through_the_registry(spark, ka
     _write(evolved, kafka_broker, schema_registry, "avro", topic=avro)
     # no unique column in the second topic: no foreign key between the two
     jsons = _write(frame.select("origin", "mpg", "engine"), kafka_broker, schema_registry, "json-schema")
+    protos = _write(frame.select("name", "built", "mpg", "engine"), kafka_broker, schema_registry, "protobuf")
 
     # one command, both topics (one Spark start): the registry options apply to each
     run = subprocess.run([sys.executable, "-m", "impulse.profile.cli", f"kafka://{kafka_broker.bootstrap}/{avro}",
-                          f"kafka://{kafka_broker.bootstrap}/{jsons}", "--sample", "500", "--output", str(tmp_path),
+                          f"kafka://{kafka_broker.bootstrap}/{jsons}",
+                          f"kafka://{kafka_broker.bootstrap}/{protos}", "--sample", "500", "--output", str(tmp_path),
                           "--master", "local[2]", "--min-fidelity", "TV=0.1",
                           "-o", f"schema.registry.url={schema_registry.url}"],
                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": os.getcwd()})
@@ -98,16 +105,32 @@ def test_avro_and_json_schema_topics_are_profiled_through_the_registry(spark, ka
     inferred = StructType.fromDDL(tomllib.loads((tmp_path / f"{jsons}.toml").read_text())["schema"])
     assert inferred.fieldNames() == ["engine", "mpg", "origin"]
     assert inferred["engine"].dataType.fieldNames() == ["cylinders", "horsepower"]
+    # Protobuf: the descriptor's types (scalars with presence nullable, messages nullable)
+    assert StructType.fromDDL(tomllib.loads((tmp_path / f"{protos}.toml").read_text())["schema"]) == \
+        frame.select("name", "built", "mpg", "engine").schema
     report = json.loads((tmp_path / "fidelity.json").read_text())
     paths = {c["path"]: c for c in report["columns"]}
     assert {f"{avro}.{p}" for p in ("engine.cylinders", "engine.horsepower", "built", "weight", "tags.element")} \
-        | {f"{jsons}.engine.horsepower", f"{jsons}.origin"} <= set(paths), sorted(paths)
+        | {f"{jsons}.engine.horsepower", f"{jsons}.origin", f"{protos}.built", f"{protos}.engine.cylinders"} \
+        <= set(paths), sorted(paths)
     assert paths[f"{avro}.origin"]["generator"] == "values" and paths[f"{avro}.engine.horsepower"]["null_sample"] > 0
     assert paths[f"{avro}.colour"]["null_sample"] == pytest.approx(406 / 446, abs=1e-3)
     assert not report["missed"]
     # every scalar leaf within KS 0.1 (an array's size is generated uniform over its range: out of the gate)
-    assert all(c["distance"] <= 0.1 for c in report["columns"] if c["metric"] == "KS" and c["path"] != f"{avro}.tags"), \
+    assert all(c["distance"] <= 0.1 for c in report["columns"]
+               if c["metric"] == "KS" and c["path"] != f"{avro}.tags"), \
         [(c["path"], c["distance"]) for c in report["columns"]]
+
+
+def test_protobuf_descriptors_map_to_the_spark_types_kafka_sink_writes_them_from():
+    struct = StructType([
+        StructField("id", LongType(), False), StructField("n", IntegerType(), True),
+        StructField("at", TimestampType(), True), StructField("day", DateType(), True),
+        StructField("tags", ArrayType(StringType(), False), False),
+        StructField("attrs", MapType(StringType(), DoubleType(), False), False),
+        StructField("inner", StructType([StructField("x", StringType(), True)]), True)])
+    descriptor = protobuf_message_class(base64.b64encode(protobuf_descriptor(struct).SerializeToString()).decode())
+    assert spark_type(descriptor.DESCRIPTOR) == struct
 
 
 def test_framed_values_without_the_registry_url_are_refused_naming_the_option():
