@@ -71,8 +71,8 @@ def _write(frame, kafka_broker, schema_registry, fmt: str, topic: str | None = N
 @pytest.mark.integration
 @pytest.mark.kafka
 @pytest.mark.schema_registry
-def test_avro_and_json_schema_topics_are_profiled_through_the_registry(spark, kafka_broker, schema_registry,
-                                                                        tmp_path):
+def test_avro_json_schema_and_protobuf_topics_are_profiled_through_the_registry(spark, kafka_broker,
+                                                                               schema_registry, tmp_path):
     schema = StructType([
         StructField("id", LongType(), False), StructField("name", StringType()), StructField("origin", StringType()),
         StructField("built", TimestampType()), StructField("weight", DecimalType(8, 1)),
