@@ -2,7 +2,8 @@
 
 ``impulse-profile PATH --format parquet`` (any format Spark reads; ``-o KEY=VALUE`` its reader options),
 ``impulse-profile --table NAME`` or ``impulse-profile --sql QUERY``; see `impulse.profile` for what it writes.
-A PATH ``kafka://HOST:PORT/TOPIC`` is a topic of JSON values (`impulse.profile.topic`). Several PATHs (or
+A PATH ``kafka://HOST:PORT/TOPIC`` is a topic of JSON values, or of Avro / JSON Schema / Protobuf values through
+the Schema Registry with ``-o schema.registry.url=URL`` (`impulse.profile.topic`). Several PATHs (or
 several ``--table``) are profiled at once: a spec each, foreign keys between them as
 references and one fidelity report (`impulse.profile.several`).
 Exit codes: `EXIT_CODES`.
@@ -41,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
         prog="impulse-profile", description="Profile a sample of a table into an impulse load file and a fidelity "
         "report.", epilog="exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items()))
     p.add_argument("path", nargs="*", help="a file or folder Spark reads with --format, or a Kafka topic "
-                   "kafka://HOST:PORT/TOPIC of JSON values (its first --sample records); several are profiled "
+                   "kafka://HOST:PORT/TOPIC of JSON values, or Avro / JSON Schema / Protobuf ones with "
+                   "-o schema.registry.url=URL (its first --sample records); several are profiled "
                    "together, foreign keys between them found")
     p.add_argument("--format", default="parquet", help="the reader's format for PATH (default parquet): json, csv, "
                    "orc, … any format Spark reads")
@@ -50,7 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sql", help="a query instead of PATH (cast or drop a column impulse cannot generate here)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a reader option for PATH, repeatable (e.g. -o header=true -o inferSchema=true; for a topic, "
-                   "Spark's Kafka source options such as -o kafka.security.protocol=SSL)")
+                   "Spark's Kafka source options such as -o kafka.security.protocol=SSL, and the Schema Registry's: "
+                   "-o schema.registry.url=URL, -o schema.registry.basic.auth.user.info=USER:PASSWORD…)")
     p.add_argument("--sample", type=int, default=100_000, help="rows sampled: the source's first N (default 100000)")
     p.add_argument("--output", default="profile", help="the folder written: NAME.toml, fidelity.json, fidelity.html "
                    "(default ./profile)")
