@@ -17,7 +17,8 @@ kind            types                                       properties (default)
 ==============  ==========================================  ==============================================
 sequence        integers, FLOAT, DOUBLE, DECIMAL, STRING    start (0), step (1)
 random          every type                                  numbers, DATE, TIMESTAMP: min, max; STRING:
-                                                            length or minLength..maxLength (16), or
+                                                            length or minLength..maxLength (16), each
+                                                            length weighted by lengthWeights (uniform), or
                                                             min/max with a format; BINARY: length (16);
                                                             BOOLEAN: probability (0.5)
 normal          numbers, STRING                             mean (0), stddev (1), min, max (a clip)
@@ -40,6 +41,11 @@ column's random stream instead of its own: when both list the same number of val
 event takes the values at one position in both, so the pairs written are the pairs listed (a joint distribution:
 ``fields.city.values=Paris,Lyon,Boston`` beside ``fields.country.values=FR,FR,US`` with ``jointWith=city``
 never writes ``Paris, US``). Each column keeps its own ``nullRate``.
+
+A ``random`` STRING's length is uniform in ``minLength``..``maxLength``, drawn from its own stream (seed, column,
+``length``); ``lengthWeights`` (one weight ≥ 0 per length from ``minLength`` to ``maxLength``, not all 0) makes it
+weighted: a uniform u of that stream takes the first length whose cumulative share exceeds u (`draw_lengths`, as
+an ARRAY's or MAP's size in `impulse.nested`). `impulse.profile` writes it from a sample's length counts.
 
 ``empirical`` draws from a distribution given by its quantiles: ``quantiles`` = q₀ ≤ q₁ ≤ … ≤ q_K are the
 values at the probabilities 0, 1/K, …, 1, and a uniform u becomes ``q_i + (uK − i)(q_{i+1} − q_i)`` with
@@ -110,7 +116,7 @@ from impulse import draws, faker_pool
 from impulse.schedule import Schedule
 
 __all__ = ["Column", "ColumnType", "Kind", "column_type", "generated_column", "values_at", "alphanumeric",
-           "numbers_to_type", "ALPHANUMERIC", "KIND_TABLE", "KINDS", "PROPERTIES", "TYPE_NAMES"]
+           "numbers_to_type", "length_weights", "draw_lengths", "ALPHANUMERIC", "KIND_TABLE", "KINDS", "PROPERTIES", "TYPE_NAMES"]
 
 PICKS = ("uniform", "recent", "window")
 TYPE_NAMES = ("TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), BOOLEAN, STRING, BINARY, DATE, TIMESTAMP, "
@@ -297,7 +303,8 @@ def _parse_sequence(ctype: ColumnType, reader: OptionReader, prefix: str, pool_k
 
 
 def _parse_random(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
-    """BOOLEAN: (probability,); STRING and BINARY: (shortest, longest) length; the others: (min, max)."""
+    """BOOLEAN: (probability,); STRING and BINARY: (shortest, longest length, the cumulative shares of the lengths
+    from ``lengthWeights`` or None: uniform); the others: (min, max)."""
     family = ctype.family
     if family == "boolean":
         p = reader.number(prefix + "probability", 0.5, minimum=0.0)
@@ -310,6 +317,7 @@ def _parse_random(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key
         high = reader.integer(prefix + "maxLength", None, minimum=0, maximum=1 << 20)
         if length is not None and (low is not None or high is not None):
             raise OptionError(prefix + "length", length, "either 'length' or 'minLength'/'maxLength', not both")
+        weights = reader.string(prefix + "lengthWeights") if family == "string" else None
         if family == "binary" and (low is not None or high is not None):
             raise OptionError(prefix + ("minLength" if low is not None else "maxLength"), low if low is not None else high,
                               "no such property for BINARY: use 'length'")
@@ -319,8 +327,8 @@ def _parse_random(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key
             if low > high:
                 raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high},
                                   "minLength ≤ maxLength")
-            return (low, high)
-        return (length, length)
+            return (low, high, length_weights(weights, prefix + "lengthWeights", low, high, fixed=False))
+        return (length, length, length_weights(weights, prefix + "lengthWeights", length, length, fixed=True))
     defaults = {"int": (ctype.lo, ctype.hi), "float": (0.0, 1.0), "decimal": (0, ctype.hi),
                 "date": (_EPOCH_2000_DAYS, _EPOCH_2030_DAYS - 1),
                 "timestamp": (_EPOCH_2000_DAYS * _DAY_US, _EPOCH_2030_DAYS * _DAY_US - 1)}
@@ -330,6 +338,36 @@ def _parse_random(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key
         raise OptionError(prefix + "min/max", {"min": reader.string(prefix + "min"), "max": reader.string(prefix + "max")},
                           "min ≤ max")
     return (lo, hi)
+
+
+def length_weights(text: str | None, option: str, low: int, high: int, fixed: bool) -> tuple[float, ...] | None:
+    """``lengthWeights`` (`option`; one weight ≥ 0 per length from minLength `low` to maxLength `high`, not all 0,
+    comma-separated) → the cumulative shares of those lengths, for `draw_lengths`; None without it. Refused with a
+    `fixed` ``length``. A random STRING's and an ARRAY's or MAP's (`impulse.nested`)."""
+    if text is None:
+        return None
+    expected = (f"{high - low + 1} weights ≥ 0, not all 0, comma-separated: one per length from minLength {low} to "
+                f"maxLength {high}")
+    if fixed:
+        raise OptionError(option, text, "no weights with a fixed 'length'; set minLength and maxLength instead")
+    try:
+        weights = np.array([float(w) for w in text.split(",")], dtype=np.float64)
+    except ValueError:
+        raise OptionError(option, text, expected) from None
+    if len(weights) != high - low + 1 or not np.isfinite(weights).all() or (weights < 0).any() or not weights.sum() > 0:
+        raise OptionError(option, text, expected)
+    return tuple(float(c) for c in np.cumsum(weights) / weights.sum())
+
+
+def draw_lengths(words: np.ndarray, low: int, high: int, cumulative: tuple[float, ...] | None) -> np.ndarray:
+    """One length in `low`..`high` per word (int64): uniform, or with `cumulative` (`length_weights`) the first
+    length whose cumulative share exceeds the word's uniform draw (so each length has its weight's share)."""
+    if cumulative is None:
+        return draws.integers(words, low, high)
+    lengths = np.searchsorted(np.asarray(cumulative), draws.uniform(words), side="right").astype(np.int64)
+    np.minimum(lengths, high - low, out=lengths)
+    lengths += low
+    return lengths
 
 
 def _parse_normal(ctype: ColumnType, reader: OptionReader, prefix: str, pool_key: int) -> tuple:
@@ -519,7 +557,7 @@ def _random(column: Column, subtask: int, first: int, count: int, partitions: in
 
 
 def _random_bytes(column: Column, subtask: int, first: int, count: int, keep: np.ndarray | None) -> pa.Array:
-    low, high = column.params
+    low, high, cumulative = column.params
     text = column.type.family == "string"
     per_word = 4 if text else 8
     per_event = max(1, -(-high // per_word))
@@ -534,7 +572,7 @@ def _random_bytes(column: Column, subtask: int, first: int, count: int, keep: np
         flat = np.ascontiguousarray(data).reshape(-1)
         offsets = np.arange(0, (rows + 1) * high, high, dtype=np.int64)
     else:
-        lengths = draws.integers(draws.words(column.keys[2], subtask, first, count), low, high)
+        lengths = draw_lengths(draws.words(column.keys[2], subtask, first, count), low, high, cumulative)
         if keep is not None:
             lengths = lengths[keep]
         flat = data[np.arange(high) < lengths[:, None]]
@@ -736,7 +774,7 @@ _NUMBERS = ("int", "float", "decimal")
 KIND_TABLE: tuple[Kind, ...] = (
     Kind("sequence", _NUMBERS + ("string",), ("start", "step"), _parse_sequence, _sequence),
     Kind("random", _NUMBERS + ("boolean", "string", "binary", "date", "timestamp"),
-         ("min", "max", "length", "minLength", "maxLength", "probability"), _parse_random, _random,
+         ("min", "max", "length", "minLength", "maxLength", "lengthWeights", "probability"), _parse_random, _random,
          numbers_with=("min", "max", "format")),
     Kind("normal", _NUMBERS + ("string",), ("mean", "stddev", "min", "max"), _parse_normal, _normal, continuous=True),
     Kind("exponential", _NUMBERS + ("string",), ("mean",), _parse_exponential, _exponential, continuous=True),
@@ -751,10 +789,9 @@ KIND_TABLE: tuple[Kind, ...] = (
 )
 _BY_NAME = {kind.name: kind for kind in KIND_TABLE}
 KINDS = tuple(_BY_NAME)
-#: every property of a column: the ones of all kinds, in table order, after those any column takes, then an ARRAY's
-#: or MAP's own (`impulse.nested`: ``length``, ``minLength``, ``maxLength`` are random STRING's too)
-PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties),
-                                  "lengthWeights")))
+#: every property of a column: the ones of all kinds, in table order, after those any column takes (an ARRAY's or
+#: MAP's, `impulse.nested`, are random STRING's: ``length``, ``minLength``, ``maxLength``, ``lengthWeights``)
+PROPERTIES = tuple(dict.fromkeys(("kind", "nullRate", "format", *(p for k in KIND_TABLE for p in k.properties))))
 
 
 def _format(values: np.ndarray, fmt: tuple) -> pa.Array:

@@ -48,7 +48,17 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from connectors.errors import OptionError
 from connectors.options import OptionReader
 from impulse import draws
-from impulse.fields import ALPHANUMERIC, PROPERTIES, Column, alphanumeric, generated_column, numbers_to_type, values_at
+from impulse.fields import (
+    ALPHANUMERIC,
+    PROPERTIES,
+    Column,
+    alphanumeric,
+    draw_lengths,
+    generated_column,
+    length_weights,
+    numbers_to_type,
+    values_at,
+)
 
 __all__ = ["Node", "Repeated", "Struct", "MapKeys", "column_of", "split_path", "DEFAULT_SIZE", "MAX_SIZE",
            "SHUFFLED_KEY_SETS"]
@@ -163,14 +173,8 @@ class Repeated:
         low, high = self.size
         if low == high:
             lengths = np.full(count, high, dtype=np.int64)
-        elif self.length_weights is not None:
-            shares = np.asarray(self.length_weights)
-            lengths = np.searchsorted(shares, draws.uniform(draws.words(self.keys[0], subtask, first, count)),
-                                      side="right").astype(np.int64)
-            np.minimum(lengths, high - low, out=lengths)
-            lengths += low
         else:
-            lengths = draws.integers(draws.words(self.keys[0], subtask, first, count), low, high)
+            lengths = draw_lengths(draws.words(self.keys[0], subtask, first, count), low, high, self.length_weights)
         nulls = _nulls(self.null_rate, self.keys[1], subtask, first, count)
         if nulls is not None:
             lengths[nulls] = 0
@@ -382,22 +386,7 @@ def _size(props: Mapping[str, str], prefix: str, key_set: int | None) -> tuple[i
 
 def _length_weights(props: Mapping[str, str], prefix: str, size: tuple[int, int]) -> tuple[float, ...] | None:
     """``lengthWeights`` → the cumulative shares of the sizes ``minLength..maxLength`` (None without it)."""
-    text = props.get("lengthweights")
-    if text is None:
-        return None
-    low, high = size
-    expected = (f"{high - low + 1} weights ≥ 0, not all 0, comma-separated: one per size from minLength {low} to "
-                f"maxLength {high}")
-    if "length" in props:
-        raise OptionError(prefix + "lengthWeights", text, "no weights with a fixed 'length'; set minLength and "
-                          "maxLength instead")
-    try:
-        weights = np.array([float(w) for w in text.split(",")], dtype=np.float64)
-    except ValueError:
-        raise OptionError(prefix + "lengthWeights", text, expected) from None
-    if len(weights) != high - low + 1 or not np.isfinite(weights).all() or (weights < 0).any() or not weights.sum() > 0:
-        raise OptionError(prefix + "lengthWeights", text, expected)
-    return tuple(float(c) for c in np.cumsum(weights) / weights.sum())
+    return length_weights(props.get("lengthweights"), prefix + "lengthWeights", *size, fixed="length" in props)
 
 
 _KEY_KINDS = ("values", "faker", "random")
@@ -432,7 +421,7 @@ def _map_keys(path: Path, display: str, data_type: DataType, options: Mapping[Pa
     elif family == "boolean":
         size = 2
     elif family == "string" and column.fmt is None:
-        low, high = column.params
+        low, high, _ = column.params
         if low != high:
             raise OptionError(prefix + "minLength/maxLength", {"minLength": low, "maxLength": high},
                               "a fixed 'length' for a map's random STRING keys")

@@ -15,7 +15,9 @@ The rules, first match wins:
   ``sequence`` of its numbers written with ``format`` (``C-{:04d}``; ``{}`` when the widths vary);
 - a STRING with many distinct values is never copied: ``faker`` with a provider when the column's name or ≥ 90 %
   of its values say which (`PROVIDERS_BY_NAME`, `PROVIDERS_BY_PATTERN`; a pool sized so that as many rows see
-  the sample's distinct ratio, `faker_cardinality`), else ``random`` text of the observed length range; BINARY: ``random`` of the median length;
+  the sample's distinct ratio, `faker_cardinality`), else ``random`` text of the observed length range, each
+  length weighted by its count (``lengthWeights``; uniform when more than ``max_dictionary`` lengths span that
+  range); BINARY: ``random`` of the median length;
 - numbers, DATE, TIMESTAMP: ``empirical`` through the K+1 quantiles (integers rounded, the minimum and maximum
   kept);
 - a map's keys draw from a finite set without repetition (`impulse.nested`): ``values`` when few, ``random``
@@ -102,8 +104,8 @@ def check_type(leaf: Leaf) -> str:
 
 
 def _size_weights(counts: tuple[tuple[object, int], ...], low: int, high: int, max_sizes: int) -> str | None:
-    """An ARRAY's or MAP's ``lengthWeights``: each size's count from `low` to `high` (0 for one not seen); None
-    when the sizes are too many (more than `max_sizes`) or none was counted."""
+    """``lengthWeights`` of an ARRAY's or MAP's sizes or a STRING's lengths: each size's count from `low` to `high`
+    (0 for one not seen); None when the sizes are too many (more than `max_sizes`) or none was counted."""
     if not counts or high - low + 1 > max_sizes:
         return None
     seen = {int(size): count for size, count in counts}
@@ -169,7 +171,11 @@ def infer(stats: Stats, max_dictionary: int = 1000, keep_values: bool = False, m
             return Inference(tuple(props), ", ".join(seen) + f": text like Faker's {provider} (never copied)")
         low, high = int(q[0]), int(q[-1])
         props += [("kind", "random"), ("minLength", str(low)), ("maxLength", str(high))]
-        return Inference(tuple(props), ", ".join(seen) + f": random text, lengths {low}..{high} (never copied)")
+        weights = _size_weights(stats.lengths, low, high, max_dictionary) if low < high else None
+        if weights is not None:
+            props.append(("lengthWeights", weights))
+        return Inference(tuple(props), ", ".join(seen) + f": random text, lengths {low}..{high}"
+                         + (", weighted as seen" if weights is not None else "") + " (never copied)")
     if fam == "binary":
         length = int(round(q[len(q) // 2]))
         return Inference(tuple(props + [("kind", "random"), ("length", str(length))]),

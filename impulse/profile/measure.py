@@ -2,7 +2,9 @@
 ``GROUP BY`` for a leaf with few distinct values): nothing but the statistics reaches the driver.
 
 Values are measured in the generators' units (`impulse.fields`): DATE as days and TIMESTAMP as µs since the
-epoch, STRING and BINARY by their lengths, ARRAY and MAP by their sizes. Quantiles are Spark's exact
+epoch, STRING and BINARY by their lengths, ARRAY and MAP by their sizes. An ARRAY's or MAP's sizes and a STRING's
+lengths are also counted one by one (a ``GROUP BY``; a STRING with a dictionary sums it instead), so the generator
+can draw them as seen (``lengthWeights``). Quantiles are Spark's exact
 ``percentile`` (linear interpolation between ranks), so the same sample gives the same numbers.
 """
 
@@ -104,6 +106,8 @@ class Stats:
     patterns: tuple[tuple[str, float], ...] = ()     #: STRING: (pattern name, share of non-null values matching)
     #: a unique STRING whose every value is one text then a number (``C-0042``): `Numbered`; else None
     numbered: "Numbered | None" = None
+    #: STRING: (length, count) by length, when 2 to `max_dictionary` lengths span the observed range
+    lengths: tuple[tuple[int, int], ...] = ()
 
     @property
     def non_null(self) -> int:
@@ -141,8 +145,24 @@ def leaf_stats(sample: DataFrame, leaf: Leaf, knots: int, max_dictionary: int) -
     numbered = None
     if kind == "string" and row["non_null"] > 1 and row["distinct"] == row["non_null"]:
         numbered = _numbered(frame.where(v.isNotNull()), v)
+    lengths: tuple[tuple[int, int], ...] = ()
+    if kind == "string" and quantiles and 0 < quantiles[-1] - quantiles[0] < max_dictionary:  # one length: no weights
+        lengths = _length_counts(frame.where(v.isNotNull()), m, dictionary)
     return Stats(leaf, kind, int(row["rows"]), int(row["rows"] - row["non_null"]), int(row["distinct"]), quantiles,
-                 dictionary, patterns, numbered)
+                 dictionary, patterns, numbered, lengths)
+
+
+def _length_counts(values: DataFrame, length: SparkColumn,
+                   dictionary: tuple[tuple[object, int], ...]) -> tuple[tuple[int, int], ...]:
+    """A STRING's (length, count) pairs by length: summed from its `dictionary` when it has one (every distinct
+    value counted; Python's ``len`` counts characters as Spark's ``length`` does), else one ``GROUP BY`` length."""
+    if dictionary:
+        counts: dict[int, int] = {}
+        for value, count in dictionary:
+            counts[len(value)] = counts.get(len(value), 0) + count
+        return tuple(sorted(counts.items()))
+    rows = values.groupBy(length.cast("int").alias("value")).count().orderBy("value").collect()
+    return tuple((int(r["value"]), int(r["count"])) for r in rows)
 
 
 def _numbered(values: DataFrame, v: SparkColumn) -> Numbered | None:

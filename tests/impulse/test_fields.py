@@ -187,6 +187,26 @@ def test_sequence_is_the_global_index_over_partitions():
     assert got == [100 + 2 * k for k in range(10)]
 
 
+def test_random_text_lengths_follow_length_weights_and_unweighted_text_is_unchanged():
+    """``lengthWeights`` on a random STRING: each length's share is its weight's (a chi-square at p = 0.001); the
+    characters and the unweighted lengths are what they were (weights only re-draw the lengths)."""
+    weights = np.array([0, 50, 30, 0, 15, 5], dtype=float)            # lengths 3..8
+    weighted = values(column(StringType(), minLength=3, maxLength=8, lengthWeights=",".join(f"{w:g}" for w in weights)))
+    lengths = pc.utf8_length(weighted).to_numpy()
+    counts = np.bincount(lengths - 3, minlength=6)
+    assert counts[0] == counts[3] == 0 and lengths.max() == 8         # a weight of 0 is never drawn
+    expected = N * weights / weights.sum()
+    seen = expected > 0
+    assert ((counts[seen] - expected[seen]) ** 2 / expected[seen]).sum() < chi_square_critical(int(seen.sum()) - 1)
+    uniform = values(column(StringType(), minLength=3, maxLength=8))
+    assert pc.utf8_length(uniform).to_numpy().min() == 3 and np.ptp(np.bincount(pc.utf8_length(uniform).to_numpy()
+                                                                                [:60_000])[3:]) < 1_000
+    head = pc.utf8_slice_codeunits(weighted, 0, 3)                     # same characters, other lengths
+    assert head.equals(pc.utf8_slice_codeunits(uniform, 0, 3))
+    again = values(column(StringType(), minLength=3, maxLength=8, lengthWeights="0,50,30,0,15,5"), 5_000, first=777)
+    assert again.equals(weighted.slice(777, 5_000))                    # deterministic per seed and event
+
+
 def test_shapes_of_strings_uuids_decimals_dates():
     t = table(reference_layout(), 0, 0, 20_000, 8192)
     sessions = t.column("session").to_pylist()
@@ -219,6 +239,11 @@ def test_shapes_of_strings_uuids_decimals_dates():
     (StringType(), {"kind": "values", "values": "a,b", "weights": "1"}, "fields.c.weights", "2 numbers"),
     (DecimalType(5, 2), {"min": "1.234"}, "fields.c.min", "at most 2 digits after the point"),
     (DayTimeIntervalType(), {}, "schema, column 'c'", "and ARRAY, MAP, STRUCT of them"),
+    (StringType(), {"minlength": "1", "maxlength": "3", "lengthweights": "1,2"}, "fields.c.lengthWeights",
+     "3 weights ≥ 0, not all 0, comma-separated: one per length from minLength 1 to maxLength 3"),
+    (StringType(), {"length": "4", "lengthweights": "1"}, "fields.c.lengthWeights", "no weights with a fixed 'length'"),
+    (BinaryType(), {"lengthweights": "1"}, "fields.c.lengthweights", "unknown option"),   # named as given
+    (StringType(), {"min": "1", "max": "9", "lengthweights": "1"}, "fields.c.lengthweights", "unknown option"),
 ])
 def test_bad_properties_name_the_column_property_and_what_is_allowed(data_type, props, option, words):
     with pytest.raises(OptionError) as err:

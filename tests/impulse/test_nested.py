@@ -147,7 +147,7 @@ def test_length_weights_give_each_size_its_share_within_5_sigma():
     ({"minLength": 1, "maxLength": 3, "lengthWeights": "1,2"}, "3 weights ≥ 0, not all 0"),
     ({"minLength": 1, "maxLength": 2, "lengthWeights": "0,0"}, "2 weights ≥ 0, not all 0"),
     ({"minLength": 1, "maxLength": 2, "lengthWeights": "1,-1"}, "2 weights ≥ 0"),
-    ({"minLength": 1, "maxLength": 2, "lengthWeights": "a,b"}, "one per size from minLength 1 to maxLength 2"),
+    ({"minLength": 1, "maxLength": 2, "lengthWeights": "a,b"}, "one per length from minLength 1 to maxLength 2"),
     ({"length": 2, "lengthWeights": "1"}, "no weights with a fixed 'length'"),
 ])
 def test_bad_length_weights_are_refused_naming_the_property(props, words):

@@ -10,6 +10,7 @@ which must draw every chart, show the run's numbers, and make no request beyond 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -117,6 +118,19 @@ def test_the_page_shows_every_gate_a_check_and_keys_it_does_not_know():
     assert hdr["name"] == "end-to-end" and hdr["y"] == sorted(hdr["y"]) and hdr["x"] == sorted(hdr["x"])
     assert hdr["y"][-1] == pytest.approx(LatencyHistogram.from_dict(run["latencyHistogram"]).max_us / 1e3)
     assert all(f'id="{spec["id"]}"' in page for spec in specs)
+
+
+def test_a_resumed_run_says_under_its_headline_what_its_figures_cover():
+    run = _run(RATE, 800.0)
+    run["summary"]["resumed"] = {"checkpoint": "/data/ckpt", "firstBatchId": 7, "eventsBefore": 12_345}
+    page = render_html([("orders", {"mode": "run", "name": "orders", **run})], "impulse-load: orders", "")
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.split("<script")[0]))
+    assert re.search(r"Resumed run — resumed from --checkpoint /data/ckpt at micro-batch 7: 12,345 events committed "
+                     r"by earlier runs; latency runs from each event's original schedule", html.unescape(text))
+    assert page.index('class="resumed"') < page.index('class="cards"')   # above the figures it qualifies
+    assert "eventsBefore" not in page      # not repeated as raw JSON in the summary table
+    plain = render_html([("orders", {"mode": "run", "name": "orders", **_run(RATE, 800.0)})], "t", "")
+    assert 'class="resumed"' not in plain and "Resumed run" not in plain
 
 
 def test_a_ramp_and_a_file_get_a_section_per_step_and_scenario_and_their_comparison():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from impulse.loadtest.load.events import impulse_options
-from impulse.loadtest.load.resume import committed_events, resumed_info, resumes
+from impulse.loadtest.load.resume import committed_events, describe_resumed, resumed_info, resumes
 from impulse.loadtest.measure.metrics import Batch
 from impulse.loadtest.scenario import plan_from_args
 from impulse.loadtest.settings.config import LoadConfig
@@ -45,6 +45,9 @@ def test_a_resumed_run_says_where_it_started():
                   latency_data={}, schedule_data={}, delivery_data={})
     assert resumed_info("/c", [first]) == {"checkpoint": "/c", "firstBatchId": 7, "eventsBefore": 300}
     assert resumed_info("/c", []) == {"checkpoint": "/c", "firstBatchId": None, "eventsBefore": None}
+    said = describe_resumed(resumed_info("/c", [first]))
+    assert said.startswith("resumed from --checkpoint /c at micro-batch 7: 300 events committed by earlier runs")
+    assert "at micro-batch ?: ? events" in describe_resumed(resumed_info("/c", []))   # no batch ran: unknown
 
 
 def test_with_a_checkpoint_the_source_keeps_its_schedule_on_a_rerun(tmp_path):

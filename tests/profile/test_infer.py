@@ -116,6 +116,16 @@ def test_a_collection_s_sizes_are_weighted_by_their_counts_unless_too_many():
     assert "lengthWeights" not in dict(infer(arr, max_dictionary=3).properties)  # 4 sizes over 3: uniform
 
 
+def test_random_text_lengths_are_weighted_by_their_counts_unless_too_many():
+    note = Stats(Leaf(("note",), StringType(), ()), "string", 100, 0, 80, (3.0, 4.0, 6.0),
+                 lengths=((3, 10), (4, 70), (6, 20)))
+    inferred = infer(note)
+    assert dict(inferred.properties) == {"kind": "random", "minLength": "3", "maxLength": "6",
+                                         "lengthWeights": "10,70,0,20"}
+    assert "weighted as seen" in inferred.comment
+    assert "lengthWeights" not in dict(infer(note, max_dictionary=3).properties)  # 4 lengths over 3: uniform
+
+
 def test_a_type_impulse_cannot_generate_is_named_with_its_column():
     with pytest.raises(OptionError) as err:
         infer(_stats("t", DayTimeIntervalType()))

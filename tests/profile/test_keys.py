@@ -60,6 +60,7 @@ def test_the_tutorial_profiles_two_tables_and_the_join_keeps_its_match_rate(spar
     assert all(r["distance"] <= CARS_BOUNDS[r["metric"]] for p, r in rows.items()
                if p.startswith("cars.") and r["metric"] in CARS_BOUNDS)
     assert all(r["distance"] <= DRIVING_BOUND for p, r in rows.items() if p.startswith("driving.") and r["metric"])
+    assert rows["cars.Name"]["metric"] == "LEN" and rows["cars.Name"]["distance"] <= CARS_BOUNDS["KS"]  # lengths as seen
     # the tutorial's read of the specs (the documented batch read of each), joined: every generated car finds its year
     names = {"spark": spark}
     exec(python_block("## Run your pipeline on the generated stream", page=TUTORIAL), names)

@@ -116,6 +116,30 @@ def test_an_array_s_sizes_are_generated_as_seen_not_uniform(spark, tmp_path):
     assert size_ks(uniform) > one / len(sizes) - 0.5 - 0.07 > 4 * weighted.distance
 
 
+def test_random_text_lengths_are_generated_as_seen_not_uniform(spark, tmp_path):
+    """Vega's car names (many distinct: random text, never copied) are mostly 10 to 25 characters within 6..36. Their
+    length counts become lengthWeights and the LEN distance is small; the same spec with uniform lengths over the
+    range (what the profiler wrote before) is several times further off."""
+    names = _cars(spark).select("Name")
+    result = profile(names, Settings(name="names", output=tmp_path, bounds=BOUNDS))
+    spec = tomllib.loads((tmp_path / "names.toml").read_text())
+    row = {r.path: r for r in result.report}["Name"]
+    assert row.generator == "random" and row.metric == "LEN" and row.distance <= 0.05, row
+    lengths = np.array([r["n"] for r in names.select(F.length("Name").alias("n")).collect()], dtype=float)
+    low, high = int(lengths.min()), int(lengths.max())
+    counts = np.bincount(lengths.astype(int) - low, minlength=high - low + 1)
+    assert spec["source"]["fields.Name.lengthWeights"] == ",".join(str(c) for c in counts)
+
+    def length_ks(source: dict) -> float:
+        made = (spark.read.format("impulse").schema(spec["schema"]).options(**source)
+                .option("eventsPerSecond", spec["rate"]).option("limit", len(lengths)).load())
+        return ks(lengths, np.array([r["n"] for r in made.select(F.length("Name").alias("n")).collect()], dtype=float))
+
+    uniform = {k: v for k, v in spec["source"].items() if k != "fields.Name.lengthWeights"}
+    assert length_ks(spec["source"]) == pytest.approx(row.distance, abs=1e-6)  # the report rounds to 6 digits
+    assert length_ks(uniform) > 0.2 > 4 * row.distance
+
+
 def test_nested_columns_and_timestamp_ntz_are_profiled_down_to_each_leaf(spark, tmp_path):
     path = tmp_path / "orders.json"
     rows = [{"id": i, "items": [{"sku": f"s{(i * 7 + j) % 5}", "qty": (i + j) % 4 + 1} for j in range(i % 4)],

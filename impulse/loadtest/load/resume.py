@@ -29,7 +29,7 @@ from typing import Sequence
 from impulse.loadtest.measure.commit_time import local_path
 from impulse.loadtest.measure.metrics import Batch
 
-__all__ = ["resumes", "committed_events", "resumed_info"]
+__all__ = ["resumes", "committed_events", "resumed_info", "describe_resumed"]
 
 
 def resumes(checkpoint: str | None) -> bool:
@@ -72,3 +72,15 @@ def resumed_info(checkpoint: str, batches: Sequence[Batch]) -> dict:
     first = batches[0] if batches else None
     return {"checkpoint": checkpoint, "firstBatchId": first.batch_id if first is not None else None,
             "eventsBefore": first.delivered - first.rows if first is not None else None}
+
+
+def describe_resumed(resumed: dict) -> str:
+    """One sentence from ``summary.resumed`` (`resumed_info`) saying what a resumed run's figures cover: the
+    checkpoint, the micro-batch it resumed at, the events committed before it, and how its latency, events and time
+    are counted. The text summary and the HTML report both show it."""
+    before = resumed.get("eventsBefore")
+    batch = resumed.get("firstBatchId")
+    return (f"resumed from --checkpoint {resumed.get('checkpoint')} at micro-batch "
+            f"{batch if batch is not None else '?'}: {f'{before:,}' if before is not None else '?'} events committed "
+            "by earlier runs; latency runs from each event's original schedule (the downtime included), events count "
+            "every run's, time counts from this run's start: it proves the target's answer, not a steady-state rate")

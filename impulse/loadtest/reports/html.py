@@ -1,7 +1,8 @@
 """``report.html``: one self-contained page of a run, a ramp, a file's scenarios, or several runs compared.
 
 Built from ``report.json`` documents alone (one source of truth: a key added to a run's object or to its
-``summary`` shows up in the page without a change here). The page holds, per run: headline numbers, the
+``summary`` shows up in the page without a change here). The page holds, per run: headline numbers (for a run
+resumed from ``--checkpoint``, ``summary.resumed`` as a note saying what its figures cover), the
 summary table, the verdict, every threshold and the ``check`` (pass/FAIL with what was measured), charts
 over time (target vs achieved rate, lag, latency percentiles per batch, schedule delay vs delivery,
 Spark's phases), the latency distribution as an HDR percentile curve, the configuration and the
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from connectors.latency import LatencyHistogram
+from impulse.loadtest.load.resume import describe_resumed
 from impulse.loadtest.measure.latency_names import PARTS as LATENCY_PARTS
 from impulse.loadtest.measure.latency_names import description as latency_description
 from impulse.loadtest.measure.latency_names import title as latency_title
@@ -76,6 +78,7 @@ details{margin:8px 0}summary{cursor:pointer;font-weight:600}
 .headline{font-size:16px;font-weight:600;margin:6px 0 10px;padding:6px 10px;border-radius:6px;background:#fff;
 border:1px solid #d0d7de}.headline.PASS{border-left:6px solid #1a7f37}.headline.FAIL{border-left:6px solid #cf222e}
 .headline ul{margin:4px 0 0;font-weight:400}.note{color:#59636e;font-size:12px;margin:2px 0}
+.resumed{margin:6px 0 10px;padding:6px 10px;border-radius:6px;background:#fff8c5;border:1px solid #d4a72c}
 section.producer{background:#fbfcfd;border:1px dashed #d0d7de;border-radius:8px;padding:4px 12px 12px;margin:12px 0}
 """
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -428,6 +431,15 @@ def _headline(result: Any) -> str:
                                                 + "</ul>" if reasons else "") + "</div>")
 
 
+def _resumed(run: dict) -> str:
+    """A run resumed from ``--checkpoint`` (``summary.resumed``, `impulse.loadtest.load.resume`): what its figures
+    cover, under the headline; nothing for any other run."""
+    resumed = (run.get("summary") or {}).get("resumed")
+    if not isinstance(resumed, dict):
+        return ""
+    return f'<p class="resumed"><b>Resumed run</b> — {_e(describe_resumed(resumed))}</p>'
+
+
 def _via_block(run: dict, figures: _Figures) -> str:
     """Through Kafka: the pipeline's input and what its latency is read from, then the producer's own section (its
     batches, rate, latency scheduled → committed, phases and charts)."""
@@ -448,13 +460,14 @@ def _via_block(run: dict, figures: _Figures) -> str:
 
 
 def _run_section(name: str, run: dict, figures: _Figures) -> str:
-    """The headline (PASS/FAIL and why), cards; the verdict, thresholds and check beside the summary table; the
-    latency and phases tables; the check's example rows; the charts; through Kafka the producer's section; the stages, configuration
+    """The headline (PASS/FAIL and why), what a resumed run's figures cover, cards; the verdict, thresholds and check
+    beside the summary table; the latency and phases tables; the check's example rows; the charts; through Kafka the producer's section; the stages, configuration
     and deployment."""
-    return (f'<section class="run"><h2>{_e(name)}</h2>' + _headline(run.get("result")) + _cards(run)
+    summary = {k: v for k, v in (run.get("summary") or {}).items() if k != "resumed"}   # shown by `_resumed`
+    return (f'<section class="run"><h2>{_e(name)}</h2>' + _headline(run.get("result")) + _resumed(run) + _cards(run)
             + '<div class="row">'
             + f'<div class="gates">{_gates(run)}</div>'
-            + "<div><h3>Summary</h3>" + _kv_table(run.get("summary") or {}, _SUMMARY_LABELS) + "</div></div>"
+            + "<div><h3>Summary</h3>" + _kv_table(summary, _SUMMARY_LABELS) + "</div></div>"
             + f'<div class="row"><div class="latency">{_latency_table(run)}</div><div>{_phases_table(run)}</div></div>'
             + _check_examples(run)
             + _run_charts(run, figures) + _via_block(run, figures) + _stages_table(run) + _setup(run) + "</section>")

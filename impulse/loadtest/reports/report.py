@@ -30,6 +30,7 @@ from typing import Sequence
 from connectors.latency import LatencyHistogram
 from impulse.loadtest.load.ramp import RampResult
 from impulse.loadtest.load.result import LATENCY_PARTS, LoadResult
+from impulse.loadtest.load.resume import describe_resumed
 from impulse.loadtest.measure.latency_names import description as latency_description
 from impulse.loadtest.measure.latency_names import title as latency_title
 from impulse.loadtest.measure.metrics import PERCENTILES, PHASES, percentiles_ms, phase_stats
@@ -94,14 +95,6 @@ def stages_lines(result: LoadResult) -> list[str]:
     return lines
 
 
-def _resumed_line(resumed: dict) -> str:
-    """A resumed run's line (`impulse.loadtest.load.resume`): what its figures cover."""
-    before = resumed.get("eventsBefore")
-    return (f"  resumed from --checkpoint {resumed['checkpoint']} at batch {resumed.get('firstBatchId')}: "
-            f"{f'{before:,}' if before is not None else '?'} events committed by earlier runs; latency runs from each "
-            "event's original schedule (the downtime included), events count every run's")
-
-
 def summary_text(result: LoadResult, name: str | None = None) -> str:
     """The end-of-run text. First line, the headline: PASS or FAIL, the query and why
     (`impulse.loadtest.reports.verdict`); then target vs achieved, events, output rows, errors, micro-batches, latency
@@ -118,7 +111,7 @@ def summary_text(result: LoadResult, name: str | None = None) -> str:
         f"impulse-load summary{' of ' + repr(name) if name else ''}: {result.sink}, {c.partitions} partitions, {c.payload_bytes} B payload, "
         f"trigger {c.trigger}, {result.outcome}" + (f" ({result.error})" if result.error else ""),
         *([f"  on {describe(result.deployment)}"] if result.deployment else []),
-        *([_resumed_line(result.resumed)] if result.resumed else []),
+        *([f"  {describe_resumed(result.resumed)}"] if result.resumed else []),
         *([f"  query: {describe_query(c)}"] if describe_query(c) else []),
         *([f"  schema: {c.schema}" + (f"; {len(c.source_options)} source options" if c.source_options else "")]
           if c.schema else []),
