@@ -69,3 +69,22 @@ def test_a_time_column_must_be_a_timestamp(tmp_path):
     with pytest.raises(OptionError) as err:
         load(str(tmp_path / "s.parquet"), "parquet", "t")
     assert err.value.option == "timeColumn" and "TIMESTAMP" in str(err.value)
+
+
+@pytest.mark.parametrize("first, end", [(0, 5), (1, 4), (3, 7), (4, 16), (2, 2 + 5 * 11), (0, 0)])
+def test_rows_at_are_the_positions_rows_modulo_the_recording_each_lap_later(recording, first, end):
+    """Sliced lap by lap (zero-copy) or gathered (more laps than `SLICED_LAPS`): the rows of ``p mod N``, their
+    time ``⌊p / N⌋`` spans later, in one schema."""
+    positions = np.arange(first, end)
+    rows = rows_at(recording, first, end)
+    assert rows.schema == recording.table.schema
+    ids = np.array(recording.table["id"].to_pylist())
+    assert rows["id"].to_pylist() == ids[positions % 5].tolist()
+    micros = recording.table["ts"].cast(pa.int64()).to_numpy()
+    expected = micros[positions % 5] + positions // 5 * recording.span_us
+    assert rows["ts"].cast(pa.int64()).to_pylist() == expected.tolist()
+
+
+def test_a_range_within_one_lap_is_a_zero_copy_slice(recording):
+    rows = rows_at(recording, 1, 4)
+    assert rows["id"].chunks[0].buffers()[1].address == recording.table["id"].chunks[0].buffers()[1].address
