@@ -17,6 +17,9 @@ of the profiled spec and the replay rate of the table against the spec's own pre
 Goal: profiled ≥ 0.8× prebuilt_profiled. Example::
 
     python bench/profile_replay.py --rows 1000000 --rows-per-batch 500000 --batches 4 --rounds 2 --json
+
+``--spec FILE`` reuses a load file profiled before (the same ``--rows``) and ``--contenders replay,prebuilt_profiled``
+runs only those: replay before/after a change, without profiling again.
 """
 
 from __future__ import annotations
