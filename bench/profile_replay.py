@@ -17,6 +17,9 @@ of the profiled spec and the replay rate of the table against the spec's own pre
 Goal: profiled ≥ 0.8× prebuilt_profiled. Example::
 
     python bench/profile_replay.py --rows 1000000 --rows-per-batch 500000 --batches 4 --rounds 2 --json
+
+``--spec FILE`` reuses a load file profiled before (the same ``--rows``) and ``--contenders replay,prebuilt_profiled``
+runs only those: replay before/after a change, without profiling again.
 """
 
 from __future__ import annotations
@@ -58,8 +61,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--master", default="local[2]", help="Spark master")
     parser.add_argument("--driver-memory", default="4g", help="spark.driver.memory")
     parser.add_argument("--timeout-s", type=float, default=900, help="give up on one query after this many seconds")
+    parser.add_argument("--sample", type=int, help="rows profiled (default: all of them)")
+    parser.add_argument("--spec", type=Path, help="a load file profiled before (same --rows): skips the profiling")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS), help="the contenders run, comma-separated")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = set(args.contenders.split(",")) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"--contenders: {', '.join(sorted(unknown))} unknown; choose from {', '.join(CONTENDERS)}")
+    return args
 
 
 def table(rows: int) -> pa.Table:
@@ -105,13 +115,18 @@ def main(argv=None) -> int:
     spark = bench.make_session(args)
     folder = Path(tempfile.mkdtemp(prefix="profile-bench-"))
     pq.write_table(table(args.rows), folder / "orders.parquet")
-    started = time.monotonic()
-    result = profile(spark.read.parquet(str(folder / "orders.parquet")),
-                     Settings(name="orders", output=folder / "profile", sample=args.rows))
-    profile_s = time.monotonic() - started
-    worst = {m: max((r.distance for r in result.report if r.metric == m), default=0.0) for m in ("KS", "LEN", "TV")}
-    print(f"profiled {args.rows} rows x 20 columns in {profile_s:.1f} s; worst {worst}", file=sys.stderr, flush=True)
-    spec = tomllib.loads(result.spec)
+    if args.spec is None:
+        started = time.monotonic()
+        sample = args.sample or args.rows
+        result = profile(spark.read.parquet(str(folder / "orders.parquet")),
+                         Settings(name="orders", output=folder / "profile", sample=sample))
+        profile_s = time.monotonic() - started
+        worst = {m: max((r.distance for r in result.report if r.metric == m), default=0.0) for m in ("KS", "LEN", "TV")}
+        print(f"profiled {sample} rows x 20 columns in {profile_s:.1f} s (spec: {result.spec_path}); worst {worst}",
+              file=sys.stderr, flush=True)
+        spec = tomllib.loads(result.spec)
+    else:
+        profile_s, worst, spec = None, None, tomllib.loads(args.spec.read_text())
     impulse = {"delay": "1us", "startTime": "0", "numPartitions": str(args.partitions),
                "maxEventsPerTrigger": str(args.rows_per_batch)}
 
@@ -128,10 +143,14 @@ def main(argv=None) -> int:
         .option("eventsPerSecond", 1e12).option("loop", True).option("numPartitions", args.partitions)
         .option("maxEventsPerTrigger", args.rows_per_batch).load(str(folder / "orders.parquet")),
     }
-    results, errors = bench.alternating_rounds(spark, args, frames, list(CONTENDERS))
+    results, errors = bench.alternating_rounds(spark, args, frames, args.contenders.split(","))
     medians = {n: statistics.median(r["rows_per_s"] for r in rs) for n, rs in results.items() if rs}
-    summary = {"rows": args.rows, "profile_s": round(profile_s, 1), "worst": worst,
+    summary = {"rows": args.rows, "profile_s": profile_s and round(profile_s, 1), "worst": worst,
                "rows_per_s": {n: round(v) for n, v in medians.items()},
+               "rounds_rows_per_s": {n: [round(r["rows_per_s"]) for r in rs] for n, rs in results.items()},
+               # CPU of the JVM and its Python workers per 1M rows: far less sensitive to a shared machine's load
+               "cpu_s_per_million_rows": {n: round(statistics.median(r["cpu_s_per_million_rows"] for r in rs), 2)
+                                          for n, rs in results.items() if rs},
                "ratios": {f"{n}/prebuilt_profiled": round(medians[n] / medians["prebuilt_profiled"], 3)
                           for n in ("profiled", "replay") if n in medians and "prebuilt_profiled" in medians},
                "errors": errors}

@@ -103,14 +103,40 @@ def due(recording: Recording, elapsed_us: int, speed: float, rate: float | None,
     return count if loop else min(count, n)
 
 
+#: above this many laps in one range, `rows_at` gathers (one vectorised take) instead of slicing lap by lap
+SLICED_LAPS = 8
+
+
 def rows_at(recording: Recording, first: int, end: int) -> pa.Table:
-    """The rows of positions ``[first, end)`` (module docstring: modulo N, time shifted per lap)."""
+    """The rows of positions ``[first, end)`` (module docstring: modulo N, time shifted per lap).
+
+    Within a lap the positions are contiguous rows of the ordered recording: zero-copy slices of it, one per lap
+    (a range spanning more than `SLICED_LAPS` laps of a short recording is gathered at once instead)."""
     n = recording.rows
+    if end <= first or n == 0:
+        return recording.table.slice(0, 0)
+    if (end - 1) // n - first // n > SLICED_LAPS:
+        return _gathered(recording, first, end)
+    pieces, at = [], first
+    while at < end:
+        lap, index = divmod(at, n)
+        length = min(end - at, n - index)
+        pieces.append(_shifted(recording, recording.table.slice(index, length), np.int64(lap)))
+        at += length
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
+def _gathered(recording: Recording, first: int, end: int) -> pa.Table:
     positions = np.arange(first, end, dtype=np.int64)
-    rows = recording.table.take(pa.array(positions % n))
-    if recording.time_column is None or end <= first or positions[-1] < n:
+    return _shifted(recording, recording.table.take(pa.array(positions % recording.rows)), positions // recording.rows)
+
+
+def _shifted(recording: Recording, rows: pa.Table, laps: np.ndarray) -> pa.Table:
+    """`rows` with the time column moved `laps` × the span later (a lap number, or one per row)."""
+    if recording.time_column is None or not np.any(laps):
         return rows
     name = recording.time_column
     index = rows.schema.get_field_index(name)
-    shifted = rows[name].cast(pa.int64()).to_numpy(zero_copy_only=False) + (positions // n) * recording.span_us
-    return rows.set_column(index, rows.schema.field(index), pa.array(shifted).cast(rows.schema.field(index).type))
+    field = rows.schema.field(index)
+    shifted = rows[name].cast(pa.int64()).to_numpy(zero_copy_only=False) + laps * recording.span_us
+    return rows.set_column(index, field, pa.array(shifted).cast(field.type))

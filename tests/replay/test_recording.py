@@ -8,9 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from connectors.errors import OptionError
+from impulse.events import ROWS_PER_BATCH
 from impulse.replay.options import ReplayOptions
 from impulse.replay.recording import due, load, rows_at
-from impulse.replay.source import _split
+from impulse.replay.source import ReplayPartition, _read, _split
 
 SECOND = 1_000_000
 
@@ -69,3 +70,34 @@ def test_a_time_column_must_be_a_timestamp(tmp_path):
     with pytest.raises(OptionError) as err:
         load(str(tmp_path / "s.parquet"), "parquet", "t")
     assert err.value.option == "timeColumn" and "TIMESTAMP" in str(err.value)
+
+
+@pytest.mark.parametrize("first, end", [(0, 5), (1, 4), (3, 7), (4, 16), (2, 2 + 5 * 11), (0, 0)])
+def test_rows_at_are_the_positions_rows_modulo_the_recording_each_lap_later(recording, first, end):
+    """Sliced lap by lap (zero-copy) or gathered (more laps than `SLICED_LAPS`): the rows of ``p mod N``, their
+    time ``⌊p / N⌋`` spans later, in one schema."""
+    positions = np.arange(first, end)
+    rows = rows_at(recording, first, end)
+    assert rows.schema == recording.table.schema
+    ids = np.array(recording.table["id"].to_pylist())
+    assert rows["id"].to_pylist() == ids[positions % 5].tolist()
+    micros = recording.table["ts"].cast(pa.int64()).to_numpy()
+    expected = micros[positions % 5] + positions // 5 * recording.span_us
+    assert rows["ts"].cast(pa.int64()).to_pylist() == expected.tolist()
+
+
+def test_a_range_within_one_lap_is_a_zero_copy_slice(recording):
+    rows = rows_at(recording, 1, 4)
+    assert rows["id"].chunks[0].buffers()[1].address == recording.table["id"].chunks[0].buffers()[1].address
+
+
+def test_a_partition_is_read_in_record_batches_of_at_most_impulses_size(tmp_path):
+    """The JVM reads 64K–256K-row record batches fastest: a long range is re-chunked, its rows unchanged."""
+    rows = 200_000
+    times = pa.array(np.arange(rows, dtype=np.int64) * 1_000, pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"id": np.arange(rows), "ts": times}), tmp_path / "long.parquet")
+    options = ReplayOptions.from_options({"path": str(tmp_path / "long.parquet"), "timeColumn": "ts", "loop": "true"})
+    batches = list(_read(options, ReplayPartition(150_000, 450_000)))
+    assert max(b.num_rows for b in batches) <= ROWS_PER_BATCH and sum(b.num_rows for b in batches) == 300_000
+    ids = np.concatenate([b.column(0).to_numpy() for b in batches])
+    assert (ids == np.arange(150_000, 450_000) % rows).all()
