@@ -45,6 +45,7 @@ from pyspark.sql.types import (
 )
 
 from connectors.errors import OptionError
+from impulse.profile.registry import arrow_schema, record_schema_id
 
 __all__ = ["decode_protobuf", "spark_type"]
 
@@ -142,12 +143,7 @@ def decode_protobuf(values: DataFrame, url: str, texts: dict[int, str]) -> DataF
 
 def _decoder(url: str, texts: dict[int, str], struct: StructType):
     """The function each task runs: Arrow batches of framed values → Arrow batches of decoded rows."""
-    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415 - pyspark's Arrow helpers, needs pyarrow
-
-    try:
-        arrow = to_arrow_schema(struct, timezone="UTC")
-    except TypeError:  # a PySpark whose helper has no timezone argument: it always uses UTC
-        arrow = to_arrow_schema(struct)
+    arrow = arrow_schema(struct)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from sinks.kafka.formats import protobuf_message_class  # noqa: PLC0415 - the protobuf extra, on executors
@@ -159,7 +155,7 @@ def _decoder(url: str, texts: dict[int, str], struct: StructType):
                 if record[5:6] != b"\x00":
                     raise ValueError(f"{url}: a record's message indexes {record[5:6].hex()} name a message other "
                                      "than the schema's first (only the first is profiled)")
-                message = classes[int.from_bytes(record[1:5], "big")].FromString(record[6:])
+                message = classes[record_schema_id(record)].FromString(record[6:])
                 rows.append(_row(message, struct))
             yield pa.RecordBatch.from_pylist(rows, schema=arrow)
 

@@ -66,10 +66,29 @@ def is_framed() -> Any:
     return (F.length("value") >= 5) & (F.substring("value", 1, 1) == F.unhex(F.lit("00")))
 
 
+def schema_id() -> Any:
+    """A column expression: the schema id of a framed ``value`` (bytes 2-5, big-endian), as a LONG."""
+    return F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long")
+
+
+def record_schema_id(record: bytes) -> int:
+    """The schema id of one framed record (bytes 2-5, big-endian): `schema_id` for a task's Python rows."""
+    return int.from_bytes(record[1:5], "big")
+
+
+def arrow_schema(struct: StructType) -> pa.Schema:
+    """`struct` as Arrow's schema, TIMESTAMP as UTC timestamps (as the decoders give them)."""
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415 - pyspark's Arrow helpers, needs pyarrow
+
+    try:
+        return to_arrow_schema(struct, timezone="UTC")
+    except TypeError:  # a PySpark whose helper has no timezone argument: it always uses UTC
+        return to_arrow_schema(struct)
+
+
 def framed_ids(values: DataFrame) -> tuple[list[int], int]:
     """(the schema ids of the framed values, sorted; how many values are not framed), by one small aggregate."""
-    counted = (values.select(F.when(is_framed(), F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long"))
-                             .alias("id"))
+    counted = (values.select(F.when(is_framed(), schema_id()).alias("id"))
                .groupBy("id").count().collect())
     ids = sorted(row["id"] for row in counted if row["id"] is not None)
     return ids, sum(row["count"] for row in counted if row["id"] is None)
@@ -190,7 +209,7 @@ def decode_avro(values: DataFrame, url: str, texts: dict[int, str]) -> DataFrame
         wrap = True
     else:
         wrap = False
-    firsts = (values.select(F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long").alias("id"), "value")
+    firsts = (values.select(schema_id().alias("id"), "value")
               .groupBy("id").agg(F.min("value").alias("value")).collect())
     reader = fastavro.parse_schema(json.loads(texts[newest]))
     for row in firsts:
@@ -205,12 +224,7 @@ def decode_avro(values: DataFrame, url: str, texts: dict[int, str]) -> DataFrame
 
 def _decoder(texts: dict[int, str], newest: int, struct: StructType, wrap: bool):
     """The function each task runs: Arrow batches of framed values → Arrow batches of decoded rows."""
-    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415 - pyspark's Arrow helpers, needs pyarrow
-
-    try:
-        arrow = to_arrow_schema(struct, timezone="UTC")  # TIMESTAMP as Arrow's UTC timestamps, as fastavro gives them
-    except TypeError:  # a PySpark whose helper has no timezone argument: it always uses UTC
-        arrow = to_arrow_schema(struct)
+    arrow = arrow_schema(struct)
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import fastavro  # noqa: PLC0415 - the avro extra, on the executors
@@ -219,7 +233,7 @@ def _decoder(texts: dict[int, str], newest: int, struct: StructType, wrap: bool)
         for batch in batches:
             rows = []
             for record in batch.column(0).to_pylist():
-                value = fastavro.schemaless_reader(io.BytesIO(record[5:]), parsed[int.from_bytes(record[1:5], "big")],
+                value = fastavro.schemaless_reader(io.BytesIO(record[5:]), parsed[record_schema_id(record)],
                                                    parsed[newest])
                 rows.append({"value": value} if wrap else value)
             yield pa.RecordBatch.from_pylist(rows, schema=arrow)
