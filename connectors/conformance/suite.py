@@ -153,11 +153,19 @@ class SinkConformance(PoisonRecordConformance):
         with network_for(adapter, request.getfixturevalue("toxiproxy")) as network:
             yield network
 
+    #: cases this class runs only with ``IMPULSE_FULL_SWEEP=1`` (skipped, saying so, without it): for a class that
+    #: repeats another's matrix over a variant (a cluster, a record format) where those cases test nothing the
+    #: variant changes
+    full_sweep_only: tuple[str, ...] = ()
+
     @pytest.fixture(autouse=True)
     def _case(self, request):
         """The running case's name (``test_fault_injection[mid_write-crash-first-attempt]``), for messages."""
         self.case = request.node.name
         self.node = request.node
+        if request.node.originalname in self.full_sweep_only and not full_sweep():
+            pytest.skip(f"{type(self).__name__} runs {request.node.originalname} only with {FULL_SWEEP_ENV}=1 "
+                        "(the reduced matrix for CI time)")
 
     def breaks_guarantee(self, adapter: SinkAdapter, verdict: Verdict) -> bool:
         """Whether `verdict` breaks the adapter's guarantee: a loss or an unexpected event always, a
