@@ -89,15 +89,30 @@ def group_refused(config: Mapping[str, Any], timeout_s: float = 10.0) -> str | N
     return None
 
 
+#: the errors of a partition whose leader is not elected or not yet known to the broker asked (a topic created a
+#: moment ago, a leader moving): asked again until the read's timeout
+_LEADER_MOVING = ("NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE")
+
+
 def _ends(consumer: Any, topic: str, timeout_s: float) -> dict[int, int]:
-    """`end_offsets` as `consumer` (its isolation level) sees them."""
+    """`end_offsets` as `consumer` (its isolation level) sees them. A missing topic raises at once; a partition whose
+    leader is moving or not yet elected (`_LEADER_MOVING`) is asked again until `timeout_s` has passed."""
     from confluent_kafka import KafkaException, TopicPartition  # noqa: PLC0415 - the kafka extra's client
 
     found = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
     if found.error is not None:
         raise KafkaException(found.error)
-    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1]
-            for p in sorted(found.partitions)}
+    deadline = time.monotonic() + timeout_s
+    ends: dict[int, int] = {}
+    for p in sorted(found.partitions):
+        while p not in ends:
+            try:
+                ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1]
+            except KafkaException as exc:
+                if exc.args[0].name() not in _LEADER_MOVING or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+    return ends
 
 
 def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_committed", timeout_s: float = 60.0,
