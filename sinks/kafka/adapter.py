@@ -31,10 +31,12 @@ class KafkaAdapter(SinkAdapter):
     #: below the 1 MB record limit of librdkafka (``message.max.bytes``) and the broker, JSON overhead included
     large_value_bytes = 900_000
     #: the cut sweep: librdkafka resends a request on a new connection after a close, so what the sweep must
-    #: reach after a reply is a connection that stalls until the sink gives up (its 3 s `timeout`, librdkafka's
-    #: 3 s request and socket timeouts), not one that closes
+    #: reach after a reply is a connection that stalls until the sink gives up (its 3 s `timeout`), not one
+    #: that closes. librdkafka's own request and socket timeouts (6 s) are longer than the sink's: with them
+    #: equal, a request resent on a new connection could answer before the sink gave up, and a cut between two
+    #: round trips would go untested on a machine that happened to run that way round
     cut_kinds = ("inside_request", "after_request", "stall_after_reply")
-    network_options = {"timeout": "3s", "kafka.request.timeout.ms": "3000", "kafka.socket.timeout.ms": "3000"}
+    network_options = {"timeout": "3s", "kafka.request.timeout.ms": "6000", "kafka.socket.timeout.ms": "6000"}
     network_stall_s = 6.0
 
     def __init__(self, bootstrap: str, guarantee: str = "exactly_once", partitions: int = 2,
