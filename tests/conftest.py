@@ -52,6 +52,11 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_sep("=", f"slowest files (of {total / 60:.1f} worker-minutes)")
     for path, seconds in _FILE_SECONDS.most_common(25):
         terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {path}")
+    folders = collections.Counter()
+    for path, seconds in _FILE_SECONDS.items():
+        folders[path.rsplit("/", 1)[0] if "/" in path.removeprefix("tests/") else "tests"] += seconds
+    terminalreporter.write_line("by folder: " + ", ".join(f"{folder} {seconds:.0f}s" for folder, seconds
+                                                          in folders.most_common()))
 
 
 # Spark's Python workers must run this interpreter (with the project installed), not whatever is on PATH.
