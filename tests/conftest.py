@@ -54,7 +54,7 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds:8.1f}s {100 * seconds / total:5.1f}%  {path}")
     folders = collections.Counter()
     for path, seconds in _FILE_SECONDS.items():
-        folders[path.rsplit("/", 1)[0] if "/" in path.removeprefix("tests/") else "tests"] += seconds
+        folders[path.rpartition("/")[0]] += seconds
     terminalreporter.write_line("by folder: " + ", ".join(f"{folder} {seconds:.0f}s" for folder, seconds
                                                           in folders.most_common()))
 
