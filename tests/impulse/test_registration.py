@@ -45,10 +45,13 @@ CONNECT_BACK = "waiting for the Python worker to connect back"
 def test_fresh_session_finds_impulse_without_register_all(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0 and CONNECT_BACK in done.stderr:  # the machine, not the lookup: once more
-        done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
+    def fresh_session() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
                               timeout=300)
+
+    done = fresh_session()
+    if done.returncode != 0 and CONNECT_BACK in done.stderr:  # the machine, not the lookup: once more
+        done = fresh_session()
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     said = "\n".join(line for line in done.stderr.splitlines() if not line.lstrip().startswith(("at ", "...")))
     assert done.returncode == 0 and lines, (
