@@ -42,6 +42,7 @@ from flink_nexmark import FLINK_PER_CORE, SOURCE
 from impulse.loadtest import cli as load_cli
 from impulse.nexmark.cli import parse_count, run_query, source_options
 from impulse.nexmark.queries import QUERIES, query
+from impulse.nexmark.stateful import STATE_STORE
 
 STREAMING = [q.name for q in QUERIES if q.runs]
 #: a search whose LO was not sustained is run again below it (LO × --lo-factor to LO), at most this many times: a
@@ -129,6 +130,8 @@ def main(argv=None) -> int:
         out = Path(args.output) if args.output else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         try:
             for name in args.queries:
+                # each row with the state store its query chooses, not the one a query before it set in the session
+                spark.conf.unset(STATE_STORE[0])
                 try:
                     rows[name] = query_row(spark, name, args, cores, out)
                 except Exception as exc:  # noqa: BLE001 - one failed query is reported, the others still run
