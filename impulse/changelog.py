@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +50,13 @@ __all__ = ["Changelog", "OPS", "INSERT", "UPDATE", "DELETE", "READ"]
 
 OPS = ("insert", "update", "delete", "read")
 INSERT, UPDATE, DELETE, READ = range(4)
-_OP_TEXT = pa.array(OPS, pa.string())
+
+
+@cache
+def _op_text() -> pa.Array:
+    # built at first use, not at import: pyarrow's first array imports pandas (~0.2 s), which a process that only
+    # imports this module (Spark's planner and streaming-source processes on the driver) does not need
+    return pa.array(OPS, pa.string())
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,7 @@ class Changelog:
     @staticmethod
     def op_array(ops: np.ndarray) -> pa.Array:
         """The ``op`` column: ``insert`` / ``update`` / ``delete`` / ``read`` text of `ops` (an Arrow take)."""
-        return _OP_TEXT.take(pa.array(ops, pa.int8()))
+        return _op_text().take(pa.array(ops, pa.int8()))
 
 
 @dataclass(frozen=True)

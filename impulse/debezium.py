@@ -24,6 +24,7 @@ from ``changelog.image`` (the row image as DDL) when no schema is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Mapping
 
 import numpy as np
@@ -48,8 +49,14 @@ SOURCE_FIELDS = (("connector", "STRING"), ("name", "STRING"), ("table", "STRING"
 OP_CODES = {INSERT: "c", UPDATE: "u", DELETE: "d", READ: "r"}
 CONNECTOR = "impulse"
 
-_CODES = pa.array([OP_CODES[i] for i in range(len(OP_CODES))], pa.string())
-_SNAPSHOT = pa.array(["false", "true"], pa.string())
+
+
+@cache
+def _texts() -> tuple[pa.Array, pa.Array]:
+    """The op codes by changelog op and ``snapshot``'s two texts, built at first use (not at import: `impulse.source`
+    imports this module, and pyarrow's first array imports pandas, which Spark's driver-side processes never use)."""
+    return pa.array([OP_CODES[i] for i in range(len(OP_CODES))], pa.string()), pa.array(["false", "true"], pa.string())
+
 _SPARK = {"STRING": StringType(), "BIGINT": LongType()}
 
 
@@ -106,12 +113,13 @@ class Envelope:
         before = image(np.where(had, previous - lo, 0), ~had)
         counters = np.arange(first, first + count, dtype=np.int64)
         source_type = self.arrow.field("source").type
+        codes, snapshot = _texts()
         source = pa.StructArray.from_arrays([
             pa.repeat(pa.scalar(CONNECTOR), count), pa.repeat(pa.scalar(self.name), count),
-            pa.repeat(pa.scalar(self.table), count), _SNAPSHOT.take(pa.array((ops == READ).astype(np.int8))),
+            pa.repeat(pa.scalar(self.table), count), snapshot.take(pa.array((ops == READ).astype(np.int8))),
             pa.array(counters * partitions + subtask)], fields=list(source_type))
         key = pa.StructArray.from_arrays([pa.array(keys)], fields=list(self.arrow.field("key").type))
-        columns = [key, before, after, _CODES.take(pa.array(ops)), pa.array(timestamps_us // 1000), source]
+        columns = [key, before, after, codes.take(pa.array(ops)), pa.array(timestamps_us // 1000), source]
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow)
 
 

@@ -12,12 +12,16 @@ none of a package listed after it.
 A package is a folder with an ``__init__.py``. Package A imports package B when a module in A (or in a package under
 A) imports one in B (or under B), and neither package holds the other: so a cycle between two sub-packages, or between
 a package and a sibling's sub-package, is a cycle of packages even where the modules themselves form none.
+
+And one run-time check: importing the data sources (what Spark's Python processes import) does not import pandas.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,3 +261,16 @@ def test_a_shipped_module_naming_a_path_under_tests_is_found(tmp_path):
     (tmp_path / "sinks" / "writes.py").write_text(
         "def suite(element):\n    element.set('tests', '1')\n    return {'tests': '0', 'name': 'tests'}\n")
     assert paths_under_tests(tmp_path) == ["sinks.reads:4", "sinks.reads:5", "sinks.reads:6", "sinks.reads:7"]
+
+
+def test_importing_a_data_source_does_not_import_pandas():
+    # Spark starts a Python process per streaming query (and per planner) that imports the source or sink and
+    # never needs pandas; pyarrow's first array or scalar imports it (~0.2 s of CPU each time), so no module a
+    # registration entry point imports may build one at import
+    modules = sorted(path.stem for path in ROOT.glob("pyspark_*.py"))
+    assert len(modules) >= 6, modules
+    code = (f"import sys\nfor m in {modules!r}:\n    __import__(m)\n"
+            "print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "[]", f"imported at import time: {done.stdout}"

@@ -17,7 +17,6 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from connectors.errors import OptionError
 
@@ -54,6 +53,10 @@ def load(path: str, source_format: str, time_column: str | None) -> Recording:
 
 @lru_cache(maxsize=4)
 def _load(path: str, source_format: str, time_column: str | None, _key: tuple) -> Recording:
+    # imported here: pyarrow.dataset imports pandas (~0.2 s), which Spark's driver-side processes that only import
+    # this module (to plan the source) never use
+    import pyarrow.dataset as ds  # noqa: PLC0415
+
     fmt = "ipc" if source_format in ("arrow", "feather") else source_format
     try:
         table = ds.dataset(path, format=fmt).to_table()

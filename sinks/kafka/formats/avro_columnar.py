@@ -10,6 +10,7 @@ bytes are identical to fastavro's ``schemaless_writer`` for the same rows.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,13 @@ import pyarrow.compute as pc
 
 __all__ = ["encode_columnar"]
 
-_EMPTY = pa.scalar(b"", pa.binary())
+
+
+@cache
+def _empty() -> pa.Scalar:
+    # made at first use, not at import: pyarrow's first scalar imports pandas (~0.2 s), which the processes that
+    # only import the sink (Spark's planners on the driver) never use
+    return pa.scalar(b"", pa.binary())
 
 
 def _binary(data: np.ndarray, lengths: np.ndarray) -> pa.Array:
@@ -52,7 +59,7 @@ def _varints(values: np.ndarray) -> pa.Array:
 def _length_prefixed(column: pa.Array) -> pa.Array:
     data = column.cast(pa.binary())
     lengths = pc.binary_length(data).to_numpy(zero_copy_only=False)
-    return pc.binary_join_element_wise(_varints(np.nan_to_num(lengths).astype(np.int64)), data, _EMPTY)
+    return pc.binary_join_element_wise(_varints(np.nan_to_num(lengths).astype(np.int64)), data, _empty())
 
 
 def _decimals(column: pa.Array, scale: int) -> pa.Array | None:
@@ -67,7 +74,7 @@ def _decimals(column: pa.Array, scale: int) -> pa.Array | None:
     n = (bits + 8) // 8  # minimal two's complement, as Python's int.to_bytes and Java's BigInteger do
     big = unscaled.astype(">i8").view(np.uint8).reshape(-1, 8)
     body = _binary(big[np.arange(8)[None, :] >= (8 - n[:, None])], n)
-    return pc.binary_join_element_wise(_varints(n), body, _EMPTY)
+    return pc.binary_join_element_wise(_varints(n), body, _empty())
 
 
 def _column(column: pa.Array, kind: Any) -> pa.Array | None:
@@ -112,7 +119,7 @@ def _field(column: pa.Array, kind: Any, relevant: np.ndarray | None = None) -> p
         if value is None:
             return None
         tag = pa.scalar(bytes([2 * (1 - null_index)]), pa.binary())
-        tagged = pc.binary_join_element_wise(tag, value, _EMPTY)
+        tagged = pc.binary_join_element_wise(tag, value, _empty())
         if column.null_count == 0:
             return tagged
         return pc.if_else(column.is_valid(), tagged, pa.scalar(bytes([2 * null_index]), pa.binary()))
@@ -139,7 +146,7 @@ def _value(column: pa.Array, kind: Any, relevant: np.ndarray | None) -> pa.Array
         encoded_values = _field(values, kind["values"])
         if encoded_values is None:
             return None
-        entries = pc.binary_join_element_wise(_length_prefixed(keys), encoded_values, _EMPTY)
+        entries = pc.binary_join_element_wise(_length_prefixed(keys), encoded_values, _empty())
         return _blocks(entries, counts)
     return _column(column, kind)
 
@@ -156,9 +163,9 @@ def _blocks(items: pa.Array, counts: np.ndarray) -> pa.Array:
     the end marker alone (as fastavro writes)."""
     offsets = np.zeros(len(counts) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), items.cast(pa.binary())), _EMPTY)
-    end = pc.if_else(pa.array(counts > 0), pa.scalar(b"\x00", pa.binary()), _EMPTY)
-    return pc.binary_join_element_wise(_varints(counts), joined, end, _EMPTY)
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), items.cast(pa.binary())), _empty())
+    end = pc.if_else(pa.array(counts > 0), pa.scalar(b"\x00", pa.binary()), _empty())
+    return pc.binary_join_element_wise(_varints(counts), joined, end, _empty())
 
 
 def _record(column: pa.StructArray, schema: dict, relevant: np.ndarray | None) -> pa.Array | None:
@@ -175,7 +182,7 @@ def _record(column: pa.StructArray, schema: dict, relevant: np.ndarray | None) -
         pieces.append(encoded)
     if not pieces:
         return pa.array([b""] * len(column), pa.binary())
-    return pc.binary_join_element_wise(*pieces, _EMPTY) if len(pieces) > 1 else pieces[0].cast(pa.binary())
+    return pc.binary_join_element_wise(*pieces, _empty()) if len(pieces) > 1 else pieces[0].cast(pa.binary())
 
 
 def encode_columnar(batch: pa.RecordBatch, schema: dict) -> pa.Array | None:
