@@ -48,7 +48,7 @@ SOURCE_FIELDS = (("connector", "STRING"), ("name", "STRING"), ("table", "STRING"
 #: Debezium's op code of each changelog op (`impulse.changelog`'s INSERT, UPDATE, DELETE, READ)
 OP_CODES = {INSERT: "c", UPDATE: "u", DELETE: "d", READ: "r"}
 CONNECTOR = "impulse"
-
+_SPARK = {"STRING": StringType(), "BIGINT": LongType()}
 
 
 @cache
@@ -56,8 +56,6 @@ def _texts() -> tuple[pa.Array, pa.Array]:
     """The op codes by changelog op and ``snapshot``'s two texts, built at first use (not at import: `impulse.source`
     imports this module, and pyarrow's first array imports pandas, which Spark's driver-side processes never use)."""
     return pa.array([OP_CODES[i] for i in range(len(OP_CODES))], pa.string()), pa.array(["false", "true"], pa.string())
-
-_SPARK = {"STRING": StringType(), "BIGINT": LongType()}
 
 
 @dataclass(frozen=True)
