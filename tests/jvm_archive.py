@@ -9,13 +9,14 @@ local Spark session and its first query start sooner (figures: bench/README.md).
 jars) cannot use it: the JDK checks the class path and the jars' sizes and times against the archive and starts
 as before, and ``-Xlog:cds*=off`` keeps its warning out of that JVM's output. Nothing depends on the archive but speed.
 
-The archive is cached under ``$IMPULSE_CACHE`` by a hash of the JDK's version and PySpark's jars (names, sizes,
-times): a new JDK or PySpark makes a new one.
+The archive is cached under ``$IMPULSE_CACHE`` by a hash of the JDK's version and Spark's jars (their folder, under
+``$SPARK_HOME`` when set, names, sizes, times): a new JDK, PySpark or Spark home makes a new one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -61,7 +62,10 @@ def archive_path() -> Path:
     version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     # without the "Picked up JAVA_TOOL_OPTIONS" line: the archive does not depend on those options
     digest = hashlib.sha256("\n".join(l for l in version if not l.startswith("Picked up")).encode())
-    for jar in sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")):
+    # the folder as the JVM's class path names it: an archive made under another Spark home does not apply
+    jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+    digest.update(f"{jars}\n".encode())
+    for jar in sorted(jars.glob("*.jar")):
         stat = jar.stat()
         digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return cache_root() / f"spark-classes-{digest.hexdigest()[:16]}.jsa"

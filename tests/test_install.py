@@ -71,9 +71,10 @@ print(json.dumps({extra: sorted(m for m in modules if not providers.get(m, set()
 
 def _run(exe: Path, *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `exe` (the environment's python, or a script beside it) with that environment's python for Spark's
-    workers, and nothing of this checkout on the path."""
+    workers, nothing of this checkout on the path and that environment's own Spark home."""
     python = exe.parent / "python"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
     env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
     return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -45,7 +45,10 @@ def processes_under(folder: Path) -> dict[int, str]:
 
 
 def spark_home() -> Path:
-    """The installed ``pyspark`` package folder: it holds ``bin/spark-class`` and the jars."""
+    """``$SPARK_HOME`` when set, as for PySpark's own launcher, else the installed ``pyspark`` package folder: it
+    holds ``bin/spark-class`` and the jars."""
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ServerError("pyspark is not installed: run `pip install -e .[test]` (tests/run does this)")
