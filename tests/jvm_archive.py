@@ -16,15 +16,13 @@ The archive is cached under ``$IMPULSE_CACHE`` by a hash of the JDK's version an
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import pyspark
-
 from connectors.servers.base import cache_root
+from connectors.servers.spark import spark_home
 
 #: beside ``-XX:SharedArchiveFile``: no warning (on standard output) from a JVM that cannot use the archive
 QUIET = "-Xlog:cds*=off"
@@ -63,7 +61,7 @@ def archive_path() -> Path:
     # without the "Picked up JAVA_TOOL_OPTIONS" line: the archive does not depend on those options
     digest = hashlib.sha256("\n".join(l for l in version if not l.startswith("Picked up")).encode())
     # the folder as the JVM's class path names it: an archive made under another Spark home does not apply
-    jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+    jars = spark_home() / "jars"
     digest.update(f"{jars}\n".encode())
     for jar in sorted(jars.glob("*.jar")):
         stat = jar.stat()

@@ -3,9 +3,9 @@
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` and Py4J's zip first on the ``PYTHONPATH`` of every Python
 process it starts: the worker daemons, the planner processes of a Python data source and the process that runs a
 streaming source for each streaming query. Python keeps no bytecode for what it imports from a zip, so each of those
-processes compiles PySpark's sources again: ~1 CPU-second each, most of a streaming source process's CPU (2.2 s →
-0.9 s per query measured on the Redis conformance cases, a quarter of their CPU; bench/README.md, "The test suite
-and CI"). The installed package holds the same sources with their bytecode cache.
+processes compiles PySpark's sources again: ~1 CPU-second each, most of a streaming source process's CPU (2.3 →
+0.9 CPU-s per query measured on the Redis conformance cases, whose CPU fell by a third; bench/README.md, "The test
+suite and CI"). The installed package holds the same sources with their bytecode cache.
 
 ``python3 -m tests.spark_home`` prints a folder (made once under ``$IMPULSE_CACHE``) that links every entry of the
 installed ``pyspark`` package except ``python/lib``; `tests/run` exports it as ``SPARK_HOME``. Spark's launcher,
