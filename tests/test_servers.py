@@ -412,6 +412,15 @@ def test_toxiproxy_limit_data_cuts_at_the_byte_and_the_tap_records_turns(toxipro
             assert len(tap.triggered.turns) >= 3  # fired on the connection that carried the first round trip
             proxy.clear()
             assert _exchange(proxy.listen, requests) == requests
+
+            # the same point on a conversation whose turns before it differ (a longer first request):
+            # the bytes are reached, the recorded turns are not, so the tap lets the connection be
+            tap.reset()
+            tap.trigger(UP, reset.size, lambda: proxy.add_toxic("reset_peer", UP, timeout=0), other=reset.other,
+                        accept=reset.landed)
+            other = [requests[0] + b"a" * 5, *requests[1:]]
+            assert _exchange(proxy.listen, other) == other and tap.triggered is None
+            tap.disarm()
         finally:
             proxy.delete()
     listener.close()

@@ -8,7 +8,8 @@ conversation gives its cut points (`cut_points`), and it tells when a ``limit_da
 connection, so the toxic is removed at once: every cut fires once, and the retry gets through.
 
 Toxiproxy places ``limit_data`` at a byte itself; its ``reset_peer`` and ``timeout`` toxics fire at once on
-every connection, so the tap adds them when the first connection reaches the cut's byte (`Tap.trigger`):
+every connection, so the tap adds them when the first connection reaches the cut's byte after the turns
+recorded before it (`Tap.trigger`, `Cut.landed`):
 a reset is removed once that connection is gone, a stall (``timeout`` 0: nothing gets through) is held
 `SinkAdapter.network_stall_s` seconds, long enough for the sink to give up on the connection.
 """
@@ -23,8 +24,8 @@ from typing import Callable, Iterator, Mapping, NamedTuple
 from connectors.conformance.adapter import SinkAdapter
 from connectors.servers.tap import DOWN, UP, Conversation, Tap
 
-__all__ = ["CUT_KINDS", "Cut", "DOWN", "FULL_SWEEP_ENV", "KINDS", "Network", "Routed", "UP",
-           "cut_points", "network_for"]
+__all__ = ["CONTEXT", "CUT_KINDS", "Cut", "DOWN", "FULL_SWEEP_ENV", "KINDS", "Network", "Routed", "UP",
+           "alike", "context_of", "cut_points", "network_for"]
 
 
 class Kind(NamedTuple):
@@ -67,14 +68,70 @@ class Cut:
     #: bytes the conversation carried the other way before the point: a stall or a reset fires only on a
     #: connection that carried as many (the partition's write, not a client's short-lived metadata connection)
     other: int = 0
+    #: the last `CONTEXT` turns of the recorded conversation up to the point (`context_of`): what makes a
+    #: point the same one in another run, where a client may add, drop or merge a round trip before it
+    context: tuple[tuple[str, int], ...] = ()
 
     @property
     def toxic(self) -> str:
         return KINDS[self.kind].toxic
 
+    def landed(self, conversation: Conversation) -> bool:
+        """Whether this cut, fired on `conversation`, broke it at the recorded point: the turns up to its byte are
+        the recorded ones (`alike`). Byte counts alone can mislead: a client that retries a request of the same
+        size earlier in one run (librdkafka's AddPartitionsToTxn under load) puts another round trip there."""
+        found = context_of(conversation, self.direction, self.size)
+        return found is not None and alike(found, self.context)
+
+    def same_point(self, other: "Cut") -> bool:
+        """Whether `other` is this point, at these byte counts or others (another run's conversation may hold it
+        elsewhere): the same kind after alike turns."""
+        return self.kind == other.kind and alike(self.context, other.context)
+
+    def same_place(self, other: "Cut") -> bool:
+        """Whether `other` is this point at about these byte counts: a cut at either fires at the same place."""
+        return self.same_point(other) and _near(self.size, other.size) and _near(self.other, other.other)
+
     def __str__(self) -> str:
         arrow = "sink → target" if self.direction == UP else "target → sink"
         return f"{_VERB[self.toxic]} {self.where} ({arrow} after {self.size} bytes)"
+
+
+def alike(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> bool:
+    """Whether two runs of turns are the same exchange: the same directions, each turn's size within 1 %
+    (2 bytes at least: Redis's replies to a connection's handshake carry its id, one digit longer from run to run)."""
+    return len(a) == len(b) and all(x == y and _near(m, n) for (x, m), (y, n) in zip(a, b))
+
+
+def _near(m: int, n: int) -> bool:
+    return abs(m - n) <= max(2, min(m, n) // 100)
+
+
+#: turns of a conversation that name a point (`Cut.context`): two round trips, enough to tell the reply to a
+#: commit from the reply to the write before it, few enough that a difference in a client's handshake does not
+#: make every later point a new one
+CONTEXT = 4
+
+
+def context_of(conversation: Conversation, direction: str, size: int) -> tuple[tuple[str, int], ...] | None:
+    """The last `CONTEXT` turns of `conversation` up to its byte `size` in `direction` (counted as
+    `Conversation.total`), the turn holding that byte cut there; None if it never carried that many."""
+    found = _turn_holding(conversation, direction, size)
+    if found is None:
+        return None
+    index, before = found
+    return tuple([*conversation.turns[max(0, index + 1 - CONTEXT):index], (direction, size - before)])
+
+
+def _turn_holding(conversation: Conversation, direction: str, size: int) -> tuple[int, int] | None:
+    """The index of the turn of `conversation` that carried its byte `size` in `direction` (counted from
+    `Tap.reset`), with the bytes that direction carried before that turn."""
+    sent = {UP: -conversation.base[UP], DOWN: -conversation.base[DOWN]}
+    for index, (way, bytes_) in enumerate(conversation.turns):
+        if way == direction and sent[way] + bytes_ >= size:
+            return index, sent[way]
+        sent[way] += bytes_
+    return None
 
 
 def cut_points(conversation: Conversation, kinds: tuple[str, ...] = CUT_KINDS, skip: int = 0) -> list[Cut]:
@@ -92,15 +149,16 @@ def cut_points(conversation: Conversation, kinds: tuple[str, ...] = CUT_KINDS, s
     at = {}
     for name in kinds:
         at.setdefault(KINDS[name].at, []).append(name)
-    return [Cut(cut.direction, cut.size, cut.where, name, cut.other) for round_trip, cut in _boundaries(conversation)
-            if round_trip > skip for name in at.get(cut.kind, ())]
+    return [Cut(cut.direction, cut.size, cut.where, name, cut.other, context_of(conversation, cut.direction, cut.size))
+            for round_trip, cut in _boundaries(conversation) if round_trip > skip and cut.size > 0
+            for name in at.get(cut.kind, ())]
 
 
 def _boundaries(conversation: Conversation) -> list[tuple[int, Cut]]:
     """The boundaries of `cut_points`, each with its round trip's number (from 1) and as a `Cut` whose `kind`
     is its place (`Kind.at`)."""
     cuts: list[tuple[int, Cut]] = []
-    sent = {UP: 0, DOWN: 0}
+    sent = {UP: -conversation.base[UP], DOWN: -conversation.base[DOWN]}  # counted as the toxics count: from `Tap.reset`
     requests = replies = 0
     last = len(conversation.turns) - 1
     for index, (direction, size) in enumerate(conversation.turns):
@@ -164,7 +222,7 @@ class Network:
             self.proxy.add_toxic("limit_data", kind.stream, bytes=cut.size)
         else:  # placed by the tap at the byte: Toxiproxy would fire it at once
             self.tap.trigger(cut.direction, cut.size, lambda: self.proxy.add_toxic(kind.toxic, kind.stream, timeout=0),
-                             other=cut.other)
+                             other=cut.other, accept=cut.landed)  # only where the recorded turns led to it
 
     def await_cut(self, cut: Cut, query_running: Callable[[], bool], timeout: float) -> Conversation | None:
         """Wait until a connection was broken at `cut` (the conversation), the query ended or `timeout` seconds

@@ -58,7 +58,7 @@ class Tap:
         self._lock = threading.Condition()
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
-        self._trigger: tuple[str, int, int, Callable[[], None]] | None = None
+        self._trigger: tuple[str, int, int, Callable[[], None], Callable[[Conversation], bool]] | None = None
         self.triggered: Conversation | None = None  # the connection the armed trigger fired on
 
     @property
@@ -98,12 +98,14 @@ class Tap:
                 conversation.base = {UP: conversation.total(UP) + conversation.base[UP],
                                      DOWN: conversation.total(DOWN) + conversation.base[DOWN]}
 
-    def trigger(self, direction: str, size: int, action: Callable[[], None], other: int = 0) -> None:
+    def trigger(self, direction: str, size: int, action: Callable[[], None], other: int = 0,
+                accept: Callable[[Conversation], bool] = lambda conversation: True) -> None:
         """Run `action` once, on the first connection whose bytes in `direction` (counted as `Conversation.total`)
-        reach `size` having carried at least `other` bytes the other way, before the chunk holding byte `size`
-        is forwarded; `triggered` is then that conversation."""
+        reach `size` having carried at least `other` bytes the other way and that `accept` (given the
+        conversation so far, that chunk included) takes, before the chunk holding byte `size` is forwarded;
+        `triggered` is then that conversation."""
         with self._lock:
-            self._trigger, self.triggered = (direction, size, other, action), None
+            self._trigger, self.triggered = (direction, size, other, action, accept), None
 
     def disarm(self) -> None:
         with self._lock:
@@ -169,7 +171,8 @@ class Tap:
                     conversation.add(direction, len(data))
                     trigger = self._trigger
                     if trigger is not None and trigger[0] == direction and conversation.total(direction) >= trigger[1] \
-                            and conversation.total(DOWN if direction == UP else UP) >= trigger[2]:
+                            and conversation.total(DOWN if direction == UP else UP) >= trigger[2] \
+                            and trigger[4](conversation):
                         self._trigger, action = None, trigger[3]
                     else:
                         action = None
