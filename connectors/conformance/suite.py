@@ -498,19 +498,7 @@ class SinkConformance(PoisonRecordConformance):
             if mine is None and any(cut.same_point(point) for point in landed):
                 continue
             started, runs = time.monotonic(), runs + 1
-            with fresh_namespace(adapter) as namespace:
-                checkpoint = tmp_path / f"cut-{runs}"
-                network.arm(cut)
-                try:
-                    query = start_query(spark, routed, namespace, checkpoint, limit=limit)
-                    fired = network.await_cut(cut, lambda: query.isActive, timeout=120)  # noqa: B023 - called within this iteration
-                finally:
-                    network.proxy.clear()
-                failure = failure_of(lambda: await_query(query))  # noqa: B023 - called within this iteration
-                whole = network.recorded() if fired is None else None  # nothing cut: this run's write, as it went
-                if failure is not None:  # restarted from its checkpoint, as Spark's users do
-                    failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))  # noqa: B023 - called within this iteration
-                verdict = compare(sorted(adapter.read_back(namespace)), expected_events(limit))
+            fired, whole, failure, verdict = self._cut_run(spark, adapter, network, cut, tmp_path / f"cut-{runs}")
             hit = fired is not None and cut.landed(fired)
             if mine is not None:
                 tries[mine] += 1
@@ -543,6 +531,23 @@ class SinkConformance(PoisonRecordConformance):
         assert len(missed) <= len(recorded) // 2, \
             f"{len(missed)} of {len(recorded)} cuts never fired in {self.cut_tries} runs each (the write's conversation " \
             f"changed between runs): {missed}"
+
+    def _cut_run(self, spark, adapter, network, cut, checkpoint):
+        """One run of the sweep with `cut` armed, in a fresh namespace: (the conversation it fired on or None, the
+        run's write when nothing fired, the failure left after a restart from the checkpoint or None, the verdict)."""
+        routed, limit = network.cut_adapter, self.network_limit
+        with fresh_namespace(adapter) as namespace:
+            network.arm(cut)
+            try:
+                query = start_query(spark, routed, namespace, checkpoint, limit=limit)
+                fired = network.await_cut(cut, lambda: query.isActive, timeout=120)
+            finally:
+                network.proxy.clear()
+            failure = failure_of(lambda: await_query(query))
+            whole = network.recorded() if fired is None else None  # nothing cut: this run's write, as it went
+            if failure is not None:  # restarted from its checkpoint, as Spark's users do
+                failure = failure_of(lambda: run_query(spark, routed, namespace, checkpoint, limit=limit))
+            return fired, whole, failure, compare(sorted(adapter.read_back(namespace)), expected_events(limit))
 
     def test_bad_network(self, spark, adapter, network, namespace, tmp_path):
         """Latency with jitter, a bandwidth cap and a slow close on every connection: the query keeps up,
