@@ -78,7 +78,7 @@ from connectors.conformance.harness import (
     start_query,
     wait_for_stall,
 )
-from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, cut_points, network_for
+from connectors.conformance.network import CUT_KINDS, DOWN, FULL_SWEEP_ENV, UP, Cut, cut_points, network_for
 from connectors.conformance.poison import PoisonRecordConformance
 from connectors.partitions import split_limit
 from connectors.protocol import CommitMessage
@@ -489,12 +489,13 @@ class SinkConformance(PoisonRecordConformance):
         kinds, skip = (CUT_KINDS, 0) if full else (self.cut_kinds or adapter.cut_kinds, adapter.network_handshake)
         recorded = cut_points(conversation, kinds, skip=skip)
         assert recorded, f"the recorded write has no round trip to cut: {conversation.turns}"
-        pending, landed, broken, runs = list(recorded), [], [], 0
-        tries = dict.fromkeys(range(len(recorded)), 0)  # runs of each recorded point
-        fired_once = set()                              # recorded points that fired at least once
+        # (cut, its index in `recorded`, or None for a point of another run's write)
+        pending: list[tuple[Cut, int | None]] = list(zip(recorded, range(len(recorded)), strict=True))
+        landed, broken, runs = [], [], 0
+        tries = [0] * len(recorded)  # runs of each recorded point
+        fired_once = set()           # recorded points that fired at least once
         while pending and runs < self.cut_tries * len(recorded):  # a bound, should every run differ
-            cut = pending.pop(0)
-            mine = next((i for i, point in enumerate(recorded) if point is cut), None)  # None: another shape's
+            cut, mine = pending.pop(0)
             if mine is None and any(cut.same_point(point) for point in landed):
                 continue
             started, runs = time.monotonic(), runs + 1
@@ -505,13 +506,13 @@ class SinkConformance(PoisonRecordConformance):
                 if fired is not None:
                     fired_once.add(mine)
                 if not hit and tries[mine] < self.cut_tries:
-                    pending.append(cut)
+                    pending.append((cut, mine))
             if hit:
                 landed.append(cut)
             for point in cut_points(whole, kinds, skip=skip) if whole else ():  # its points at bytes not cut yet
                 if not any(point.same_point(done) for done in landed) and \
-                        not any(point.same_place(other) for other in [*recorded, *pending]):
-                    pending.append(point)
+                        not any(point.same_place(other) for other in [*recorded, *(c for c, _ in pending)]):
+                    pending.append((point, None))
             if trace:
                 print(f"{cut}: {'landed' if hit else 'fired elsewhere' if fired else 'missed'} "
                       f"failed={failure is not None} {time.monotonic() - started:.1f}s"
